@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rtlab/rtlab/internal/app"
+)
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rtlab serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg app.Config
+	lim := &cfg.Limits
+	logLevel := "info"
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (host:port)")
+	fs.StringVar(&cfg.Broker, "broker", "memory", "broker: memory (embedded, one node)")
+	fs.IntVar(&cfg.HistorySize, "history-size", 100, "publications kept per topic for resume and history reads")
+	fs.DurationVar(&cfg.HistoryTTL, "history-ttl", 0, "how long a publication stays in history (0 = 10m)")
+	fs.IntVar(&lim.MaxFrame, "max-frame", 64<<10, "largest client frame, request body or publication, in bytes")
+	fs.IntVar(&lim.QueueBytes, "queue-bytes", 1<<20, "bytes queued per connection before it is cut off as a slow consumer")
+	fs.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "a socket write taking longer cuts the client off (0 = 10s)")
+	fs.IntVar(&lim.MaxSubs, "max-subs", 128, "subscriptions (topics) per connection")
+	fs.Float64Var(&lim.MsgRate, "msg-rate", 100, "publishes per second per connection (-1 = unlimited)")
+	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
+	fs.DurationVar(&lim.PingInterval, "ping-interval", 0, "WebSocket ping on idle connections (0 = 25s)")
+	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", 0, "SSE heart-beat comment on idle streams (0 = 15s)")
+	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", 0, "STOMP heart-beat offered both ways (0 = 10s)")
+	fs.DurationVar(&lim.LongPollMax, "long-poll-max", 0, "longest wait a long poll may ask for (0 = 60s)")
+	fs.DurationVar(&lim.SeedLongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: --log-level %q: want debug, info, warn or error\n", logLevel)
+		return 2
+	}
+	cfg.Version = version
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	a, err := app.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,256 @@
+// Package app wires configuration into a running server: broker, hub, transports, the native
+// and seed-compatible routes, metrics, and graceful shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rtlab/rtlab/internal/broker/memory"
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/transport"
+)
+
+// Config is everything `rtlab serve` can be told. Zero values mean the documented defaults.
+type Config struct {
+	Addr            string        // listen address; zero means 127.0.0.1:8080
+	Broker          string        // "memory" (default) or a broker URL
+	HistorySize     int           // publications kept per topic; zero means 100
+	HistoryTTL      time.Duration // zero means 10 minutes
+	Limits          transport.Limits
+	ShutdownTimeout time.Duration // zero means 5 s
+	Version         string
+	Logger          *slog.Logger
+}
+
+// App is a configured server.
+type App struct {
+	cfg       Config
+	log       *slog.Logger
+	hub       *hub.Hub
+	tr        *transport.Server
+	locations *locations
+	reg       *prometheus.Registry
+	handler   http.Handler
+}
+
+// New builds the server from cfg without starting it.
+func New(cfg Config) (*App, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.Broker == "" {
+		cfg.Broker = "memory"
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HistorySize < 0 || cfg.HistorySize > 1_000_000 {
+		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
+	}
+	policy := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
+	var b hub.Broker
+	switch {
+	case cfg.Broker == "memory":
+		b = memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return policy }})
+	default:
+		return nil, fmt.Errorf("--broker %q: want memory (redis://, nats:// and amqp:// brokers are not built in yet)", cfg.Broker)
+	}
+	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerHubStats(reg, h)
+	m := metrics.New(reg)
+	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h)}
+	a.tr = transport.New(transport.Config{
+		Hub: h, Policy: &openPolicy{hub: h}, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
+	})
+	a.handler = a.routes()
+	return a, nil
+}
+
+// Handler returns the HTTP handler with every route; tests serve it with httptest.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Start starts the hub's broker and background work. Run calls it; tests that serve Handler
+// themselves call it directly.
+func (a *App) Start(ctx context.Context) error {
+	go a.locations.sweep(ctx)
+	return a.hub.Run(ctx)
+}
+
+// Shutdown tells clients to reconnect, flushes and closes connections, and stops the hub.
+func (a *App) Shutdown(ctx context.Context) error {
+	err := a.tr.Shutdown(ctx)
+	return errors.Join(err, a.hub.Close())
+}
+
+// Run listens on cfg.Addr and serves until ctx ends, then shuts down gracefully within
+// ShutdownTimeout.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve is Run on an existing listener.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.Start(runCtx); err != nil {
+		return err
+	}
+	lim := a.tr.Limits()
+	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", a.cfg.Broker,
+		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
+		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
+		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", "open (dev mode: no --auth-secret, anyone may connect)",
+		"version", a.cfg.Version)
+	srv := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	start := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer scancel()
+	// Streaming connections are told to reconnect while the listener closes; long polls return.
+	trErr := make(chan error, 1)
+	go func() { trErr <- a.tr.Shutdown(sctx) }()
+	err := srv.Shutdown(sctx)
+	err = errors.Join(err, <-trErr, a.hub.Close())
+	a.log.Info("rtlab stopped", "addr", ln.Addr().String(), "took", time.Since(start).Round(time.Millisecond), "err", err)
+	return err
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func durOrDefault(v, d time.Duration) time.Duration {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func (a *App) routes() http.Handler {
+	mux := http.NewServeMux()
+	tr := a.tr
+	fail := func(w http.ResponseWriter, err error) { tr.WriteError(w, err) }
+
+	// Native API.
+	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
+	mux.HandleFunc("GET /api/poll/{topic...}", tr.HandlePoll)
+	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
+		if !ok {
+			fail(w, fmt.Errorf("%w: use /api/topics/{topic}/history", transport.ErrNotFound))
+			return
+		}
+		tr.HandleHistory(w, r, topic)
+	})
+	mux.HandleFunc("GET /api/location/{group}", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.locations.serve(w, r, r.PathValue("group")); err != nil {
+			fail(w, err)
+		}
+	})
+	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
+	mux.HandleFunc("GET /api/ws", tr.HandleWS)
+	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
+
+	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
+	cur := func(w http.ResponseWriter, r *http.Request) {
+		if err := a.locations.serve(w, r, r.PathValue("group")); err != nil {
+			fail(w, err)
+		}
+	}
+	mux.HandleFunc("GET /cur/{group}", cur)
+	mux.HandleFunc("GET /location/cur/{group}", cur)
+	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleSeedLong(w, r, "location/"+r.PathValue("group"))
+	})
+	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleSeedPublish(w, r, "location/"+r.PathValue("group"))
+	})
+	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleSeedSSE(w, r, "location/"+groupParam(r))
+	})
+	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleSeedPublish(w, r, "location/"+groupParam(r))
+	})
+	mux.HandleFunc("GET /ws", tr.HandleSeedWS)
+	mux.HandleFunc("GET /location", tr.HandleSTOMP)
+	mux.HandleFunc("GET /chat", tr.HandleSeedChat)
+	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
+
+	// Operations.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !a.hub.Ready() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "broker unreachable"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func groupParam(r *http.Request) string {
+	if g := r.URL.Query().Get("group"); g != "" {
+		return g
+	}
+	return "0"
+}
+
+// registerHubStats exports the hub's counters.
+func registerHubStats(reg prometheus.Registerer, h *hub.Hub) {
+	st := h.Stats()
+	counter := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
+	}
+	gauge := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	counter("rtlab_publications_total", "Publications accepted on this node.", func() float64 { return float64(st.Publications.Load()) })
+	counter("rtlab_publications_received_total", "Publications received from the broker.", func() float64 { return float64(st.Received.Load()) })
+	counter("rtlab_deliveries_total", "Publications handed to subscribers' queues.", func() float64 { return float64(st.Deliveries.Load()) })
+	counter("rtlab_duplicates_dropped_total", "Publications dropped because the subscriber had them.", func() float64 { return float64(st.Duplicates.Load()) })
+	counter("rtlab_gaps_filled_total", "Publications fetched from history after a delivery gap.", func() float64 { return float64(st.GapsFilled.Load()) })
+	gauge("rtlab_subscriptions", "Current subscriptions.", func() float64 { return float64(st.Subscriptions.Load()) })
+	gauge("rtlab_topics", "Topics with local subscribers.", func() float64 { return float64(st.Topics.Load()) })
+}

@@ -1,0 +1,158 @@
+package bench
+
+import "time"
+
+// SchemaVersion is written into every results file so readers can refuse files they do not
+// understand.
+const SchemaVersion = 1
+
+// Results is the content of results.json: one run of `rtlab bench`, possibly a matrix of
+// transports × user levels. It is the only thing the report package reads.
+type Results struct {
+	Schema    int       `json:"schema"`
+	Version   string    `json:"version"` // rtlab version that produced it
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	Stopped   bool      `json:"stopped"` // true when interrupted (Ctrl-C); figures cover what ran
+	Config    Config    `json:"config"`
+	Machine   Machine   `json:"machine"`
+	Runs      []Run     `json:"runs"`
+	Warnings  []string  `json:"warnings,omitempty"`
+	Generator string    `json:"generator"` // e.g. "rtlab bench (Go, one process)"
+}
+
+// Config records the flags a run used, so a results file can be reproduced.
+type Config struct {
+	Scenario   string   `json:"scenario"`
+	Transports []string `json:"transports"`
+	Users      []int    `json:"users"`
+	Stages     string   `json:"stages"`    // as given, e.g. "20s:300,30s:PEAK,10s:0"
+	GroupSize  int      `json:"groupSize"` // users per group
+	Groups     int      `json:"groups"`    // when fixed by --groups, else 0
+	Interval   Duration `json:"interval"`  // publish (and short-poll) interval
+	Target     string   `json:"target"`    // empty when the bench started its own server
+	Broker     string   `json:"broker"`
+	Nodes      int      `json:"nodes"`
+	Seed       int64    `json:"seed"`
+	Args       []string `json:"args"` // command line
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Hostname string `json:"hostname"`
+	CPUs     int    `json:"cpus"`
+	GoOS     string `json:"goos"`
+	GoArch   string `json:"goarch"`
+	MemTotal uint64 `json:"memTotalBytes"`
+}
+
+// Run is one transport at one user level (one cell of the matrix).
+type Run struct {
+	Transport string    `json:"transport"` // shortpoll, longpoll, sse, ws, stomp
+	Peak      int       `json:"peak"`      // peak users
+	Started   time.Time `json:"started"`
+	Duration  Duration  `json:"duration"`
+	Stopped   bool      `json:"stopped,omitempty"`
+
+	Connections Connections `json:"connections"`
+	Publish     Publish     `json:"publish"`
+	Delivery    Delivery    `json:"delivery"`
+	Traffic     Traffic     `json:"traffic"`
+	Server      Usage       `json:"server"`    // from /proc of the server process(es) and /metrics
+	Generator   Usage       `json:"generator"` // the bench process itself
+
+	// GeneratorSaturated is set when the generator's CPU was near its budget, so latency figures
+	// may be the generator's, not the server's. The summary says so.
+	GeneratorSaturated bool     `json:"generatorSaturated"`
+	Notes              []string `json:"notes,omitempty"`
+
+	// Series holds one point per second of the run, index i covering [i s, i+1 s).
+	Series Series `json:"series"`
+}
+
+// Connections counts connection attempts. For polling transports a "connection" is a virtual
+// user's keep-alive HTTP connection.
+type Connections struct {
+	Tried   int64     `json:"tried"`
+	Opened  int64     `json:"opened"`
+	Failed  int64     `json:"failed"`
+	Dropped int64     `json:"dropped"` // opened, then closed by the server or the network before the user left
+	Connect Latencies `json:"connectTime"`
+	Errors  []Count   `json:"errors,omitempty"` // the most frequent error texts
+}
+
+// Publish describes the publishers' side.
+type Publish struct {
+	Sent     int64     `json:"sent"`
+	Failed   int64     `json:"failed"`
+	Latency  Latencies `json:"latency"` // send → ack / HTTP response
+	Requests int64     `json:"httpRequests"`
+}
+
+// Delivery is what users feel: did every expected message arrive, in order, how fast.
+type Delivery struct {
+	Expected   int64     `json:"expected"` // receivers in the group at publish time, summed over publications
+	Received   int64     `json:"received"` // first receipts of expected messages
+	Duplicates int64     `json:"duplicates"`
+	OutOfOrder int64     `json:"outOfOrder"`
+	Gaps       int64     `json:"gaps"`    // server said history was gone
+	Ratio      float64   `json:"ratio"`   // Received / Expected (1 when Expected is 0)
+	Latency    Latencies `json:"latency"` // publisher's send time → receiver
+}
+
+// Traffic is throughput over the whole run.
+type Traffic struct {
+	MessagesPerSec float64 `json:"messagesPerSec"` // deliveries received per second
+	BytesPerSec    float64 `json:"bytesPerSec"`    // bytes received by clients per second
+	RequestsPerSec float64 `json:"httpRequestsPerSec"`
+}
+
+// Usage is resource use of a process (or the sum over server nodes).
+type Usage struct {
+	CPUPercentAvg float64 `json:"cpuPercentAvg"` // 100 = one core
+	CPUPercentMax float64 `json:"cpuPercentMax"`
+	RSSMaxBytes   uint64  `json:"rssMaxBytes"`
+	RSSAtPeak     uint64  `json:"rssAtPeakBytes"` // RSS at the end of the peak stage
+	BytesPerUser  float64 `json:"bytesPerUser"`   // (RSS at peak − RSS before users) ÷ peak users
+	GoroutinesMax int64   `json:"goroutinesMax,omitempty"`
+	Available     bool    `json:"available"` // false with --target (no /proc access)
+}
+
+// Latencies summarises an HDR histogram. Values are milliseconds.
+type Latencies struct {
+	Count int64   `json:"count"`
+	Min   float64 `json:"min"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+// Count is a label with how often it occurred.
+type Count struct {
+	Label string `json:"label"`
+	N     int64  `json:"n"`
+}
+
+// Series are per-second samples; every slice has one entry per second of the run.
+type Series struct {
+	Users        []int     `json:"users"`        // connected virtual users
+	Sent         []int64   `json:"sent"`         // publications sent that second
+	Received     []int64   `json:"received"`     // deliveries received that second
+	Errors       []int64   `json:"errors"`       // failures of any kind that second
+	LatencyP50   []float64 `json:"latencyP50"`   // ms, deliveries received that second
+	LatencyP99   []float64 `json:"latencyP99"`   // ms
+	BytesIn      []int64   `json:"bytesIn"`      // bytes received by clients
+	Requests     []int64   `json:"httpRequests"` // HTTP requests completed
+	ServerCPU    []float64 `json:"serverCpu"`    // percent, 100 = one core
+	ServerRSS    []uint64  `json:"serverRss"`    // bytes
+	ServerGorout []int64   `json:"serverGoroutines"`
+	GeneratorCPU []float64 `json:"generatorCpu"` // percent
+	GeneratorRSS []uint64  `json:"generatorRss"` // bytes
+}
+
+// Duration marshals as a Go duration string ("30s") so results files stay readable.
+type Duration time.Duration

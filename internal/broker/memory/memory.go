@@ -1,0 +1,234 @@
+// Package memory is the embedded, in-process Broker: one node, history in memory. A restart
+// loses history, and the new process uses new epochs so clients are told so.
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// Policy gives each topic's history size and TTL. Nil means hub.HistoryPolicy{} defaults
+	// (100 publications, 10 minutes).
+	Policy func(topic string) hub.HistoryPolicy
+	// IdleTTL is how long a topic with no retained history and no activity keeps its offset
+	// and epoch. Zero means 1 hour. After it the topic starts over in a new epoch.
+	IdleTTL time.Duration
+	// Now returns the current time. Nil means time.Now; tests set it.
+	Now func() time.Time
+}
+
+const numShards = 64
+
+// Broker is an in-memory hub.Broker.
+type Broker struct {
+	cfg     Config
+	seed    maphash.Seed
+	shards  [numShards]shard
+	handler hub.Handler // set by Run before any Publish
+	stop    chan struct{}
+	once    sync.Once
+}
+
+var _ hub.Broker = (*Broker)(nil)
+
+type shard struct {
+	mu      sync.Mutex
+	streams map[string]*stream // guarded by mu
+}
+
+// stream is one topic's offsets and history. Publishing and reading lock mu; delivery to the
+// handler happens under mu too, which is what keeps a topic's deliveries in offset order.
+type stream struct {
+	mu       sync.Mutex
+	epoch    string
+	top      uint64
+	ring     []*hub.Publication // circular, len == cap == policy size
+	head     int                // index of the oldest retained
+	n        int                // retained count
+	lastUsed time.Time
+	policy   hub.HistoryPolicy
+}
+
+// New returns a memory broker.
+func New(cfg Config) *Broker {
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} }
+	}
+	b := &Broker{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	for i := range b.shards {
+		b.shards[i].streams = make(map[string]*stream)
+	}
+	return b
+}
+
+// Run registers the handler and starts the idle sweeper.
+func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
+	b.handler = h
+	go b.sweep(ctx)
+	return nil
+}
+
+// Close stops the sweeper.
+func (b *Broker) Close() error {
+	b.once.Do(func() { close(b.stop) })
+	return nil
+}
+
+// Ready is always true: there is nothing to lose contact with.
+func (b *Broker) Ready() bool { return true }
+
+// Subscribe is a no-op: every publication on this node is handed to the hub, which drops
+// topics without subscribers.
+func (b *Broker) Subscribe(context.Context, string) error { return nil }
+
+// Unsubscribe is a no-op, see Subscribe.
+func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
+
+// Publish assigns the next offset, stores the publication and delivers it.
+func (b *Broker) Publish(_ context.Context, req hub.PublishRequest) (*hub.Publication, error) {
+	now := b.cfg.Now()
+	if req.Time.IsZero() {
+		req.Time = now
+	}
+	s := b.stream(req.Topic, now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(now)
+	s.top++
+	p := &hub.Publication{
+		Topic:  req.Topic,
+		Offset: s.top,
+		Epoch:  s.epoch,
+		Time:   req.Time.Truncate(time.Millisecond),
+		Sender: req.Sender,
+		Type:   req.Type,
+		Data:   req.Data,
+	}
+	s.appendLocked(p)
+	s.lastUsed = now
+	b.handler.HandlePublication(p)
+	return p, nil
+}
+
+// History returns retained publications after since.
+func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
+	now := b.cfg.Now()
+	s := b.stream(topic, now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(now)
+	s.lastUsed = now
+	res := hub.HistoryResult{Top: hub.Position{Offset: s.top, Epoch: s.epoch}}
+	if s.n == 0 {
+		return res, nil
+	}
+	oldest := s.ring[s.head].Offset
+	res.Oldest = oldest
+	if since >= s.top {
+		return res, nil
+	}
+	first := 0 // index (from head) of the first publication after since
+	if since >= oldest {
+		first = int(since - oldest + 1)
+	}
+	count := s.n - first
+	if limit > 0 && count > limit {
+		count = limit
+	}
+	res.Publications = make([]*hub.Publication, count)
+	for i := range count {
+		res.Publications[i] = s.ring[(s.head+first+i)%len(s.ring)]
+	}
+	return res, nil
+}
+
+func (b *Broker) stream(topic string, now time.Time) *stream {
+	sh := &b.shards[maphash.String(b.seed, topic)%numShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.streams[topic]
+	if s == nil {
+		pol := b.cfg.Policy(topic)
+		if pol.Size <= 0 {
+			pol.Size = 100
+		}
+		if pol.TTL <= 0 {
+			pol.TTL = 10 * time.Minute
+		}
+		s = &stream{epoch: NewEpoch(), ring: make([]*hub.Publication, pol.Size), policy: pol, lastUsed: now}
+		sh.streams[topic] = s
+	}
+	return s
+}
+
+func (s *stream) appendLocked(p *hub.Publication) {
+	if s.n == len(s.ring) {
+		s.ring[s.head] = p
+		s.head = (s.head + 1) % len(s.ring)
+		return
+	}
+	s.ring[(s.head+s.n)%len(s.ring)] = p
+	s.n++
+}
+
+// expireLocked drops publications older than the TTL.
+func (s *stream) expireLocked(now time.Time) {
+	cutoff := now.Add(-s.policy.TTL)
+	for s.n > 0 && s.ring[s.head].Time.Before(cutoff) {
+		s.ring[s.head] = nil
+		s.head = (s.head + 1) % len(s.ring)
+		s.n--
+	}
+}
+
+// sweep forgets idle topics whose history expired, so memory stays bounded by live topics.
+func (b *Broker) sweep(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		now := b.cfg.Now()
+		for i := range b.shards {
+			sh := &b.shards[i]
+			sh.mu.Lock()
+			for name, s := range sh.streams {
+				s.mu.Lock()
+				s.expireLocked(now)
+				idle := s.n == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
+				s.mu.Unlock()
+				if idle {
+					delete(sh.streams, name)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// NewEpoch returns a short random epoch name.
+func NewEpoch() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}

@@ -1,0 +1,472 @@
+// Package hub holds the core of the real-time server: topics, offsets and epochs, history reads,
+// subscriptions with resume, and fan-out of publications to subscribers. It knows nothing of
+// transports; they give it a Sink per subscription. It consumes a Broker for offsets, history
+// and delivery between nodes.
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sink receives a subscription's publications, in offset order. Deliver must not block: it is
+// called from the fan-out loop, and one slow sink would delay every other subscriber.
+// A transport queues the publication and handles overflow itself.
+type Sink interface {
+	Deliver(p *Publication)
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(p *Publication)
+
+// Deliver calls f(p).
+func (f SinkFunc) Deliver(p *Publication) { f(p) }
+
+// Config configures a Hub.
+type Config struct {
+	// Broker provides offsets, history and delivery. Required.
+	Broker Broker
+	// MaxDataBytes bounds a publication's data. Zero means 64 KiB.
+	MaxDataBytes int
+}
+
+// Stats are cumulative counters, read by the metrics exporter.
+type Stats struct {
+	Publications  atomic.Uint64 // publications accepted by Publish on this node
+	Received      atomic.Uint64 // publications received from the broker (any node)
+	Deliveries    atomic.Uint64 // publications handed to sinks
+	Duplicates    atomic.Uint64 // publications dropped because a subscriber already had them
+	GapsFilled    atomic.Uint64 // publications fetched from history after a delivery gap
+	Subscriptions atomic.Int64  // current subscriptions
+	Topics        atomic.Int64  // topics with at least one local subscriber
+}
+
+const numShards = 64
+
+// Hub routes publications to subscriptions. It is safe for concurrent use.
+type Hub struct {
+	broker  Broker
+	maxData int
+	seed    maphash.Seed
+	shards  [numShards]shard
+	stats   Stats
+	closed  atomic.Bool
+}
+
+type shard struct {
+	mu     sync.RWMutex
+	topics map[string]*topic // guarded by mu
+}
+
+// topic is the local state of a topic that has subscribers on this node.
+type topic struct {
+	name string
+	refs int // guarded by the shard's mu; the entry is removed at zero
+
+	// mu serializes changes to the subscriber list and the broker subscription.
+	mu               sync.Mutex
+	brokerSubscribed bool                            // guarded by mu
+	subs             atomic.Pointer[[]*Subscription] // copy-on-write, replaced under mu
+
+	// deliverMu serializes deliveries of this topic (broker calls and gap fills).
+	deliverMu sync.Mutex
+	last      Position // last position delivered; guarded by deliverMu
+}
+
+// New returns a Hub using cfg.Broker. Call Run before use.
+func New(cfg Config) *Hub {
+	h := &Hub{broker: cfg.Broker, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
+	if h.maxData <= 0 {
+		h.maxData = 64 << 10
+	}
+	for i := range h.shards {
+		h.shards[i].topics = make(map[string]*topic)
+	}
+	return h
+}
+
+// Run starts the broker's delivery to this hub.
+func (h *Hub) Run(ctx context.Context) error {
+	if err := h.broker.Run(ctx, (*brokerHandler)(h)); err != nil {
+		return fmt.Errorf("hub: start broker: %w", err)
+	}
+	return nil
+}
+
+// Close stops accepting publications and subscriptions and closes the broker.
+func (h *Hub) Close() error {
+	if h.closed.Swap(true) {
+		return nil
+	}
+	return h.broker.Close()
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() *Stats { return &h.stats }
+
+// Ready reports whether the hub can publish and deliver.
+func (h *Hub) Ready() bool { return !h.closed.Load() && h.broker.Ready() }
+
+// MaxDataBytes is the largest publication data accepted.
+func (h *Hub) MaxDataBytes() int { return h.maxData }
+
+func (h *Hub) shard(name string) *shard {
+	return &h.shards[maphash.String(h.seed, name)%numShards]
+}
+
+// Publish validates and publishes a publication. Data must be valid JSON.
+func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, error) {
+	if h.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ValidateTopic(req.Topic); err != nil {
+		return nil, err
+	}
+	if len(req.Data) > h.maxData {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(req.Data), h.maxData)
+	}
+	if len(req.Data) == 0 || !json.Valid(req.Data) {
+		return nil, ErrBadData
+	}
+	p, err := h.broker.Publish(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("hub: publish to %s: %w", req.Topic, err)
+	}
+	h.stats.Publications.Add(1)
+	return p, nil
+}
+
+// ReadOptions say where a read or a subscription starts.
+type ReadOptions struct {
+	// Recover asks for publications after Since. Without it a subscription starts from now and
+	// a read returns only the position.
+	Recover bool
+	Since   uint64
+	// Epoch is the epoch the client's Since belongs to; empty means "whatever is current".
+	Epoch string
+	// Limit bounds the publications returned by a read (zero means all retained).
+	// Subscriptions always replay everything retained.
+	Limit int
+}
+
+// ReadResult is the answer to a read or the start of a subscription.
+type ReadResult struct {
+	Publications []*Publication
+	Top          Position
+	// Recovered is false when some publications the client asked for are gone; Reason says why.
+	Recovered bool
+	Reason    string
+}
+
+// Read returns publications after opts.Since from history, and whether that covers everything
+// the client missed.
+func (h *Hub) Read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {
+	if err := ValidateTopic(name); err != nil {
+		return ReadResult{}, err
+	}
+	return h.read(ctx, name, opts)
+}
+
+func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {
+	since := uint64(math.MaxUint64)
+	if opts.Recover {
+		since = opts.Since
+	}
+	hr, err := h.broker.History(ctx, name, since, opts.Limit)
+	if err != nil {
+		return ReadResult{}, fmt.Errorf("hub: history of %s: %w", name, err)
+	}
+	res := ReadResult{Publications: hr.Publications, Top: hr.Top, Recovered: true}
+	if !opts.Recover {
+		res.Publications = nil
+		return res, nil
+	}
+	switch {
+	case opts.Epoch != "" && opts.Epoch != hr.Top.Epoch:
+		res.Recovered = false
+		res.Reason = fmt.Sprintf("epoch changed from %s to %s: history was lost", opts.Epoch, hr.Top.Epoch)
+	case opts.Since > hr.Top.Offset:
+		res.Recovered = false
+		res.Reason = fmt.Sprintf("offset %d is ahead of the topic (at %d): history was reset", opts.Since, hr.Top.Offset)
+	case hr.Oldest > opts.Since+1 || (hr.Oldest == 0 && hr.Top.Offset > opts.Since):
+		res.Recovered = false
+		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d)", opts.Since, hr.Oldest)
+	default:
+		return res, nil
+	}
+	if opts.Since > 0 {
+		// The client's offsets do not line up with what is retained: give it everything retained.
+		hr, err = h.broker.History(ctx, name, 0, opts.Limit)
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("hub: history of %s: %w", name, err)
+		}
+		res.Publications, res.Top = hr.Publications, hr.Top
+	}
+	return res, nil
+}
+
+// Subscription is one sink's interest in one topic.
+type Subscription struct {
+	hub   *Hub
+	topic *topic
+	sink  Sink
+
+	live   atomic.Bool // set by Start; after it, deliveries skip mu
+	closed atomic.Bool
+
+	mu    sync.Mutex
+	buf   []*Publication // publications that arrived before Start; guarded by mu
+	start ReadResult     // what Start replays; guarded by mu
+
+	// last is the position of the last publication handed to the sink. Before live it is
+	// guarded by mu; after, it is owned by the topic's delivery (deliverMu).
+	last Position
+}
+
+// Topic returns the subscription's topic name.
+func (s *Subscription) Topic() string { return s.topic.name }
+
+// Subscribe registers sink for the topic and reads what it should replay. The subscription
+// buffers live publications until Start, so the transport can tell its client the outcome
+// (ReadResult: recovered or not, position) before the replay. Call Start next, then
+// Unsubscribe when done.
+func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOptions) (*Subscription, ReadResult, error) {
+	if h.closed.Load() {
+		return nil, ReadResult{}, ErrClosed
+	}
+	if err := ValidateTopic(name); err != nil {
+		return nil, ReadResult{}, err
+	}
+	t, err := h.attach(ctx, name)
+	if err != nil {
+		return nil, ReadResult{}, err
+	}
+	s := &Subscription{hub: h, topic: t, sink: sink}
+	t.mu.Lock()
+	t.addLocked(s)
+	t.mu.Unlock()
+	h.stats.Subscriptions.Add(1)
+
+	// Attached before reading, so nothing published after the read can be missed: it is either
+	// in the history answer or buffered (duplicates are dropped by offset in Start).
+	opts.Limit = 0
+	res, err := h.read(ctx, name, opts)
+	if err != nil {
+		h.Unsubscribe(s)
+		return nil, ReadResult{}, err
+	}
+	s.mu.Lock()
+	s.start = res
+	s.last = res.Top
+	if opts.Recover && len(res.Publications) == 0 && res.Recovered {
+		s.last.Offset = opts.Since
+	}
+	s.mu.Unlock()
+	return s, res, nil
+}
+
+// Start hands the replay and then everything buffered since Subscribe to the sink, and switches
+// the subscription to live delivery.
+func (s *Subscription) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.start.Publications) > 0 {
+		s.last = Position{Offset: 0, Epoch: s.start.Publications[0].Epoch}
+	}
+	for _, p := range s.start.Publications {
+		s.deliverLocked(p)
+	}
+	for _, p := range s.buf {
+		s.deliverLocked(p)
+	}
+	s.buf, s.start = nil, ReadResult{}
+	s.live.Store(true)
+}
+
+// deliver is called by the topic's fan-out, sequentially per topic.
+func (s *Subscription) deliver(p *Publication) {
+	if s.closed.Load() {
+		return
+	}
+	if s.live.Load() {
+		s.deliverLocked(p) // single writer: the topic's delivery owns s.last once live
+		return
+	}
+	s.mu.Lock()
+	if s.live.Load() {
+		s.deliverLocked(p)
+	} else {
+		s.buf = append(s.buf, p)
+	}
+	s.mu.Unlock()
+}
+
+// deliverLocked drops publications the sink already has, then hands p over.
+func (s *Subscription) deliverLocked(p *Publication) {
+	if p.Epoch == s.last.Epoch && p.Offset <= s.last.Offset {
+		s.hub.stats.Duplicates.Add(1)
+		return
+	}
+	s.last = Position{Offset: p.Offset, Epoch: p.Epoch}
+	s.hub.stats.Deliveries.Add(1)
+	s.sink.Deliver(p)
+}
+
+// Unsubscribe removes the subscription. It is safe to call more than once.
+func (h *Hub) Unsubscribe(s *Subscription) {
+	if s == nil || s.closed.Swap(true) {
+		return
+	}
+	h.stats.Subscriptions.Add(-1)
+	t := s.topic
+	t.mu.Lock()
+	empty := t.removeLocked(s)
+	if empty && t.brokerSubscribed {
+		t.brokerSubscribed = false
+		// Best effort: a failed unsubscribe only costs unneeded deliveries, dropped here.
+		_ = h.broker.Unsubscribe(context.Background(), t.name)
+	}
+	t.mu.Unlock()
+	h.detach(t)
+}
+
+// attach finds or creates the local topic and makes sure the broker delivers it here.
+func (h *Hub) attach(ctx context.Context, name string) (*topic, error) {
+	sh := h.shard(name)
+	sh.mu.Lock()
+	t := sh.topics[name]
+	if t == nil {
+		t = &topic{name: name}
+		t.subs.Store(new([]*Subscription))
+		sh.topics[name] = t
+		h.stats.Topics.Add(1)
+	}
+	t.refs++
+	sh.mu.Unlock()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.brokerSubscribed {
+		if err := h.broker.Subscribe(ctx, name); err != nil {
+			go h.detach(t) // not under t.mu: detach takes the shard lock only
+			return nil, fmt.Errorf("hub: subscribe %s at broker: %w", name, err)
+		}
+		t.brokerSubscribed = true
+	}
+	return t, nil
+}
+
+func (h *Hub) detach(t *topic) {
+	sh := h.shard(t.name)
+	sh.mu.Lock()
+	t.refs--
+	if t.refs == 0 {
+		delete(sh.topics, t.name)
+		h.stats.Topics.Add(-1)
+	}
+	sh.mu.Unlock()
+}
+
+func (t *topic) addLocked(s *Subscription) {
+	old := *t.subs.Load()
+	next := make([]*Subscription, len(old), len(old)+1)
+	copy(next, old)
+	next = append(next, s)
+	t.subs.Store(&next)
+}
+
+// removeLocked removes s and reports whether no subscriber is left.
+func (t *topic) removeLocked(s *Subscription) bool {
+	old := *t.subs.Load()
+	next := make([]*Subscription, 0, len(old))
+	for _, x := range old {
+		if x != s {
+			next = append(next, x)
+		}
+	}
+	t.subs.Store(&next)
+	return len(next) == 0
+}
+
+func (h *Hub) lookup(name string) *topic {
+	sh := h.shard(name)
+	sh.mu.RLock()
+	t := sh.topics[name]
+	sh.mu.RUnlock()
+	return t
+}
+
+// brokerHandler is the Hub seen by its Broker.
+type brokerHandler Hub
+
+// HandlePublication fans p out to the topic's local subscribers.
+func (bh *brokerHandler) HandlePublication(p *Publication) {
+	h := (*Hub)(bh)
+	h.stats.Received.Add(1)
+	t := h.lookup(p.Topic)
+	if t == nil {
+		return
+	}
+	t.deliverMu.Lock()
+	defer t.deliverMu.Unlock()
+	if t.last.Epoch == p.Epoch && t.last.Offset != 0 && p.Offset > t.last.Offset+1 {
+		h.fillGapLocked(t, p.Offset-1)
+	}
+	h.fanOutLocked(t, p)
+}
+
+// HandleResubscribed fetches, for every local topic, what was published while the broker's
+// deliveries were interrupted.
+func (bh *brokerHandler) HandleResubscribed() {
+	h := (*Hub)(bh)
+	var topics []*topic
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.RLock()
+		for _, t := range sh.topics {
+			topics = append(topics, t)
+		}
+		sh.mu.RUnlock()
+	}
+	for _, t := range topics {
+		t.deliverMu.Lock()
+		h.fillGapLocked(t, math.MaxUint64)
+		t.deliverMu.Unlock()
+	}
+}
+
+// fillGapLocked delivers publications after t.last up to offset `upto` from history.
+func (h *Hub) fillGapLocked(t *topic, upto uint64) {
+	if t.last.Offset == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hr, err := h.broker.History(ctx, t.name, t.last.Offset, 0)
+	if err != nil {
+		return // subscribers see the gap in offsets and can resume
+	}
+	for _, p := range hr.Publications {
+		if p.Offset > upto || p.Epoch != t.last.Epoch {
+			break
+		}
+		h.stats.GapsFilled.Add(1)
+		h.fanOutLocked(t, p)
+	}
+}
+
+func (h *Hub) fanOutLocked(t *topic, p *Publication) {
+	if t.last.Epoch == p.Epoch && p.Offset <= t.last.Offset {
+		return // already delivered (a gap fill raced the live delivery)
+	}
+	t.last = Position{Offset: p.Offset, Epoch: p.Epoch}
+	for _, s := range *t.subs.Load() {
+		s.deliver(p)
+	}
+}

@@ -1,0 +1,46 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxTopicLen is the longest topic name accepted.
+const MaxTopicLen = 200
+
+// Errors returned by the hub. Transports map them to wire errors.
+var (
+	ErrBadTopic      = errors.New("hub: bad topic")
+	ErrClosed        = errors.New("hub: closed")
+	ErrTooLarge      = errors.New("hub: publication too large")
+	ErrBadData       = errors.New("hub: data is not valid JSON")
+	ErrNotReady      = errors.New("hub: broker not ready")
+	ErrAlreadyExists = errors.New("hub: already subscribed")
+)
+
+// ValidateTopic reports whether name is a valid topic: 1–200 characters of [A-Za-z0-9_.:@/-].
+// The error says which character is wrong, because users mostly get this from typos.
+func ValidateTopic(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrBadTopic)
+	}
+	if len(name) > MaxTopicLen {
+		return fmt.Errorf("%w: %d characters, at most %d allowed", ErrBadTopic, len(name), MaxTopicLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !topicChar(name[i]) {
+			return fmt.Errorf("%w: character %q at %d not allowed (use A-Z a-z 0-9 _ . : @ / -)", ErrBadTopic, name[i], i)
+		}
+	}
+	return nil
+}
+
+func topicChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	case c == '_' || c == '.' || c == ':' || c == '@' || c == '/' || c == '-':
+		return true
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Errors a Policy or a transport returns; each maps to a wire code.
+var (
+	ErrBadRequest   = errors.New("bad request")
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrForbidden    = errors.New("forbidden")
+	ErrRateLimited  = errors.New("rate limited")
+	ErrTooManySubs  = errors.New("too many subscriptions")
+	ErrNotFound     = errors.New("not found")
+)
+
+// errorCode maps an error to the code clients see and an HTTP status.
+func errorCode(err error) (string, int) {
+	switch {
+	case errors.Is(err, hub.ErrBadTopic):
+		return "bad_topic", http.StatusBadRequest
+	case errors.Is(err, hub.ErrTooLarge):
+		return "too_large", http.StatusRequestEntityTooLarge
+	case errors.Is(err, hub.ErrBadData), errors.Is(err, ErrBadRequest):
+		return "bad_request", http.StatusBadRequest
+	case errors.Is(err, ErrUnauthorized):
+		return "unauthorized", http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return "forbidden", http.StatusForbidden
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited", http.StatusTooManyRequests
+	case errors.Is(err, ErrTooManySubs):
+		return "too_many_subscriptions", http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		return "not_found", http.StatusNotFound
+	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
+		return "unavailable", http.StatusServiceUnavailable
+	}
+	return "internal", http.StatusInternalServerError
+}
+
+// reasonText is the human-readable part of an error. Internal errors are not detailed to
+// clients: they may carry broker addresses.
+func reasonText(err error) string {
+	if code, _ := errorCode(err); code == "internal" {
+		return "internal error"
+	}
+	return err.Error()
+}
+
+// WriteError answers an HTTP request with {"error": code, "reason": text} and the status.
+func (s *Server) WriteError(w http.ResponseWriter, err error) {
+	code, status := errorCode(err)
+	if code != "internal" && code != "unavailable" {
+		s.m.Refused.WithLabelValues(code).Inc()
+	} else {
+		s.log.Warn("request failed", "err", err)
+	}
+	writeJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","reason":"encoding failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,282 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/metrics"
+)
+
+// readBody reads a request body of at most MaxFrame bytes. An empty body is returned as nil.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.lim.MaxFrame)))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, fmt.Errorf("%w: body over %d bytes", hub.ErrTooLarge, s.lim.MaxFrame)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil, nil
+	}
+	return body, nil
+}
+
+// GeneratedPosition is what seed routes publish for an empty body, as the seed servers did.
+func GeneratedPosition() json.RawMessage {
+	return fmt.Appendf(nil, `{"x":%.2f,"y":%.2f}`, rand.Float64()*100, rand.Float64()*100)
+}
+
+// HandlePublish serves POST /api/publish/{topic}: the body is the data.
+func (s *Server) HandlePublish(w http.ResponseWriter, r *http.Request) {
+	s.publishHTTP(w, r, r.PathValue("topic"), false)
+}
+
+// HandleSeedPublish publishes the body (or a generated position when empty) to topic and
+// answers 200, as the seed routes did.
+func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic string) {
+	s.publishHTTP(w, r, topic, true)
+}
+
+func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
+	user, err := s.policy.Authenticate(r)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	if body == nil {
+		if !generateEmpty {
+			s.WriteError(w, fmt.Errorf("%w: body is required (the data to publish, as JSON)", ErrBadRequest))
+			return
+		}
+		body = GeneratedPosition()
+	} else if !json.Valid(body) {
+		s.WriteError(w, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
+		return
+	}
+	p, err := s.policy.Publish(r.Context(), user, hub.PublishRequest{
+		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: user,
+	})
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	s.m.Requests.WithLabelValues("publish", "2xx").Inc()
+	writeJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
+}
+
+// pollParams are the query parameters of poll and history reads.
+type pollParams struct {
+	opts hub.ReadOptions
+	wait time.Duration
+}
+
+func (s *Server) parsePoll(r *http.Request, allowWait bool) (pollParams, error) {
+	q := r.URL.Query()
+	var pp pollParams
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return pp, fmt.Errorf("%w: since=%q is not an offset (a non-negative integer)", ErrBadRequest, v)
+		}
+		pp.opts.Recover, pp.opts.Since = true, n
+	}
+	pp.opts.Epoch = q.Get("epoch")
+	pp.opts.Limit = 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return pp, fmt.Errorf("%w: limit=%q must be 1..1000", ErrBadRequest, v)
+		}
+		pp.opts.Limit = n
+	}
+	if v := q.Get("wait"); v != "" {
+		if !allowWait {
+			return pp, fmt.Errorf("%w: wait is only for /api/poll", ErrBadRequest)
+		}
+		d, err := parseWait(v)
+		if err != nil || d < 0 || d > s.lim.LongPollMax {
+			return pp, fmt.Errorf("%w: wait=%q must be a duration up to %s (like 25s, or seconds)", ErrBadRequest, v, s.lim.LongPollMax)
+		}
+		pp.wait = d
+	}
+	return pp, nil
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+// HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
+func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	pp, err := s.parsePoll(r, true)
+	if err == nil {
+		err = s.canRead(r, topic)
+	}
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	kind := metrics.ShortPoll
+	if pp.wait > 0 {
+		kind = metrics.LongPoll
+		g := s.m.Connections.WithLabelValues(metrics.LongPoll)
+		g.Inc()
+		defer g.Dec()
+	}
+	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	s.m.Requests.WithLabelValues(kind, "2xx").Inc()
+	writeReadResult(w, topic, res)
+}
+
+// HandleHistory serves a history read of topic (GET /api/topics/{topic}/history).
+func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic string) {
+	pp, err := s.parsePoll(r, false)
+	if err == nil {
+		err = s.canRead(r, topic)
+	}
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	if !pp.opts.Recover {
+		pp.opts.Recover = true // history without since starts at the oldest retained
+	}
+	res, err := s.hub.Read(r.Context(), topic, pp.opts)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	s.m.Requests.WithLabelValues("history", "2xx").Inc()
+	writeReadResult(w, topic, res)
+}
+
+func (s *Server) canRead(r *http.Request, topic string) error {
+	if err := hub.ValidateTopic(topic); err != nil {
+		return err
+	}
+	user, err := s.policy.Authenticate(r)
+	if err != nil {
+		return err
+	}
+	return s.policy.CanSubscribe(user, topic)
+}
+
+// poll reads after opts.Since; with wait it blocks until at least one publication exists, the
+// wait passes, the client leaves or the server shuts down.
+func (s *Server) poll(ctx context.Context, topic string, opts hub.ReadOptions, wait time.Duration) (hub.ReadResult, error) {
+	res, err := s.hub.Read(ctx, topic, opts)
+	if err != nil || wait <= 0 || len(res.Publications) > 0 || (opts.Recover && !res.Recovered) {
+		return res, err
+	}
+	if !opts.Recover {
+		opts = hub.ReadOptions{Recover: true, Since: res.Top.Offset, Epoch: res.Top.Epoch, Limit: opts.Limit}
+	}
+	signal := make(chan struct{}, 1)
+	sink := hub.SinkFunc(func(*hub.Publication) {
+		select {
+		case signal <- struct{}{}:
+		default:
+		}
+	})
+	sub, _, err := s.hub.Subscribe(ctx, topic, sink, opts)
+	if err != nil {
+		return res, err
+	}
+	sub.Start()
+	t := time.NewTimer(wait)
+	select {
+	case <-signal:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.draining:
+	}
+	t.Stop()
+	s.hub.Unsubscribe(sub)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return s.hub.Read(ctx, topic, opts)
+}
+
+func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"topic":`...)
+	b = hub.AppendJSONString(b, topic)
+	b = append(b, `,"epoch":`...)
+	b = hub.AppendJSONString(b, res.Top.Epoch)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendUint(b, res.Top.Offset, 10)
+	b = append(b, `,"recovered":`...)
+	b = strconv.AppendBool(b, res.Recovered)
+	if !res.Recovered {
+		b = append(b, `,"reason":`...)
+		b = hub.AppendJSONString(b, res.Reason)
+	}
+	b = append(b, `,"publications":[`...)
+	for i, p := range res.Publications {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p.JSON()...)
+	}
+	b = append(b, "]}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+// HandleSeedLong serves GET /location/long/{group}: the data of the next location(s) published
+// to the group as a JSON list, or [] after the seed timeout.
+func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic string) {
+	pp, err := s.parsePoll(r, false)
+	if err == nil {
+		err = s.canRead(r, topic)
+	}
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
+	g.Inc()
+	defer g.Dec()
+	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	s.m.Requests.WithLabelValues(metrics.LongPoll, "2xx").Inc()
+	b := []byte{'['}
+	for i, p := range res.Publications {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p.Data...)
+	}
+	b = append(b, "]\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,245 @@
+// Package transport serves the hub over five transports: short and long polling, Server-Sent
+// Events, a WebSocket JSON protocol and STOMP 1.2 over WebSocket, plus the seed-compatible
+// variants of each. Each connection has one reader goroutine and a writer (see writer.go).
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/metrics"
+)
+
+// Limits bound what one client may do and hold. Zero values mean the defaults given.
+type Limits struct {
+	MaxFrame        int           // bytes of one client frame or request body; zero means 64 KiB
+	QueueBytes      int           // bytes queued per connection before it is cut off; zero means 1 MiB
+	WriteTimeout    time.Duration // one socket write; zero means 10 s
+	MaxSubs         int           // subscriptions per connection; zero means 128
+	MsgRate         float64       // publishes per second per connection; zero means 100, -1 unlimited
+	MsgBurst        int           // publish burst; zero means 2×MsgRate (at least 10)
+	PingInterval    time.Duration // WebSocket ping when idle; zero means 25 s
+	SSEHeartbeat    time.Duration // SSE comment when idle; zero means 15 s
+	StompHeartbeat  time.Duration // STOMP heart-beat offered both ways; zero means 10 s
+	LongPollMax     time.Duration // longest long-poll wait; zero means 60 s
+	SeedLongTimeout time.Duration // wait of the seed long-poll route; zero means 10 s
+}
+
+func (l *Limits) fill() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if l.MaxFrame <= 0 {
+		l.MaxFrame = 64 << 10
+	}
+	if l.QueueBytes <= 0 {
+		l.QueueBytes = 1 << 20
+	}
+	if l.MaxSubs <= 0 {
+		l.MaxSubs = 128
+	}
+	if l.MsgRate == 0 {
+		l.MsgRate = 100
+	}
+	if l.MsgBurst <= 0 {
+		l.MsgBurst = max(10, int(2*l.MsgRate))
+	}
+	def(&l.WriteTimeout, 10*time.Second)
+	def(&l.PingInterval, 25*time.Second)
+	def(&l.SSEHeartbeat, 15*time.Second)
+	def(&l.StompHeartbeat, 10*time.Second)
+	def(&l.LongPollMax, 60*time.Second)
+	def(&l.SeedLongTimeout, 10*time.Second)
+}
+
+// Policy decides who a client is and what it may do. internal/app implements it; transports
+// call it for every connection, subscription and publish.
+type Policy interface {
+	// Authenticate returns the user of a request (token from the Authorization header or the
+	// access_token query parameter). An empty user is anonymous; an error refuses the request.
+	Authenticate(r *http.Request) (user string, err error)
+	// AuthenticateToken checks a token given inside a protocol (STOMP CONNECT).
+	AuthenticateToken(token string) (user string, err error)
+	// CanSubscribe refuses a subscription with an error wrapping ErrForbidden.
+	CanSubscribe(user, topic string) error
+	// Publish publishes on behalf of user, applying the application's rules.
+	Publish(ctx context.Context, user string, req hub.PublishRequest) (*hub.Publication, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Hub     *hub.Hub
+	Policy  Policy
+	Limits  Limits
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Server holds the transports' shared state: the connections it must close at shutdown.
+type Server struct {
+	hub    *hub.Hub
+	policy Policy
+	lim    Limits
+	m      *metrics.Metrics
+	log    *slog.Logger
+
+	nextID   atomic.Uint64
+	closing  atomic.Bool
+	mu       sync.Mutex
+	conns    map[*writer]struct{} // guarded by mu
+	draining chan struct{}        // closed at shutdown: long polls return at once
+	wg       sync.WaitGroup       // connection goroutines
+	stop     chan struct{}
+}
+
+// New returns a Server. Call Close (or Shutdown) to stop its background work.
+func New(cfg Config) *Server {
+	cfg.Limits.fill()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, m: cfg.Metrics, log: cfg.Logger,
+		conns: make(map[*writer]struct{}), draining: make(chan struct{}), stop: make(chan struct{}),
+	}
+	go s.keepalive()
+	return s
+}
+
+// Limits returns the limits in force (defaults filled in).
+func (s *Server) Limits() Limits { return s.lim }
+
+// track registers a connection so shutdown and keepalive can reach it.
+func (s *Server) track(w *writer, transport string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.conns[w] = struct{}{}
+	s.m.Connections.WithLabelValues(transport).Inc()
+	s.m.Accepted.WithLabelValues(transport).Inc()
+	return true
+}
+
+func (s *Server) untrack(w *writer, transport string) {
+	s.mu.Lock()
+	delete(s.conns, w)
+	s.mu.Unlock()
+	r := w.closeReason()
+	if r.Code == "" {
+		r = ReasonClientClosed
+	}
+	s.m.Connections.WithLabelValues(transport).Dec()
+	s.m.Disconnects.WithLabelValues(transport, r.Code).Inc()
+}
+
+func (s *Server) connStats(transport string) *connStats {
+	sent := s.m.Sent.WithLabelValues(transport)
+	over := s.m.QueueOverflows.WithLabelValues(transport)
+	return &connStats{
+		sent:     func(n int) { sent.Add(float64(n)) },
+		lag:      func(d time.Duration) { s.m.DeliveryLag.Observe(d.Seconds()) },
+		overflow: over.Inc,
+	}
+}
+
+// keepalive writes pings and heart-beats on idle connections. One loop for all connections
+// instead of a timer each keeps idle connections cheap.
+func (s *Server) keepalive() {
+	period := min(s.lim.PingInterval, s.lim.SSEHeartbeat, s.lim.StompHeartbeat) / 2
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var ws []*writer
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			ws = ws[:0]
+			s.mu.Lock()
+			for w := range s.conns {
+				ws = append(ws, w)
+			}
+			s.mu.Unlock()
+			for _, w := range ws {
+				if ka, ok := w.f.(interface{ keepaliveDue(time.Duration) bool }); ok && !ka.keepaliveDue(w.idleFor(now)) {
+					continue
+				}
+				if b := w.f.keepalive(); b != nil {
+					w.sendRaw(b)
+				}
+			}
+		}
+	}
+}
+
+// Shutdown tells every client to reconnect, flushes what is queued and waits for connections
+// to close, or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closing.Swap(true) {
+		close(s.draining)
+		close(s.stop)
+	}
+	ws := make([]*writer, 0, len(s.conns))
+	for w := range s.conns {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.close(ReasonShutdown, true)
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, w := range ws {
+			w.shut()
+		}
+		return ctx.Err()
+	}
+}
+
+// ConnCount returns the number of open streaming connections.
+func (s *Server) ConnCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// rateLimiter is a token bucket, used by one reader goroutine only.
+type rateLimiter struct {
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(l Limits) rateLimiter {
+	return rateLimiter{rate: l.MsgRate, burst: float64(l.MsgBurst), tokens: float64(l.MsgBurst)}
+}
+
+func (r *rateLimiter) allow(now time.Time) bool {
+	if r.rate < 0 {
+		return true
+	}
+	if !r.last.IsZero() {
+		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
+	}
+	r.last = now
+	if r.tokens < 1 {
+		return false
+	}
+	r.tokens--
+	return true
+}

@@ -1,0 +1,238 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/metrics"
+)
+
+// sseConn is one Server-Sent Events stream. The connection is hijacked after validation so
+// that net/http's per-connection buffers and goroutine are released: an idle stream costs a
+// reader goroutine and little else.
+type sseConn struct {
+	s        *Server
+	w        *writer
+	dataOnly bool // seed stream: data: carries the position alone
+
+	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
+	topics []string       // in request order
+	pos    []hub.Position // last position sent per topic
+}
+
+type sseSink struct {
+	c   *sseConn
+	idx int // index into topics
+}
+
+func (k *sseSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
+
+func (c *sseConn) appendItem(buf []byte, it item) []byte {
+	if it.pub == nil {
+		return append(buf, it.raw...)
+	}
+	k := it.sub.(*sseSink)
+	c.mu.Lock()
+	c.pos[k.idx] = hub.Position{Offset: it.pub.Offset, Epoch: it.pub.Epoch}
+	buf = append(buf, "id: "...)
+	buf = c.appendTokenLocked(buf)
+	c.mu.Unlock()
+	buf = append(buf, "\ndata: "...)
+	if c.dataOnly {
+		buf = append(buf, it.pub.Data...)
+	} else {
+		buf = append(buf, it.pub.JSON()...)
+	}
+	return append(buf, "\n\n"...)
+}
+
+// appendTokenLocked appends the resume token: topic=offset:epoch for each topic.
+func (c *sseConn) appendTokenLocked(buf []byte) []byte {
+	for i, t := range c.topics {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, t...)
+		buf = append(buf, '=')
+		buf = strconv.AppendUint(buf, c.pos[i].Offset, 10)
+		buf = append(buf, ':')
+		buf = append(buf, c.pos[i].Epoch...)
+	}
+	return buf
+}
+
+func (c *sseConn) goodbye(r Reason) []byte {
+	if r.Code == ReasonReadError.Code || r.Code == ReasonClientClosed.Code {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"code": r.Code, "reason": r.Text, "reconnect": r.Reconnect})
+	return fmt.Appendf(nil, "event: disconnect\ndata: %s\n\n", b)
+}
+
+var ssePing = []byte(": ping\n\n")
+
+func (c *sseConn) keepalive() []byte { return ssePing }
+
+func (c *sseConn) keepaliveDue(idle time.Duration) bool { return idle >= c.s.lim.SSEHeartbeat }
+
+// parseResumeToken parses an SSE event id (topic=offset:epoch,...).
+func parseResumeToken(tok string) (map[string]hub.Position, error) {
+	out := make(map[string]hub.Position)
+	for part := range strings.SplitSeq(tok, ",") {
+		eq := strings.LastIndexByte(part, '=')
+		if eq <= 0 {
+			return nil, fmt.Errorf("%w: Last-Event-ID %q is not topic=offset:epoch", ErrBadRequest, tok)
+		}
+		off, epoch, _ := strings.Cut(part[eq+1:], ":")
+		n, err := strconv.ParseUint(off, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Last-Event-ID %q has a bad offset", ErrBadRequest, tok)
+		}
+		out[part[:eq]] = hub.Position{Offset: n, Epoch: epoch}
+	}
+	return out, nil
+}
+
+// HandleSSE serves GET /api/sse?topic=A&topic=B.
+func (s *Server) HandleSSE(w http.ResponseWriter, r *http.Request) {
+	s.serveSSE(w, r, r.URL.Query()["topic"], false)
+}
+
+// HandleSeedSSE serves the seed stream of one group's locations.
+func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic string) {
+	s.serveSSE(w, r, []string{topic}, true)
+}
+
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
+	user, err := s.policy.Authenticate(r)
+	if err != nil {
+		s.WriteError(w, err)
+		return
+	}
+	if len(topics) == 0 {
+		s.WriteError(w, fmt.Errorf("%w: give at least one topic= parameter", ErrBadRequest))
+		return
+	}
+	if len(topics) > s.lim.MaxSubs {
+		s.WriteError(w, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs))
+		return
+	}
+	seen := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		if err := hub.ValidateTopic(t); err != nil {
+			s.WriteError(w, err)
+			return
+		}
+		if seen[t] {
+			s.WriteError(w, fmt.Errorf("%w: topic %q given twice", ErrBadRequest, t))
+			return
+		}
+		seen[t] = true
+		if err := s.policy.CanSubscribe(user, t); err != nil {
+			s.WriteError(w, err)
+			return
+		}
+	}
+	// Where to start: a resume token, or since= for a single topic.
+	resume := map[string]hub.Position{}
+	tok := r.Header.Get("Last-Event-ID")
+	if tok == "" {
+		tok = r.URL.Query().Get("lastEventId")
+	}
+	if tok != "" {
+		if resume, err = parseResumeToken(tok); err != nil {
+			s.WriteError(w, err)
+			return
+		}
+	} else if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || len(topics) != 1 {
+			s.WriteError(w, fmt.Errorf("%w: since=%q must be an offset, with a single topic", ErrBadRequest, v))
+			return
+		}
+		resume[topics[0]] = hub.Position{Offset: n, Epoch: r.URL.Query().Get("epoch")}
+	}
+
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		s.WriteError(w, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if rw.Reader.Buffered() > 0 {
+		// A pipelined request after an SSE request makes no sense; just serve the stream.
+		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
+	}
+	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, pos: make([]hub.Position, len(topics))}
+	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
+	if !s.track(c.w, metrics.SSE) {
+		_, _ = conn.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		_ = conn.Close()
+		return
+	}
+	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
+		"Connection: close\r\nX-Accel-Buffering: no\r\n"
+	if o := r.Header.Get("Origin"); o != "" {
+		head += "Access-Control-Allow-Origin: *\r\n"
+	}
+	c.w.sendRaw([]byte(head + "\r\nretry: 2000\n: connected\n\n"))
+	s.wg.Add(1)
+	go c.run(conn, user, resume)
+}
+
+func (c *sseConn) run(conn net.Conn, user string, resume map[string]hub.Position) {
+	s := c.s
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	subs := make([]*hub.Subscription, 0, len(c.topics))
+	defer func() {
+		cancel()
+		for _, sub := range subs {
+			s.hub.Unsubscribe(sub)
+		}
+		c.w.close(ReasonReadError, false)
+		s.untrack(c.w, metrics.SSE)
+	}()
+	for i, t := range c.topics {
+		opts := hub.ReadOptions{}
+		if p, ok := resume[t]; ok {
+			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
+		}
+		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i}, opts)
+		if err != nil {
+			b, _ := json.Marshal(map[string]string{"topic": t, "reason": reasonText(err)})
+			c.w.sendRaw(fmt.Appendf(nil, "event: error\ndata: %s\n\n", b))
+			continue
+		}
+		subs = append(subs, sub)
+		c.mu.Lock()
+		c.pos[i] = res.Top
+		if opts.Recover && res.Recovered {
+			c.pos[i] = hub.Position{Offset: opts.Since, Epoch: res.Top.Epoch}
+		}
+		c.mu.Unlock()
+		if !res.Recovered {
+			b, _ := json.Marshal(map[string]any{"topic": t, "since": opts.Since, "epoch": res.Top.Epoch, "reason": res.Reason})
+			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+		}
+		sub.Start()
+	}
+	// Clients send nothing on an SSE stream; reading only tells us when they leave.
+	var buf [64]byte
+	for {
+		if _, err := conn.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package transport
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Reason says why a connection was closed. Clients are told Code and Text; metrics count Code.
+type Reason struct {
+	Code      string
+	Text      string
+	WSCode    uint16 // WebSocket close code
+	Reconnect bool   // whether the client should reconnect (and resume)
+}
+
+// Reasons a server closes connections.
+var (
+	ReasonClientClosed = Reason{Code: "client_closed", Text: "client closed the connection", WSCode: 1000}
+	ReasonShutdown     = Reason{Code: "shutdown", Text: "server is shutting down, reconnect and resume", WSCode: 1012, Reconnect: true}
+	ReasonSlow         = Reason{Code: "slow_consumer", Text: "send queue overflowed, reconnect and resume from your last offset", WSCode: 4001, Reconnect: true}
+	ReasonWriteTimeout = Reason{Code: "write_timeout", Text: "write timed out, reconnect and resume from your last offset", WSCode: 4002, Reconnect: true}
+	ReasonWriteError   = Reason{Code: "write_error", Text: "write failed", WSCode: 1011, Reconnect: true}
+	ReasonReadError    = Reason{Code: "read_error", Text: "read failed", WSCode: 1002}
+	ReasonHeartbeat    = Reason{Code: "heartbeat_timeout", Text: "no data from client within the heart-beat interval", WSCode: 1001, Reconnect: true}
+	ReasonNormal       = Reason{Code: "normal", Text: "bye", WSCode: 1000}
+)
+
+// ProtocolReason returns a Reason for bad client input; the client should not blindly retry.
+func ProtocolReason(code, text string, wsCode uint16) Reason {
+	return Reason{Code: code, Text: text, WSCode: wsCode}
+}
+
+// framer turns queued items into wire bytes for one transport.
+type framer interface {
+	// appendItem appends the wire form of it to buf.
+	appendItem(buf []byte, it item) []byte
+	// goodbye is written last when the server closes the connection; nil writes nothing.
+	goodbye(r Reason) []byte
+	// keepalive is written when the connection has been idle; nil writes nothing.
+	keepalive() []byte
+}
+
+// item is one queued message: a publication (with the transport's per-subscription context)
+// or pre-encoded raw bytes.
+type item struct {
+	pub *hub.Publication
+	sub any
+	raw []byte
+}
+
+// writer owns the write side of one connection. Everyone else queues; a single goroutine,
+// started when the queue becomes non-empty and gone when it drains, writes everything queued
+// in one Write. Idle connections therefore cost no goroutine and no buffer on this side.
+type writer struct {
+	conn    net.Conn
+	f       framer
+	limits  *Limits
+	stats   *connStats
+	lastOut atomic.Int64 // unix nanoseconds of the last write
+
+	mu         sync.Mutex
+	queue      []item // guarded by mu
+	spare      []item // guarded by mu; reused to avoid allocating a queue per batch
+	queued     int    // approximate bytes queued; guarded by mu
+	running    bool   // a writer goroutine is active; guarded by mu
+	closing    bool   // no more items accepted; guarded by mu
+	closeAfter bool   // close the conn once the queue is written; guarded by mu
+	reason     Reason // why it closed; set once; guarded by mu
+	closed     chan struct{}
+}
+
+// connStats are the callbacks a writer reports to.
+type connStats struct {
+	sent     func(n int)
+	lag      func(d time.Duration)
+	overflow func()
+}
+
+func newWriter(conn net.Conn, f framer, lim *Limits, st *connStats) *writer {
+	w := &writer{conn: conn, f: f, limits: lim, stats: st, closed: make(chan struct{})}
+	w.lastOut.Store(time.Now().UnixNano())
+	return w
+}
+
+// approxSize is what a queued publication is charged against the queue bound.
+func approxSize(p *hub.Publication) int { return len(p.Data) + 160 }
+
+// send queues it. It never blocks. When the queue bound is exceeded the connection is cut off
+// as a slow consumer: the backlog is dropped and the client is told why.
+func (w *writer) send(it item) bool {
+	size := len(it.raw)
+	if it.pub != nil {
+		size += approxSize(it.pub)
+	}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return false
+	}
+	if w.queued+size > w.limits.QueueBytes {
+		w.mu.Unlock()
+		if w.stats != nil && w.stats.overflow != nil {
+			w.stats.overflow()
+		}
+		w.close(ReasonSlow, false)
+		return false
+	}
+	w.queue = append(w.queue, it)
+	w.queued += size
+	w.startLocked()
+	w.mu.Unlock()
+	return true
+}
+
+// sendRaw queues pre-encoded bytes.
+func (w *writer) sendRaw(b []byte) bool { return w.send(item{raw: b}) }
+
+func (w *writer) startLocked() {
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+}
+
+// close closes the connection with reason. With flush, what is queued is written first (a
+// graceful close such as shutdown); without, the backlog is dropped. Either way the framer's
+// goodbye is written last when there is one. Only the first call counts.
+func (w *writer) close(r Reason, flush bool) {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return
+	}
+	w.closing = true
+	w.reason = r
+	if !flush {
+		clear(w.queue)
+		w.queue = w.queue[:0]
+		w.queued = 0
+	}
+	bye := w.f.goodbye(r)
+	if bye == nil && !flush {
+		w.mu.Unlock()
+		w.shut()
+		return
+	}
+	if bye != nil {
+		w.queue = append(w.queue, item{raw: bye})
+	}
+	w.closeAfter = true
+	w.startLocked()
+	w.mu.Unlock()
+}
+
+// shut closes the socket once.
+func (w *writer) shut() {
+	select {
+	case <-w.closed:
+		return
+	default:
+	}
+	w.mu.Lock()
+	select {
+	case <-w.closed:
+	default:
+		close(w.closed)
+		_ = w.conn.Close()
+	}
+	w.mu.Unlock()
+}
+
+// Reason returns why the connection closed (zero if it has not).
+func (w *writer) closeReason() Reason {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reason
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxPooledBuf keeps one huge batch from pinning memory in the pool.
+const maxPooledBuf = 256 << 10
+
+func (w *writer) run() {
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBuf {
+			*bp = (*bp)[:0]
+			bufPool.Put(bp)
+		}
+	}()
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.running = false
+			after := w.closeAfter
+			w.mu.Unlock()
+			if after {
+				w.shut()
+			}
+			return
+		}
+		batch := w.queue
+		w.queue = w.spare[:0]
+		w.spare = nil
+		w.queued = 0
+		final := w.closeAfter
+		w.mu.Unlock()
+
+		buf := (*bp)[:0]
+		var oldest time.Time
+		msgs := 0
+		for i := range batch {
+			if p := batch[i].pub; p != nil {
+				if msgs == 0 {
+					oldest = p.Time
+				}
+				msgs++
+			}
+			buf = w.f.appendItem(buf, batch[i])
+		}
+		clear(batch)
+		*bp = buf
+
+		timeout := w.limits.WriteTimeout
+		if final && timeout > time.Second {
+			timeout = time.Second // a goodbye should not hold shutdown up
+		}
+		_ = w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := w.conn.Write(buf)
+		now := time.Now()
+		w.lastOut.Store(now.UnixNano())
+		if err != nil {
+			r := ReasonWriteError
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				r = ReasonWriteTimeout
+			}
+			w.mu.Lock()
+			if !w.closing {
+				w.closing, w.reason = true, r
+			}
+			w.running = false
+			w.mu.Unlock()
+			w.shut()
+			return
+		}
+		if w.stats != nil && msgs > 0 {
+			w.stats.sent(msgs)
+			w.stats.lag(now.Sub(oldest))
+		}
+		w.mu.Lock()
+		if w.spare == nil {
+			w.spare = batch[:0]
+		}
+		w.mu.Unlock()
+	}
+}
+
+// idleFor reports how long nothing was written.
+func (w *writer) idleFor(now time.Time) time.Duration {
+	return time.Duration(now.UnixNano() - w.lastOut.Load())
+}
