@@ -1,0 +1,168 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSeedShortPollCurrentState(t *testing.T) {
+	s := startServer(t, nil)
+	s.post(t, "/location/sse/share?group=3", `{"userId":"ann","x":1,"y":2}`, nil)
+	s.post(t, "/location/long/3/notify", `{"userId":"bob","lat":52.5,"lng":13.4}`, nil)
+	s.post(t, "/location/sse/share?group=3", `{"userId":"ann","x":5,"y":6}`, nil)
+	for _, path := range []string{"/cur/3", "/location/cur/3", "/api/location/3"} {
+		var st struct {
+			Group   string `json:"group"`
+			Offset  uint64 `json:"offset"`
+			Members []struct {
+				Member string          `json:"member"`
+				Offset uint64          `json:"offset"`
+				Data   json.RawMessage `json:"data"`
+			} `json:"members"`
+		}
+		if code := s.get(t, path, &st); code != 200 {
+			t.Fatalf("%s: %d", path, code)
+		}
+		if st.Group != "3" || st.Offset != 3 || len(st.Members) != 2 || st.Members[0].Member != "ann" ||
+			string(st.Members[0].Data) != `{"userId":"ann","x":5,"y":6}` || st.Members[1].Member != "bob" {
+			t.Fatalf("%s: %+v", path, st)
+		}
+	}
+	// Positions published after the first read keep the state current.
+	s.post(t, "/location/long/3/notify", `{"userId":"bob","lat":1,"lng":1}`, nil)
+	eventually(t, 2*time.Second, "state update", func() bool {
+		var st struct{ Offset uint64 }
+		s.get(t, "/cur/3", &st)
+		return st.Offset == 4
+	})
+}
+
+func TestSeedEmptyBodyPublishesGeneratedPosition(t *testing.T) {
+	s := startServer(t, nil)
+	for _, path := range []string{"/location/long/9/notify", "/location/sse/share?group=9", "/location/sse/share"} {
+		resp, err := http.Post(s.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s with no body: %d", path, resp.StatusCode)
+		}
+	}
+	var ans pollAnswer
+	s.get(t, "/api/poll/location/9?since=0", &ans)
+	if len(ans.Publications) != 2 || !strings.Contains(string(ans.Publications[0].Data), `"x":`) {
+		t.Fatalf("generated positions: %+v", ans)
+	}
+	s.get(t, "/api/poll/location/0?since=0", &ans) // share without group goes to group 0
+	if len(ans.Publications) != 1 {
+		t.Fatalf("default group 0: %+v", ans)
+	}
+	// Content such as the seed scripts' {"content": ...} passes through unchanged.
+	s.post(t, "/location/sse/share?group=9", `{"content":"hello"}`, nil)
+	s.get(t, "/api/poll/location/9?since=2", &ans)
+	if string(ans.Publications[0].Data) != `{"content":"hello"}` {
+		t.Fatalf("pass-through: %s", ans.Publications[0].Data)
+	}
+}
+
+func TestSeedLongPoll(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.Limits.SeedLongTimeout = 400 * time.Millisecond })
+	got := make(chan []json.RawMessage, 1)
+	go func() {
+		var list []json.RawMessage
+		s.get(t, "/location/long/5", &list)
+		got <- list
+	}()
+	time.Sleep(150 * time.Millisecond)
+	s.post(t, "/location/long/5/notify", `{"x":7,"y":8}`, nil)
+	select {
+	case list := <-got:
+		if len(list) != 1 || string(list[0]) != `{"x":7,"y":8}` {
+			t.Fatalf("long poll list: %s", list)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("seed long poll did not return")
+	}
+	// After the timeout: 200 with an empty list.
+	var list []json.RawMessage
+	if code := s.get(t, "/location/long/5", &list); code != 200 || len(list) != 0 {
+		t.Fatalf("timed out: %d %s", code, list)
+	}
+}
+
+func TestSeedSSEStaysOpen(t *testing.T) {
+	s := startServer(t, nil)
+	c := dialSSE(t, s.URL+"/location/sse/connect?group=4", nil)
+	for i := 0; i < 3; i++ {
+		s.post(t, "/location/sse/share?group=4", `{"x":1,"y":2}`, nil)
+		ev := c.next(5 * time.Second)
+		if ev.Data != `{"x":1,"y":2}` {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	d := dialSSE(t, s.URL+"/location/sse/connect", nil) // default group 0
+	s.post(t, "/location/sse/share", `{"g":0}`, nil)
+	if ev := d.next(5 * time.Second); ev.Data != `{"g":0}` {
+		t.Fatalf("group 0: %+v", ev)
+	}
+}
+
+func TestSeedRawWebSocketGroup(t *testing.T) {
+	s := startServer(t, nil)
+	a := dialWS(t, s.ws("/ws?group=2"))
+	b := dialWS(t, s.ws("/ws?group=2"))
+	other := dialWS(t, s.ws("/ws?group=3"))
+	time.Sleep(100 * time.Millisecond) // both joined
+	a.send(`{"x":3,"y":4}`)
+	a.send(`not json at all`)
+	for _, c := range []*wsClient{a, b} {
+		m1, _ := c.read(5 * time.Second)
+		m2, _ := c.read(5 * time.Second)
+		if string(m1) != `{"x":3,"y":4}` || string(m2) != `"not json at all"` {
+			t.Fatalf("group member got %q, %q", m1, m2)
+		}
+	}
+	if m, err := other.read(300 * time.Millisecond); err == nil {
+		t.Fatalf("other group received %q", m)
+	}
+	// Default group 0.
+	z := dialWS(t, s.ws("/ws"))
+	time.Sleep(50 * time.Millisecond)
+	s.post(t, "/location/sse/share", `{"zero":true}`, nil)
+	if m, _ := z.read(5 * time.Second); string(m) != `{"zero":true}` {
+		t.Fatalf("group 0 socket got %q", m)
+	}
+}
+
+func TestSeedRawChat(t *testing.T) {
+	s := startServer(t, nil)
+	a := dialWS(t, s.ws("/chat"))
+	b := dialWS(t, s.ws("/chat"))
+	a.send(`{"type":"ENTER","sender":"ann","message":"","roomId":"r1","createdAt":"2024-01-01T00:00:00"}`)
+	if m, _ := a.read(5 * time.Second); !strings.Contains(string(m), `"sender":"ann"`) {
+		t.Fatalf("ann's own ENTER: %q", m)
+	}
+	b.send(`{"type":"ENTER","sender":"bob","message":"","roomId":"r1"}`)
+	if m, _ := b.read(5 * time.Second); !strings.Contains(string(m), `"sender":"bob"`) {
+		t.Fatalf("bob's own ENTER: %q", m)
+	}
+	a.send(`{"type":"TALK","sender":"ann","message":"hi bob","roomId":"r1"}`)
+	if m, _ := b.read(5 * time.Second); !strings.Contains(string(m), `"message":"hi bob"`) {
+		t.Fatalf("bob got %q, want ann's TALK", m)
+	}
+	var ans pollAnswer
+	s.get(t, "/api/poll/chat/r1?since=0", &ans)
+	if len(ans.Publications) != 3 || ans.Publications[2].Type != "TALK" || ans.Publications[2].Sender != "ann" {
+		t.Fatalf("chat history: %+v", ans)
+	}
+	// A first message without roomId is refused with an error, the socket stays.
+	c := dialWS(t, s.ws("/chat"))
+	c.send(`{"type":"TALK","message":"where am I"}`)
+	if m := c.readJSON(5 * time.Second); m.Op != "error" {
+		t.Fatalf("no roomId: %+v", m)
+	}
+}
