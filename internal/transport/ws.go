@@ -206,9 +206,9 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 			return
 		}
 	}
-	var req wsRequest
-	if err := json.Unmarshal(msg, &req); err != nil {
-		c.replyError(fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err), nil, "")
+	req, err := decodeRequest(msg)
+	if err != nil {
+		c.replyError(err, req.ID, req.Topic)
 		return
 	}
 	switch req.Op {
@@ -226,18 +226,38 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 		delete(c.subs, req.Topic)
 		c.reply(map[string]any{"op": "unsubscribed", "topic": req.Topic})
 	case "publish":
-		if len(req.Data) == 0 {
-			c.replyError(fmt.Errorf("%w: publish needs data", ErrBadRequest), req.ID, req.Topic)
-			return
-		}
 		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
 	case "ping":
 		c.reply(map[string]any{"op": "pong", "id": req.ID})
-	case "":
-		c.replyError(fmt.Errorf("%w: message has no op", ErrBadRequest), req.ID, "")
-	default:
-		c.replyError(fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping)", ErrBadRequest, req.Op), req.ID, "")
 	}
+}
+
+// decodeRequest parses and checks one client message of the native protocol. On error the
+// returned request still carries whatever id and topic could be read, for the error reply.
+func decodeRequest(msg []byte) (wsRequest, error) {
+	var req wsRequest
+	if err := json.Unmarshal(msg, &req); err != nil {
+		return wsRequest{}, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+	}
+	switch req.Op {
+	case "subscribe", "unsubscribe":
+		if req.Topic == "" {
+			return req, fmt.Errorf("%w: %s needs a topic", ErrBadRequest, req.Op)
+		}
+	case "publish":
+		if req.Topic == "" || len(req.Data) == 0 {
+			return req, fmt.Errorf("%w: publish needs a topic and data", ErrBadRequest)
+		}
+	case "ping":
+	case "":
+		return req, fmt.Errorf("%w: message has no op", ErrBadRequest)
+	default:
+		return req, fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping)", ErrBadRequest, req.Op)
+	}
+	if len(req.ID) > 128 {
+		return wsRequest{Op: req.Op, Topic: req.Topic}, fmt.Errorf("%w: id longer than 128 bytes", ErrBadRequest)
+	}
+	return req, nil
 }
 
 // isProtocolOp reports whether a seed-socket frame is a protocol message rather than a payload

@@ -1,0 +1,37 @@
+# The two commands a fresh machine needs are `make run` and `make test` (see README.md).
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: run build test test-deps vet fuzz bench-go
+
+run:
+	$(GO) run ./cmd/rtlab serve
+
+build:
+	$(GO) build -o rtlab ./cmd/rtlab
+
+# test installs the third-party test clients, then vets, runs every test with the race
+# detector, and gives each fuzz target a short run.
+test: test-deps vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+test-deps:
+	@if command -v npm >/dev/null; then cd test/interop && npm ci --no-audit --no-fund --silent; \
+	else echo "npm missing: third-party client tests will be skipped"; fi
+
+vet:
+	@test -z "$$(gofmt -l cmd internal web 2>/dev/null)" || (gofmt -l cmd internal web; echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || \
+	      { $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
+	  done; \
+	done
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
