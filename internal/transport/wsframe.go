@@ -125,7 +125,7 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // wsReadBuf is the read buffer per WebSocket connection: small, because most connections are
 // mostly idle readers; large client messages bypass it.
-const wsReadBuf = 2048
+const wsReadBuf = 1024
 
 // upgrade performs the WebSocket handshake, choosing a subprotocol with choose (nil accepts
 // none). It returns a connection and a reader that owns the bytes buffered during the handshake;

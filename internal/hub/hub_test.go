@@ -1,0 +1,224 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/broker/memory"
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+func newHub(t testing.TB, size int) *hub.Hub {
+	t.Helper()
+	b := memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return hub.HistoryPolicy{Size: size} }})
+	h := hub.New(hub.Config{Broker: b})
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func publish(t testing.TB, h *hub.Hub, topic string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := h.Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type collector struct {
+	mu   sync.Mutex
+	offs []uint64
+}
+
+func (c *collector) Deliver(p *hub.Publication) {
+	c.mu.Lock()
+	c.offs = append(c.offs, p.Offset)
+	c.mu.Unlock()
+}
+
+func (c *collector) get() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint64(nil), c.offs...)
+}
+
+func TestSubscribeFromNowAndResume(t *testing.T) {
+	h := newHub(t, 10)
+	publish(t, h, "a", 3)
+	var now collector
+	sub, res, err := h.Subscribe(context.Background(), "a", &now, hub.ReadOptions{})
+	if err != nil || res.Top.Offset != 3 || !res.Recovered || len(res.Publications) != 0 {
+		t.Fatalf("from now: %+v %v", res, err)
+	}
+	sub.Start()
+	var from1 collector
+	sub1, res1, _ := h.Subscribe(context.Background(), "a", &from1, hub.ReadOptions{Recover: true, Since: 1, Epoch: res.Top.Epoch})
+	if !res1.Recovered || len(res1.Publications) != 2 {
+		t.Fatalf("resume: %+v", res1)
+	}
+	publish(t, h, "a", 1) // arrives while sub1 is still buffering
+	sub1.Start()
+	publish(t, h, "a", 1)
+	if got := fmt.Sprint(now.get()); got != "[4 5]" {
+		t.Fatalf("from now got %s", got)
+	}
+	if got := fmt.Sprint(from1.get()); got != "[2 3 4 5]" {
+		t.Fatalf("resumed got %s (replay, then buffered, then live, no duplicates)", got)
+	}
+	h.Unsubscribe(sub)
+	h.Unsubscribe(sub)
+	h.Unsubscribe(sub1)
+	if n := h.Stats().Subscriptions.Load(); n != 0 {
+		t.Fatalf("%d subscriptions left", n)
+	}
+	if n := h.Stats().Topics.Load(); n != 0 {
+		t.Fatalf("%d topics left", n)
+	}
+}
+
+func TestReadTellsWhatIsGone(t *testing.T) {
+	h := newHub(t, 3)
+	publish(t, h, "b", 10)
+	ctx := context.Background()
+	cases := []struct {
+		opts      hub.ReadOptions
+		recovered bool
+		first     uint64
+		n         int
+	}{
+		{hub.ReadOptions{Recover: true, Since: 7}, true, 8, 3},
+		{hub.ReadOptions{Recover: true, Since: 10}, true, 0, 0},
+		{hub.ReadOptions{Recover: true, Since: 6}, false, 8, 3},
+		{hub.ReadOptions{Recover: true, Since: 0}, false, 8, 3},
+		{hub.ReadOptions{Recover: true, Since: 12}, false, 8, 3},
+		{hub.ReadOptions{Recover: true, Since: 8, Epoch: "nope"}, false, 8, 3},
+		{hub.ReadOptions{Recover: true, Since: 7, Limit: 1}, true, 8, 1},
+		{hub.ReadOptions{}, true, 0, 0},
+	}
+	for _, c := range cases {
+		res, err := h.Read(ctx, "b", c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Recovered != c.recovered || len(res.Publications) != c.n || (c.n > 0 && res.Publications[0].Offset != c.first) {
+			t.Errorf("%+v: got recovered=%v n=%d %q", c.opts, res.Recovered, len(res.Publications), res.Reason)
+		}
+		if !res.Recovered && res.Reason == "" {
+			t.Errorf("%+v: not recovered without a reason", c.opts)
+		}
+	}
+	if _, err := h.Read(ctx, "bad topic", hub.ReadOptions{}); err == nil {
+		t.Fatal("bad topic accepted")
+	}
+}
+
+func TestPublishValidates(t *testing.T) {
+	h := newHub(t, 10)
+	ctx := context.Background()
+	for _, req := range []hub.PublishRequest{
+		{Topic: "", Data: json.RawMessage(`{}`)},
+		{Topic: "a b", Data: json.RawMessage(`{}`)},
+		{Topic: "ok", Data: json.RawMessage(`{`)},
+		{Topic: "ok"},
+		{Topic: "ok", Data: make(json.RawMessage, 70<<10)},
+	} {
+		if _, err := h.Publish(ctx, req); err == nil {
+			t.Errorf("accepted %q %q", req.Topic, req.Data)
+		}
+	}
+}
+
+func TestValidateTopic(t *testing.T) {
+	for _, ok := range []string{"a", "location/7", "chat/lobby", "notify/alice@x.org", "a:b_c-d.e", string(make([]byte, 0)) + "x"} {
+		if err := hub.ValidateTopic(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	long := make([]byte, 201)
+	for i := range long {
+		long[i] = 'a'
+	}
+	for _, bad := range []string{"", "a b", "a\x00", "ü", "a,b", "a=b", "a*", string(long)} {
+		if err := hub.ValidateTopic(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestConcurrentSubscribeUnsubscribePublish(t *testing.T) {
+	h := newHub(t, 100)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				publish(t, h, "race", 1)
+			}
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 200; j++ {
+				var c collector
+				sub, _, err := h.Subscribe(ctx, "race", &c, hub.ReadOptions{Recover: true, Since: 0})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				sub.Start()
+				time.Sleep(time.Microsecond)
+				h.Unsubscribe(sub)
+				offs := c.get()
+				for k := 1; k < len(offs); k++ {
+					if offs[k] != offs[k-1]+1 {
+						t.Errorf("gap or disorder: %v", offs)
+						return
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+}
+
+// BenchmarkFanout measures publish → every subscriber's sink at several fan-out sizes.
+func BenchmarkFanout(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			h := newHub(b, 100)
+			var got atomic.Int64
+			sink := hub.SinkFunc(func(p *hub.Publication) { got.Add(1) })
+			for i := 0; i < n; i++ {
+				s, _, _ := h.Subscribe(context.Background(), "f", sink, hub.ReadOptions{})
+				s.Start()
+			}
+			data := json.RawMessage(`{"x":1,"y":2}`)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, _ = h.Publish(context.Background(), hub.PublishRequest{Topic: "f", Data: data})
+			}
+			b.ReportMetric(float64(got.Load())/b.Elapsed().Seconds(), "deliveries/s")
+		})
+	}
+}
