@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
@@ -30,6 +32,9 @@ type Config struct {
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
 	ShutdownTimeout time.Duration // zero means 5 s
+	AuthSecret      string        // HMAC secret for login tokens; empty means open dev mode
+	TokenTTL        time.Duration // token lifetime; zero means 24 h
+	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
 	Version         string
 	Logger          *slog.Logger
 }
@@ -41,6 +46,9 @@ type App struct {
 	hub       *hub.Hub
 	tr        *transport.Server
 	locations *locations
+	policy    *policy
+	chat      *chatRooms
+	notes     *notifications
 	reg       *prometheus.Registry
 	handler   http.Handler
 }
@@ -62,11 +70,11 @@ func New(cfg Config) (*App, error) {
 	if cfg.HistorySize < 0 || cfg.HistorySize > 1_000_000 {
 		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
 	}
-	policy := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
+	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
 	var b hub.Broker
 	switch {
 	case cfg.Broker == "memory":
-		b = memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return policy }})
+		b = memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return history }})
 	default:
 		return nil, fmt.Errorf("--broker %q: want memory (redis://, nats:// and amqp:// brokers are not built in yet)", cfg.Broker)
 	}
@@ -76,8 +84,23 @@ func New(cfg Config) (*App, error) {
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
 	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h)}
+	secret := []byte(cfg.AuthSecret)
+	if len(secret) == 0 {
+		secret = make([]byte, 32) // dev mode: tokens identify users but are not required
+		_, _ = rand.Read(secret)
+	}
+	signer, err := auth.New(auth.Config{Secret: secret, TTL: cfg.TokenTTL})
+	if err != nil {
+		return nil, fmt.Errorf("--auth-secret: %w", err)
+	}
+	if cfg.ChatMaxBytes <= 0 {
+		cfg.ChatMaxBytes = 4 << 10
+	}
+	a.notes = newNotifications(h, cfg.Logger)
+	a.chat = newChatRooms(h, a.notes, cfg.ChatMaxBytes, cfg.Logger)
+	a.policy = &policy{hub: h, signer: signer, required: cfg.AuthSecret != "", chat: a.chat}
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: &openPolicy{hub: h}, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
 	})
 	a.handler = a.routes()
 	return a, nil
@@ -120,7 +143,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", a.cfg.Broker,
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
-		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", "open (dev mode: no --auth-secret, anyone may connect)",
+		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
 		"version", a.cfg.Version)
 	srv := &http.Server{
 		Handler:           a.handler,
@@ -146,6 +169,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	err = errors.Join(err, <-trErr, a.hub.Close())
 	a.log.Info("rtlab stopped", "addr", ln.Addr().String(), "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+func (a *App) authMode() string {
+	if a.policy.required {
+		return "tokens required (POST /api/login)"
+	}
+	return "open (dev mode: no --auth-secret, anyone may connect)"
 }
 
 func orDefault(v, d int) int {
@@ -178,23 +208,20 @@ func (a *App) routes() http.Handler {
 		}
 		tr.HandleHistory(w, r, topic)
 	})
-	mux.HandleFunc("GET /api/location/{group}", func(w http.ResponseWriter, r *http.Request) {
-		if err := a.locations.serve(w, r, r.PathValue("group")); err != nil {
-			fail(w, err)
-		}
-	})
+	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
+	mux.HandleFunc("POST /api/login", a.handleLogin)
+	mux.HandleFunc("POST /api/logout", a.handleLogout)
+	mux.HandleFunc("GET /api/chat/{room}/members", a.handleMembers)
+	mux.HandleFunc("POST /api/chat/{room}/owner", a.handleOwner)
+	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
+	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
 	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
 	mux.HandleFunc("GET /api/ws", tr.HandleWS)
 	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
-	cur := func(w http.ResponseWriter, r *http.Request) {
-		if err := a.locations.serve(w, r, r.PathValue("group")); err != nil {
-			fail(w, err)
-		}
-	}
-	mux.HandleFunc("GET /cur/{group}", cur)
-	mux.HandleFunc("GET /location/cur/{group}", cur)
+	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
+	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
 	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
 		tr.HandleSeedLong(w, r, "location/"+r.PathValue("group"))
 	})
@@ -228,6 +255,16 @@ func (a *App) routes() http.Handler {
 		fail(w, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
+	_, err := a.tr.AuthenticateRequest(r)
+	if err == nil {
+		err = a.locations.serve(w, r, r.PathValue("group"))
+	}
+	if err != nil {
+		a.tr.WriteError(w, err)
+	}
 }
 
 func groupParam(r *http.Request) string {

@@ -13,7 +13,7 @@ import (
 func TestPublishAndShortPoll(t *testing.T) {
 	s := startServer(t, nil)
 	var first pollAnswer
-	if code := s.get(t, "/api/poll/chat/lobby", &first); code != 200 || first.Offset != 0 || len(first.Publications) != 0 {
+	if code := s.get(t, "/api/poll/news/lobby", &first); code != 200 || first.Offset != 0 || len(first.Publications) != 0 {
 		t.Fatalf("empty topic: %d %+v", code, first)
 	}
 	for i := 1; i <= 3; i++ {
@@ -21,28 +21,28 @@ func TestPublishAndShortPoll(t *testing.T) {
 			Offset uint64 `json:"offset"`
 			Epoch  string `json:"epoch"`
 		}
-		if code := s.post(t, "/api/publish/chat/lobby?type=TALK", fmt.Sprintf(`{"text":"m%d"}`, i), &ack); code != 200 || ack.Offset != uint64(i) || ack.Epoch == "" {
+		if code := s.post(t, "/api/publish/news/lobby?type=TALK", fmt.Sprintf(`{"text":"m%d"}`, i), &ack); code != 200 || ack.Offset != uint64(i) || ack.Epoch == "" {
 			t.Fatalf("publish %d: %d %+v", i, code, ack)
 		}
 	}
 	var ans pollAnswer
-	s.get(t, "/api/poll/chat/lobby?since=1", &ans)
+	s.get(t, "/api/poll/news/lobby?since=1", &ans)
 	if len(ans.Publications) != 2 || ans.Publications[0].Offset != 2 || ans.Publications[1].Offset != 3 || !ans.Recovered || ans.Offset != 3 {
 		t.Fatalf("poll since=1: %+v", ans)
 	}
 	p := ans.Publications[0]
-	if p.Type != "TALK" || string(p.Data) != `{"text":"m2"}` || p.Topic != "chat/lobby" {
+	if p.Type != "TALK" || string(p.Data) != `{"text":"m2"}` || p.Topic != "news/lobby" {
 		t.Fatalf("publication fields: %+v", p)
 	}
 	if _, err := time.Parse(time.RFC3339, p.Time); err != nil || !strings.Contains(p.Time, ".") {
 		t.Fatalf("time %q is not RFC 3339 with ms", p.Time)
 	}
-	s.get(t, "/api/poll/chat/lobby?since=0&limit=1", &ans)
+	s.get(t, "/api/poll/news/lobby?since=0&limit=1", &ans)
 	if len(ans.Publications) != 1 || ans.Publications[0].Offset != 1 {
 		t.Fatalf("limit=1: %+v", ans)
 	}
 	var hist pollAnswer
-	s.get(t, "/api/topics/chat/lobby/history?since=0&limit=2", &hist)
+	s.get(t, "/api/topics/news/lobby/history?since=0&limit=2", &hist)
 	if len(hist.Publications) != 2 || hist.Publications[1].Offset != 2 {
 		t.Fatalf("history: %+v", hist)
 	}

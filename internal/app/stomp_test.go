@@ -47,14 +47,18 @@ func TestSTOMPSeedChat(t *testing.T) {
 	c.expect("CONNECTED")
 	c.sendFrame("SUBSCRIBE\nid:0\ndestination:/sub/chat/42\nreceipt:r1\n\n\x00")
 	c.expect("RECEIPT")
+	c.sendFrame("SEND\ndestination:/pub/chat/message/42\n\n{\"type\":\"ENTER\",\"sender\":\"ann\",\"roomId\":\"42\"}\x00")
 	c.sendFrame("SEND\ndestination:/pub/chat/message/42\n\n{\"type\":\"TALK\",\"sender\":\"ann\",\"message\":\"hi\",\"roomId\":\"42\"}\x00")
+	if m := c.expect("MESSAGE"); !strings.Contains(string(m.Body), `"ENTER"`) {
+		t.Fatalf("ENTER MESSAGE %q", m.Body)
+	}
 	m := c.expect("MESSAGE")
 	if !strings.Contains(string(m.Body), `"message":"hi"`) {
 		t.Fatalf("chat MESSAGE %q", m.Body)
 	}
 	var ans pollAnswer
 	s.get(t, "/api/poll/chat/42?since=0", &ans)
-	if len(ans.Publications) != 1 {
+	if len(ans.Publications) != 2 || ans.Publications[1].Type != "TALK" || ans.Publications[1].Sender != "ann" {
 		t.Fatalf("chat/42 history: %+v", ans)
 	}
 }

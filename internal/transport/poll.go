@@ -49,7 +49,7 @@ func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic
 }
 
 func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
-	user, err := s.policy.Authenticate(r)
+	user, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, err)
 		return
@@ -69,7 +69,7 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		s.WriteError(w, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
 		return
 	}
-	p, err := s.policy.Publish(r.Context(), user, hub.PublishRequest{
+	p, err := s.policy.Publish(r.Context(), Client{User: user}, hub.PublishRequest{
 		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: user,
 	})
 	if err != nil {
@@ -178,11 +178,11 @@ func (s *Server) canRead(r *http.Request, topic string) error {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
-	user, err := s.policy.Authenticate(r)
+	user, err := s.authenticate(r)
 	if err != nil {
 		return err
 	}
-	return s.policy.CanSubscribe(user, topic)
+	return s.policy.CanSubscribe(Client{User: user}, topic)
 }
 
 // poll reads after opts.Since; with wait it blocks until at least one publication exists, the

@@ -5,6 +5,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -59,18 +60,42 @@ func (l *Limits) fill() {
 	def(&l.SeedLongTimeout, 10*time.Second)
 }
 
+// Client identifies who is acting: a connection (ID is empty for plain HTTP requests) and its
+// authenticated user (empty when anonymous).
+type Client struct {
+	ID   string
+	User string
+}
+
 // Policy decides who a client is and what it may do. internal/app implements it; transports
 // call it for every connection, subscription and publish.
 type Policy interface {
 	// Authenticate returns the user of a request (token from the Authorization header or the
-	// access_token query parameter). An empty user is anonymous; an error refuses the request.
+	// access_token query parameter). No credentials give an empty user and no error; bad ones
+	// give an error wrapping ErrUnauthorized.
 	Authenticate(r *http.Request) (user string, err error)
 	// AuthenticateToken checks a token given inside a protocol (STOMP CONNECT).
 	AuthenticateToken(token string) (user string, err error)
+	// AuthRequired reports whether anonymous clients are refused.
+	AuthRequired() bool
 	// CanSubscribe refuses a subscription with an error wrapping ErrForbidden.
-	CanSubscribe(user, topic string) error
-	// Publish publishes on behalf of user, applying the application's rules.
-	Publish(ctx context.Context, user string, req hub.PublishRequest) (*hub.Publication, error)
+	CanSubscribe(c Client, topic string) error
+	// Publish publishes on behalf of c, applying the application's rules.
+	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
+	// Disconnected is called once when a streaming connection has closed.
+	Disconnected(c Client)
+}
+
+// authenticate resolves a request's user and refuses anonymous ones when auth is required.
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	user, err := s.policy.Authenticate(r)
+	if err != nil {
+		return "", err
+	}
+	if user == "" && s.policy.AuthRequired() {
+		return "", fmt.Errorf("%w: log in (POST /api/login) and send the token as Authorization: Bearer or access_token", ErrUnauthorized)
+	}
+	return user, nil
 }
 
 // Config configures a Server.
@@ -243,3 +268,6 @@ func (r *rateLimiter) allow(now time.Time) bool {
 	r.tokens--
 	return true
 }
+
+// AuthenticateRequest resolves a request's user, refusing anonymous ones when auth is required.
+func (s *Server) AuthenticateRequest(r *http.Request) (string, error) { return s.authenticate(r) }

@@ -112,7 +112,7 @@ func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic str
 }
 
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
-	user, err := s.policy.Authenticate(r)
+	user, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, err)
 		return
@@ -136,7 +136,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 			return
 		}
 		seen[t] = true
-		if err := s.policy.CanSubscribe(user, t); err != nil {
+		if err := s.policy.CanSubscribe(Client{User: user}, t); err != nil {
 			s.WriteError(w, err)
 			return
 		}

@@ -178,6 +178,7 @@ func (c *stompConn) keepaliveDue(idle time.Duration) bool {
 
 // HandleSTOMP serves STOMP over WebSocket (/api/stomp, and the seed /location and /stomp/chat).
 func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
+	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
 	user, err := s.policy.Authenticate(r)
 	if err != nil {
 		s.WriteError(w, err)
@@ -216,6 +217,7 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 		}
 		c.w.close(ReasonReadError, false)
 		s.untrack(c.w, metrics.STOMP)
+		s.policy.Disconnected(c.client())
 	}()
 	for {
 		timeout := 2*s.lim.PingInterval + 10*time.Second
@@ -252,6 +254,8 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 		}
 	}
 }
+
+func (c *stompConn) client() Client { return Client{ID: c.id, User: c.user} }
 
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
@@ -294,6 +298,10 @@ func (c *stompConn) receipt(f *stomp.Frame, extra ...stomp.Header) {
 func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 	if !c.connected && f.Command != stomp.CmdConnect && f.Command != stomp.CmdStomp {
 		// Lenient: some scripts skip CONNECT; treat the session as a 1.2 one without heart-beats.
+		if c.user == "" && c.s.policy.AuthRequired() {
+			c.fail(fmt.Errorf("%w: send CONNECT with a token (passcode or Authorization) first", ErrUnauthorized), f, 4003)
+			return false
+		}
 		c.connected = true
 	}
 	switch f.Command {
@@ -375,6 +383,10 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		if user != "" {
 			c.user = user
 		}
+	}
+	if c.user == "" && c.s.policy.AuthRequired() {
+		c.fail(fmt.Errorf("%w: CONNECT needs a token: passcode, or an Authorization: Bearer header", ErrUnauthorized), f, 4003)
+		return false
 	}
 	// Heart-beats: we can send every StompHeartbeat and want to hear as often.
 	ours := c.s.lim.StompHeartbeat
@@ -473,7 +485,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: ack %q: want auto, client or client-individual", ErrBadRequest, v), f, 4000)
 		return false
 	}
-	if err := c.s.policy.CanSubscribe(c.user, topic); err != nil {
+	if err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
 		c.fail(err, f, 4003)
 		return false
 	}
@@ -539,7 +551,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	typ, _ := f.Get("type")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.user, hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
+	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

@@ -119,7 +119,7 @@ func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
-	user, err := s.policy.Authenticate(r)
+	user, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, err)
 		return
@@ -157,6 +157,7 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		}
 		c.w.close(ReasonReadError, false)
 		s.untrack(c.w, metrics.WS)
+		s.policy.Disconnected(c.client())
 	}()
 	if c.mode == modeNative {
 		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.user})
@@ -298,7 +299,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 	} else if len(c.subs) >= c.s.lim.MaxSubs {
 		return fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs)
 	}
-	if err := c.s.policy.CanSubscribe(c.user, topic); err != nil {
+	if err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
 		return err
 	}
 	opts := hub.ReadOptions{Epoch: epoch}
@@ -329,7 +330,7 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.user, hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
+	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
 	if err != nil {
 		c.replyError(err, id, topic)
 		return
@@ -394,10 +395,12 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		c.replyError(fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, c.s.lim.MsgRate), nil, topic)
 		return
 	}
-	if _, err := c.s.policy.Publish(pctx, c.user, hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}); err != nil {
+	if _, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}); err != nil {
 		c.replyError(err, nil, topic)
 	}
 }
+
+func (c *wsConn) client() Client { return Client{ID: c.id, User: c.user} }
 
 func (c *wsConn) reply(v any) {
 	b, err := json.Marshal(v)

@@ -1,0 +1,250 @@
+package app
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+const testSecret = "test-secret-0123456789abcdef"
+
+func login(t testing.TB, s *testServer, user string) string {
+	t.Helper()
+	var ans struct{ Token, User string }
+	if code := s.post(t, "/api/login", `{"user":"`+user+`"}`, &ans); code != 200 || ans.Token == "" || ans.User != user {
+		t.Fatalf("login %s: %d %+v", user, code, ans)
+	}
+	return ans.Token
+}
+
+// do sends a request with an optional bearer token and returns status and body.
+func do(t testing.TB, s *testServer, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAuthRequiredOnEveryTransport(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.AuthSecret = testSecret })
+	tok := login(t, s, "ann")
+	// Anonymous: refused clearly everywhere.
+	for _, path := range []string{"/api/poll/a", "/api/sse?topic=a", "/api/topics/a/history", "/cur/1"} {
+		if code, body := do(t, s, "GET", path, "", ""); code != 401 || !strings.Contains(body, "unauthorized") {
+			t.Errorf("GET %s anonymous: %d %s", path, code, body)
+		}
+	}
+	if code, _ := do(t, s, "POST", "/api/publish/a", "", `{}`); code != 401 {
+		t.Errorf("anonymous publish: %d", code)
+	}
+	if _, _, _, err := (ws.Dialer{}).Dial(t.Context(), s.ws("/api/ws")); err == nil {
+		t.Error("anonymous WebSocket accepted")
+	}
+	st := dialSTOMP(t, s.ws("/api/stomp"))
+	st.sendFrame("CONNECT\naccept-version:1.2\n\n\x00")
+	if f := st.frame(5 * time.Second); f.Command != "ERROR" {
+		t.Errorf("anonymous STOMP CONNECT: %+v", f)
+	}
+	// Forged and expired-looking tokens.
+	for _, bad := range []string{"garbage", tok[:len(tok)-2] + "xx", strings.Replace(tok, tok[2:4], "zz", 1)} {
+		if code, _ := do(t, s, "GET", "/api/poll/a", bad, ""); code != 401 {
+			t.Errorf("forged token %q: %d", bad, code)
+		}
+	}
+	// With the token: every transport works.
+	if code, _ := do(t, s, "GET", "/api/poll/a", tok, ""); code != 200 {
+		t.Errorf("poll with token: %d", code)
+	}
+	if code, _ := do(t, s, "GET", "/api/poll/a?access_token="+tok, "", ""); code != 200 {
+		t.Errorf("poll with access_token: %d", code)
+	}
+	w := dialWS(t, s.ws("/api/ws?access_token="+tok))
+	if m := w.expectOp("connected"); m.Code != "" {
+		t.Fatal(m)
+	}
+	st2 := dialSTOMP(t, s.ws("/api/stomp"))
+	st2.sendFrame("CONNECT\naccept-version:1.2\nlogin:ann\npasscode:" + tok + "\n\n\x00")
+	if f := st2.expect("CONNECTED"); func() string { v, _ := f.Get("user-name"); return v }() != "ann" {
+		t.Errorf("STOMP user: %+v", f.Headers)
+	}
+	dialSSE(t, s.URL+"/api/sse?topic=a&access_token="+tok, nil)
+	// Logout revokes the token; replaying it is refused.
+	if code, _ := do(t, s, "POST", "/api/logout", tok, ""); code != 200 {
+		t.Fatalf("logout: %d", code)
+	}
+	if code, body := do(t, s, "GET", "/api/poll/a", tok, ""); code != 401 || !strings.Contains(body, "revoked") {
+		t.Errorf("token after logout: %d %s", code, body)
+	}
+	if code, _ := do(t, s, "POST", "/api/login", "", `{"user":"bad name!"}`); code != 400 {
+		t.Errorf("bad user name: %d", code)
+	}
+}
+
+func TestChatRulesAndMembers(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.AuthSecret = testSecret; c.ChatMaxBytes = 512 })
+	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	if code, body := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"sneak"}`); code != 403 || !strings.Contains(body, "ENTER") {
+		t.Fatalf("TALK before ENTER: %d %s", code, body)
+	}
+	if code, _ := do(t, s, "POST", "/api/publish/chat/r?type=LEAVE", bob, `{}`); code != 400 {
+		t.Fatalf("LEAVE without ENTER: %d", code)
+	}
+	if code, _ := do(t, s, "GET", "/api/chat/r/members", ann, ""); code != 404 {
+		t.Fatalf("unknown room: %d", code)
+	}
+	do(t, s, "POST", "/api/publish/chat/r?type=ENTER", ann, `{}`)
+	do(t, s, "POST", "/api/publish/chat/r?type=ENTER", bob, `{}`)
+	if code, body := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"hi"}`); code != 200 {
+		t.Fatalf("TALK after ENTER: %d %s", code, body)
+	}
+	if code, _ := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"`+strings.Repeat("x", 600)+`"}`); code != 413 {
+		t.Fatalf("oversized chat message: %d", code)
+	}
+	var ri roomInfo
+	_, body := do(t, s, "GET", "/api/chat/r/members", ann, "")
+	_ = json.Unmarshal([]byte(body), &ri)
+	if ri.Owner != "ann" || len(ri.Members) != 2 || ri.Members[1].User != "bob" {
+		t.Fatalf("members: %s", body)
+	}
+	// Only the owner hands the room over.
+	if code, _ := do(t, s, "POST", "/api/chat/r/owner", bob, `{"owner":"bob"}`); code != 403 {
+		t.Fatalf("non-owner set owner: %d", code)
+	}
+	if code, _ := do(t, s, "POST", "/api/chat/r/owner", ann, `{"owner":"bob"}`); code != 200 {
+		t.Fatalf("owner hand-over: %d", code)
+	}
+	do(t, s, "POST", "/api/publish/chat/r?type=LEAVE", bob, `{}`)
+	_, body = do(t, s, "GET", "/api/chat/r/members", ann, "")
+	_ = json.Unmarshal([]byte(body), &ri)
+	if ri.Owner != "bob" || len(ri.Members) != 1 {
+		t.Fatalf("after LEAVE: %s", body)
+	}
+	// Clients may not publish notifications, nor read someone else's.
+	if code, _ := do(t, s, "POST", "/api/publish/notify/ann", bob, `{}`); code != 403 {
+		t.Fatalf("publish to notify/: %d", code)
+	}
+	if code, _ := do(t, s, "GET", "/api/sse?topic=notify/ann", bob, ""); code != 403 {
+		t.Fatalf("SSE on another's notifications: %d", code)
+	}
+	w := dialWS(t, s.ws("/api/ws?access_token="+bob))
+	w.expectOp("connected")
+	w.send(`{"op":"subscribe","topic":"notify/ann"}`)
+	if e := w.readJSON(5 * time.Second); e.Op != "error" || e.Code != "forbidden" {
+		t.Fatalf("ws subscribe to another's notifications: %+v", e)
+	}
+	st := dialSTOMP(t, s.ws("/api/stomp"))
+	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/ann\n\n\x00")
+	st.expect("CONNECTED")
+	if f := st.frame(5 * time.Second); f.Command != "ERROR" {
+		t.Fatalf("stomp subscribe to another's notifications: %+v", f)
+	}
+	if n := metricValue(t, s, `rtlab_refused_total{reason="forbidden"}`); n < 4 {
+		t.Fatalf("refusals counted: %v", n)
+	}
+}
+
+func TestLeaveWhenLastConnectionDrops(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.AuthSecret = testSecret })
+	ann := login(t, s, "ann")
+	a1 := dialWS(t, s.ws("/api/ws?access_token="+ann))
+	a2 := dialWS(t, s.ws("/api/ws?access_token="+ann))
+	for _, c := range []*wsClient{a1, a2} {
+		c.expectOp("connected")
+		c.send(`{"op":"publish","topic":"chat/x","type":"ENTER","data":{}}`)
+		c.expectOp("ack")
+	}
+	members := func() int {
+		var ri roomInfo
+		_, body := do(t, s, "GET", "/api/chat/x/members", ann, "")
+		_ = json.Unmarshal([]byte(body), &ri)
+		return len(ri.Members)
+	}
+	a1.conn.Close()
+	time.Sleep(200 * time.Millisecond)
+	if members() != 1 {
+		t.Fatal("ann left although a second connection is open")
+	}
+	a2.conn.Close()
+	eventually(t, 3*time.Second, "automatic LEAVE", func() bool { return members() == 0 })
+	var ans pollAnswer
+	s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
+	last := ans.Publications[len(ans.Publications)-1]
+	if last.Type != "LEAVE" || last.Sender != "ann" {
+		t.Fatalf("last chat publication: %+v", last)
+	}
+}
+
+// TestNotificationOnEveryTransport: a TALK alarms the room owner on long polling, SSE,
+// WebSocket and STOMP; unread counts and mark-as-read work.
+func TestNotificationOnEveryTransport(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.AuthSecret = testSecret })
+	owner, guest := login(t, s, "owner"), login(t, s, "guest")
+	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", owner, `{}`)
+	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", guest, `{}`)
+
+	w := dialWS(t, s.ws("/api/ws?access_token="+owner))
+	w.expectOp("connected")
+	w.send(`{"op":"subscribe","topic":"notify/owner"}`)
+	w.expectOp("subscribed")
+	st := dialSTOMP(t, s.ws("/api/stomp"))
+	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + owner + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/owner\nreceipt:r\n\n\x00")
+	st.expect("CONNECTED")
+	st.expect("RECEIPT")
+	sse := dialSSE(t, s.URL+"/api/sse?topic=notify/owner&access_token="+owner, nil)
+	lp := make(chan pollAnswer, 1)
+	go func() {
+		var ans pollAnswer
+		s.get(t, "/api/poll/notify/owner?since=0&wait=10s&access_token="+owner, &ans)
+		lp <- ans
+	}()
+	time.Sleep(100 * time.Millisecond)
+
+	do(t, s, "POST", "/api/publish/chat/n?type=TALK", guest, `{"message":"are you there?"}`)
+	check := func(name string, data []byte) {
+		t.Helper()
+		var d struct{ Room, From, Message string }
+		if err := json.Unmarshal(data, &d); err != nil || d.Room != "n" || d.From != "guest" || d.Message != "are you there?" {
+			t.Fatalf("%s notification %s: %v", name, data, err)
+		}
+	}
+	check("ws", w.expectOp("message").Data)
+	check("stomp", st.expect("MESSAGE").Body)
+	var p pubMsg
+	_ = json.Unmarshal([]byte(sse.next(5*time.Second).Data), &p)
+	check("sse", p.Data)
+	select {
+	case ans := <-lp:
+		check("longpoll", ans.Publications[0].Data)
+	case <-time.After(5 * time.Second):
+		t.Fatal("long poll got no notification")
+	}
+	// The owner's own TALK does not notify the owner.
+	do(t, s, "POST", "/api/publish/chat/n?type=TALK", owner, `{"message":"yes"}`)
+	var ns notificationState
+	_, body := do(t, s, "GET", "/api/notifications", owner, "")
+	_ = json.Unmarshal([]byte(body), &ns)
+	if ns.Unread != 1 || len(ns.Notifications) != 1 {
+		t.Fatalf("unread: %s", body)
+	}
+	_, body = do(t, s, "POST", "/api/notifications/read", owner, "")
+	_ = json.Unmarshal([]byte(body), &ns)
+	if ns.Unread != 0 || ns.Read != 1 {
+		t.Fatalf("after mark-as-read: %s", body)
+	}
+	if code, _ := do(t, s, "GET", "/api/notifications?user=owner", guest, ""); code != 403 {
+		t.Fatalf("guest reading owner's notifications: %d", code)
+	}
+}

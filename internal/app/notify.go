@@ -1,0 +1,147 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/transport"
+)
+
+// notifications publishes alarms on notify/{user} and keeps, per user, how far they have read.
+// Read marks are node-local and in memory.
+type notifications struct {
+	hub  *hub.Hub
+	log  *slog.Logger
+	mu   sync.Mutex
+	read map[string]hub.Position // guarded by mu
+}
+
+func newNotifications(h *hub.Hub, log *slog.Logger) *notifications {
+	return &notifications{hub: h, log: log, read: make(map[string]hub.Position)}
+}
+
+// send notifies user of a chat publication.
+func (n *notifications) send(ctx context.Context, user string, talk *hub.Publication, text string) {
+	data, _ := json.Marshal(map[string]any{
+		"room": talk.Topic[len("chat/"):], "from": talk.Sender, "message": text,
+		"offset": talk.Offset, "time": talk.Time.UTC().Format(hub.TimeFormat),
+	})
+	_, err := n.hub.Publish(context.WithoutCancel(ctx), hub.PublishRequest{
+		Topic: "notify/" + user, Type: "NOTIFY", Sender: talk.Sender, Data: data,
+	})
+	if err != nil {
+		n.log.Warn("notification failed", "user", user, "err", err)
+	}
+}
+
+// notificationState is the answer of GET /api/notifications.
+type notificationState struct {
+	User          string            `json:"user"`
+	Unread        uint64            `json:"unread"`
+	Read          uint64            `json:"read"`   // offset read up to
+	Offset        uint64            `json:"offset"` // latest notification
+	Epoch         string            `json:"epoch"`
+	Notifications []json.RawMessage `json:"notifications"` // unread ones still in history
+}
+
+func (n *notifications) state(ctx context.Context, user string) (notificationState, error) {
+	topic := "notify/" + user
+	n.mu.Lock()
+	read := n.read[user]
+	n.mu.Unlock()
+	res, err := n.hub.Read(ctx, topic, hub.ReadOptions{Recover: true, Since: read.Offset, Limit: 100})
+	if err != nil {
+		return notificationState{}, err
+	}
+	if read.Epoch != "" && read.Epoch != res.Top.Epoch {
+		read = hub.Position{} // history was lost: everything retained is unread
+	}
+	st := notificationState{User: user, Read: read.Offset, Offset: res.Top.Offset, Epoch: res.Top.Epoch, Notifications: []json.RawMessage{}}
+	if res.Top.Offset > read.Offset {
+		st.Unread = res.Top.Offset - read.Offset
+	}
+	for _, p := range res.Publications {
+		st.Notifications = append(st.Notifications, p.JSON())
+	}
+	return st, nil
+}
+
+// markRead records that user has read up to offset (0 means everything so far).
+func (n *notifications) markRead(ctx context.Context, user string, offset uint64) (notificationState, error) {
+	res, err := n.hub.Read(ctx, "notify/"+user, hub.ReadOptions{})
+	if err != nil {
+		return notificationState{}, err
+	}
+	if offset == 0 || offset > res.Top.Offset {
+		offset = res.Top.Offset
+	}
+	n.mu.Lock()
+	n.read[user] = hub.Position{Offset: offset, Epoch: res.Top.Epoch}
+	n.mu.Unlock()
+	return n.state(ctx, user)
+}
+
+// notifyUser resolves whose notifications a request is about: the logged-in user, or in open
+// dev mode ?user=.
+func (a *App) notifyUser(r *http.Request) (string, error) {
+	user, err := a.policy.Authenticate(r)
+	if err != nil {
+		return "", err
+	}
+	q := r.URL.Query().Get("user")
+	switch {
+	case user != "" && q != "" && q != user:
+		return "", fmt.Errorf("%w: %s may not read %s's notifications", transport.ErrForbidden, user, q)
+	case user != "":
+		return user, nil
+	case a.policy.required:
+		return "", fmt.Errorf("%w: log in to read notifications", transport.ErrUnauthorized)
+	case q == "":
+		return "", fmt.Errorf("%w: give ?user= (open dev mode) or log in", transport.ErrBadRequest)
+	}
+	return q, nil
+}
+
+func (a *App) handleNotifications(w http.ResponseWriter, r *http.Request) {
+	user, err := a.notifyUser(r)
+	if err == nil {
+		var st notificationState
+		if st, err = a.notes.state(r.Context(), user); err == nil {
+			writeJSON(w, http.StatusOK, st)
+			return
+		}
+	}
+	a.tr.WriteError(w, err)
+}
+
+func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
+	user, err := a.notifyUser(r)
+	if err != nil {
+		a.tr.WriteError(w, err)
+		return
+	}
+	var body struct {
+		Offset uint64 `json:"offset"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+			a.tr.WriteError(w, fmt.Errorf("%w: body must be {\"offset\": N} or empty", transport.ErrBadRequest))
+			return
+		}
+	}
+	if v := r.URL.Query().Get("offset"); v != "" {
+		body.Offset, _ = strconv.ParseUint(v, 10, 64)
+	}
+	st, err := a.notes.markRead(r.Context(), user, body.Offset)
+	if err != nil {
+		a.tr.WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
