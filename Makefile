@@ -17,8 +17,9 @@ test: test-deps vet
 	$(MAKE) fuzz
 
 test-deps:
-	@if command -v npm >/dev/null; then cd test/interop && npm ci --no-audit --no-fund --silent; \
-	else echo "npm missing: third-party client tests will be skipped"; fi
+	@if command -v npm >/dev/null; then \
+	  for d in test/interop test/browser; do [ -f $$d/package.json ] && (cd $$d && npm ci --no-audit --no-fund --silent); done; true; \
+	else echo "npm missing: third-party client and browser tests will be skipped"; fi
 
 vet:
 	@test -z "$$(gofmt -l cmd internal web 2>/dev/null)" || (gofmt -l cmd internal web; echo "gofmt needed"; exit 1)

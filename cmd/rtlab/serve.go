@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/rtlab/rtlab/internal/app"
@@ -37,6 +38,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&lim.SeedLongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&cfg.AuthSecret, "auth-secret", os.Getenv("RTLAB_AUTH_SECRET"), "HMAC secret for login tokens (default $RTLAB_AUTH_SECRET); empty runs open dev mode")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 0, "lifetime of login tokens (0 = 24h)")
+	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", 4<<10, "largest chat message in bytes")
+	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
+	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history survives restarts (memory broker)")
+	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -51,6 +58,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(stderr, "rtlab serve: --log-level %q: want debug, info, warn or error\n", logLevel)
 		return 2
+	}
+	for _, p := range strings.Split(*durable, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Durable = append(cfg.Durable, p)
+		}
 	}
 	cfg.Version = version
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/store"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -35,8 +37,14 @@ type Config struct {
 	AuthSecret      string        // HMAC secret for login tokens; empty means open dev mode
 	TokenTTL        time.Duration // token lifetime; zero means 24 h
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
-	Version         string
-	Logger          *slog.Logger
+	// DataDir holds durable history (rtlab.db). Empty disables durability.
+	DataDir string
+	// Durable lists topic prefixes whose history is kept in DataDir across restarts.
+	Durable []string
+	// DurableHistory is how many publications a durable topic keeps; zero means 1000.
+	DurableHistory int
+	Version        string
+	Logger         *slog.Logger
 }
 
 // App is a configured server.
@@ -49,6 +57,7 @@ type App struct {
 	policy    *policy
 	chat      *chatRooms
 	notes     *notifications
+	store     *store.Store // nil without durable history
 	reg       *prometheus.Registry
 	handler   http.Handler
 }
@@ -70,11 +79,44 @@ func New(cfg Config) (*App, error) {
 	if cfg.HistorySize < 0 || cfg.HistorySize > 1_000_000 {
 		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
 	}
+	if cfg.DurableHistory <= 0 {
+		cfg.DurableHistory = 1000
+	}
 	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
-	var b hub.Broker
+	durableHistory := hub.HistoryPolicy{Size: cfg.DurableHistory, TTL: -1}
+	isDurable := func(topic string) bool {
+		for _, p := range cfg.Durable {
+			if p != "" && strings.HasPrefix(topic, p) {
+				return true
+			}
+		}
+		return false
+	}
+	policyFor := func(topic string) hub.HistoryPolicy {
+		if isDurable(topic) {
+			return durableHistory
+		}
+		return history
+	}
+	var (
+		b  hub.Broker
+		st *store.Store
+	)
 	switch {
 	case cfg.Broker == "memory":
-		b = memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return history }})
+		mc := memory.Config{Policy: policyFor}
+		if cfg.DataDir != "" && len(cfg.Durable) > 0 {
+			var err error
+			st, err = store.Open(store.Config{
+				Path: filepath.Join(cfg.DataDir, "rtlab.db"),
+				Keep: func(string) int { return cfg.DurableHistory },
+			})
+			if err != nil {
+				return nil, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
+			}
+			mc.Store, mc.Durable = st, isDurable
+		}
+		b = memory.New(mc)
 	default:
 		return nil, fmt.Errorf("--broker %q: want memory (redis://, nats:// and amqp:// brokers are not built in yet)", cfg.Broker)
 	}
@@ -83,7 +125,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h)}
+	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st}
 	secret := []byte(cfg.AuthSecret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32) // dev mode: tokens identify users but are not required
@@ -119,7 +161,15 @@ func (a *App) Start(ctx context.Context) error {
 // Shutdown tells clients to reconnect, flushes and closes connections, and stops the hub.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.tr.Shutdown(ctx)
-	return errors.Join(err, a.hub.Close())
+	return errors.Join(err, a.hub.Close(), a.closeStore())
+}
+
+// closeStore commits what is queued and closes the durable history.
+func (a *App) closeStore() error {
+	if a.store == nil {
+		return nil
+	}
+	return a.store.Close()
 }
 
 // Run listens on cfg.Addr and serves until ctx ends, then shuts down gracefully within
@@ -144,6 +194,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
+		"durable", a.durableMode(),
 		"version", a.cfg.Version)
 	srv := &http.Server{
 		Handler:           a.handler,
@@ -166,9 +217,16 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	trErr := make(chan error, 1)
 	go func() { trErr <- a.tr.Shutdown(sctx) }()
 	err := srv.Shutdown(sctx)
-	err = errors.Join(err, <-trErr, a.hub.Close())
+	err = errors.Join(err, <-trErr, a.hub.Close(), a.closeStore())
 	a.log.Info("rtlab stopped", "addr", ln.Addr().String(), "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+func (a *App) durableMode() string {
+	if a.store == nil {
+		return "off (all history in memory)"
+	}
+	return fmt.Sprintf("%s in %s (%d kept per topic)", strings.Join(a.cfg.Durable, ","), filepath.Join(a.cfg.DataDir, "rtlab.db"), a.cfg.DurableHistory)
 }
 
 func (a *App) authMode() string {

@@ -73,5 +73,5 @@ type HistoryResult struct {
 // HistoryPolicy says how much history a topic keeps.
 type HistoryPolicy struct {
 	Size int           // publications kept; zero means 100
-	TTL  time.Duration // how long each is kept; zero means 10 minutes
+	TTL  time.Duration // how long each is kept; zero means 10 minutes, negative forever
 }

@@ -1,17 +1,20 @@
 // Package memory is the embedded, in-process Broker: one node, history in memory. A restart
-// loses history, and the new process uses new epochs so clients are told so.
+// loses history, and the new process uses new epochs so clients are told so, except for
+// durable topics, whose history is kept in a Store and continues across restarts.
 package memory
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/store"
 )
 
 // Config configures a Broker.
@@ -24,6 +27,11 @@ type Config struct {
 	IdleTTL time.Duration
 	// Now returns the current time. Nil means time.Now; tests set it.
 	Now func() time.Time
+	// Store keeps the history of topics for which Durable returns true, so their offsets and
+	// epoch continue after a restart. Nil keeps every topic in memory only.
+	Store *store.Store
+	// Durable selects the topics kept in Store. Nil means none.
+	Durable func(topic string) bool
 }
 
 const numShards = 64
@@ -47,15 +55,20 @@ type shard struct {
 
 // stream is one topic's offsets and history. Publishing and reading lock mu; delivery to the
 // handler happens under mu too, which is what keeps a topic's deliveries in offset order.
+// Durable publishes also take appendMu (before mu) while handing over to the store.
 type stream struct {
+	appendMu sync.Mutex
 	mu       sync.Mutex
 	epoch    string
-	top      uint64
+	top      uint64             // last offset assigned
+	visible  uint64             // last offset delivered and readable; below top while durable commits are pending
 	ring     []*hub.Publication // circular, len == cap == policy size
 	head     int                // index of the oldest retained
 	n        int                // retained count
 	lastUsed time.Time
 	policy   hub.HistoryPolicy
+	durable  bool
+	loadErr  error // durable history could not be read; publishing and reading fail
 }
 
 // New returns a memory broker.
@@ -99,13 +112,17 @@ func (b *Broker) Subscribe(context.Context, string) error { return nil }
 // Unsubscribe is a no-op, see Subscribe.
 func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
 
-// Publish assigns the next offset, stores the publication and delivers it.
-func (b *Broker) Publish(_ context.Context, req hub.PublishRequest) (*hub.Publication, error) {
+// Publish assigns the next offset, stores the publication and delivers it. A durable topic's
+// publication is delivered, and Publish returns, only once it is committed to the store.
+func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	now := b.cfg.Now()
 	if req.Time.IsZero() {
 		req.Time = now
 	}
 	s := b.stream(req.Topic, now)
+	if s.durable {
+		return b.publishDurable(ctx, s, req, now)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked(now)
@@ -120,9 +137,55 @@ func (b *Broker) Publish(_ context.Context, req hub.PublishRequest) (*hub.Public
 		Data:   req.Data,
 	}
 	s.appendLocked(p)
+	s.visible = p.Offset
 	s.lastUsed = now
 	b.handler.HandlePublication(p)
 	return p, nil
+}
+
+// publishDurable assigns the offset and hands the publication to the store under appendMu, so
+// the store sees a topic's offsets in order, but does not wait for the commit under any lock:
+// a topic's publishes are not serialized on fsyncs. The store calls done in append order,
+// which is offset order per topic; done appends to memory and fans out under mu. Append may
+// block when the store is backed up; it never holds mu meanwhile, so done can always run.
+func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishRequest, now time.Time) (*hub.Publication, error) {
+	s.appendMu.Lock()
+	s.mu.Lock()
+	if s.loadErr != nil {
+		s.mu.Unlock()
+		s.appendMu.Unlock()
+		return nil, s.loadErr
+	}
+	s.top++
+	p := &hub.Publication{
+		Topic: req.Topic, Offset: s.top, Epoch: s.epoch, Time: req.Time.Truncate(time.Millisecond),
+		Sender: req.Sender, Type: req.Type, Data: req.Data,
+	}
+	s.lastUsed = now
+	s.mu.Unlock()
+	committed := make(chan error, 1)
+	b.cfg.Store.Append(p, func(err error) {
+		if err == nil {
+			s.mu.Lock()
+			s.expireLocked(b.cfg.Now())
+			s.appendLocked(p)
+			s.visible = p.Offset
+			b.handler.HandlePublication(p)
+			s.mu.Unlock()
+		}
+		committed <- err
+	})
+	s.appendMu.Unlock()
+	select {
+	case err := <-committed:
+		if err != nil {
+			// The offset stays used: subscribers see the jump, nothing is silently renumbered.
+			return nil, fmt.Errorf("memory: persist %s offset %d: %w", p.Topic, p.Offset, err)
+		}
+		return p, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // History returns retained publications after since.
@@ -131,15 +194,18 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	s := b.stream(topic, now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.loadErr != nil {
+		return hub.HistoryResult{}, s.loadErr
+	}
 	s.expireLocked(now)
 	s.lastUsed = now
-	res := hub.HistoryResult{Top: hub.Position{Offset: s.top, Epoch: s.epoch}}
+	res := hub.HistoryResult{Top: hub.Position{Offset: s.visible, Epoch: s.epoch}}
 	if s.n == 0 {
 		return res, nil
 	}
 	oldest := s.ring[s.head].Offset
 	res.Oldest = oldest
-	if since >= s.top {
+	if since >= s.visible {
 		return res, nil
 	}
 	first := 0 // index (from head) of the first publication after since
@@ -171,6 +237,19 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 			pol.TTL = 10 * time.Minute
 		}
 		s = &stream{epoch: NewEpoch(), ring: make([]*hub.Publication, pol.Size), policy: pol, lastUsed: now}
+		if b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic) {
+			s.durable = true
+			st, ok, err := b.cfg.Store.Load(topic)
+			switch {
+			case err != nil:
+				s.loadErr = fmt.Errorf("memory: load durable history of %s: %w", topic, err)
+			case ok:
+				s.epoch, s.top, s.visible = st.Epoch, st.Top, st.Top
+				for _, p := range st.Publications {
+					s.appendLocked(p)
+				}
+			}
+		}
 		sh.streams[topic] = s
 	}
 	return s
@@ -186,8 +265,11 @@ func (s *stream) appendLocked(p *hub.Publication) {
 	s.n++
 }
 
-// expireLocked drops publications older than the TTL.
+// expireLocked drops publications older than the TTL (a negative TTL keeps them).
 func (s *stream) expireLocked(now time.Time) {
+	if s.policy.TTL < 0 {
+		return
+	}
 	cutoff := now.Add(-s.policy.TTL)
 	for s.n > 0 && s.ring[s.head].Time.Before(cutoff) {
 		s.ring[s.head] = nil
@@ -215,6 +297,7 @@ func (b *Broker) sweep(ctx context.Context) {
 			for name, s := range sh.streams {
 				s.mu.Lock()
 				s.expireLocked(now)
+				// Durable topics may be forgotten too: their state is reloaded from the store.
 				idle := s.n == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
 				s.mu.Unlock()
 				if idle {

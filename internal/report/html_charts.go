@@ -1,0 +1,186 @@
+package report
+
+import (
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+// chartsData is inlined into the page as JSON for report.js, which draws it with uPlot.
+type chartsData struct {
+	Compare bool         `json:"compare"`
+	Levels  []chartLevel `json:"levels"`
+}
+
+// chartLevel is the chart set of one user level.
+type chartLevel struct {
+	Users  int         `json:"users"`
+	Label  string      `json:"label"`
+	Charts []chartSpec `json:"charts"`
+}
+
+// chartSpec is one chart: every transport on the same axes. Data is uPlot's column layout:
+// Data[0] is seconds since the run started, Data[i] the values of Series[i-1].
+type chartSpec struct {
+	ID     string        `json:"id"`
+	Title  string        `json:"title"`
+	Unit   string        `json:"unit"` // count, ms, rate, cpu, bytes: how report.js formats axis and legend
+	Series []chartSeries `json:"series"`
+	Data   [][]jsNum     `json:"data"`
+}
+
+type chartSeries struct {
+	Label string `json:"label"`
+	Color string `json:"color"`
+	Dash  bool   `json:"dash,omitempty"`
+}
+
+// jsNum is a chart value; NaN marks "no sample" and is written as null, which uPlot draws as a
+// gap rather than a drop to zero.
+type jsNum float64
+
+// MarshalJSON writes NaN as null and rounds to six significant digits to keep the page small.
+func (n jsNum) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, f, 'g', 6, 64), nil
+}
+
+// chartMetric is one per-second series of a run.
+type chartMetric struct {
+	id, title, unit string
+	get             func(r *bench.Run) []jsNum // nil when the run has no such series
+}
+
+// chartMetrics lists the charts of a user level, in page order: load, latency, throughput,
+// errors, then the cost on both sides.
+func chartMetrics() []chartMetric {
+	latency := func(f func(s *bench.Series) []float64) func(r *bench.Run) []jsNum {
+		return func(r *bench.Run) []jsNum {
+			vs := f(&r.Series)
+			out := make([]jsNum, len(vs))
+			for i, v := range vs {
+				out[i] = jsNum(v)
+				// A second with no deliveries has no latency, not a latency of zero.
+				if i < len(r.Series.Received) && r.Series.Received[i] == 0 {
+					out[i] = jsNum(math.NaN())
+				}
+			}
+			return out
+		}
+	}
+	return []chartMetric{
+		{"users", "Connected users", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Users) }},
+		{"p50", "Delivery latency p50 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP50 })},
+		{"p99", "Delivery latency p99 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP99 })},
+		{"msgs", "Throughput: deliveries received (msgs/s)", "rate", func(r *bench.Run) []jsNum { return nums(r.Series.Received) }},
+		{"errors", "Errors per second", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Errors) }},
+		{"srvcpu", "Server CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+			if !r.Server.Available {
+				return nil
+			}
+			return nums(r.Series.ServerCPU)
+		}},
+		{"srvrss", "Server RSS", "bytes", func(r *bench.Run) []jsNum {
+			if !r.Server.Available {
+				return nil
+			}
+			return nums(r.Series.ServerRSS)
+		}},
+		{"gencpu", "Generator CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+			if !r.Generator.Available {
+				return nil
+			}
+			return nums(r.Series.GeneratorCPU)
+		}},
+	}
+}
+
+// nums converts a series to chart values.
+func nums[T int | int64 | uint64 | float64](vs []T) []jsNum {
+	out := make([]jsNum, len(vs))
+	for i, v := range vs {
+		out[i] = jsNum(v)
+	}
+	return out
+}
+
+// chartLevelOf builds the charts of one user level with every transport on the same axes. In a
+// comparison, runs are b's and prev a's; a's lines are dashed in the same color, next to b's in
+// the legend.
+func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) chartLevel {
+	cl := chartLevel{Users: users, Label: fmtUsers(users)}
+	type line struct {
+		run  *bench.Run
+		side string
+	}
+	var lines []line
+	if prev == nil {
+		for _, r := range runs {
+			lines = append(lines, line{r, ""})
+		}
+	} else {
+		order := map[string]int{}
+		for _, r := range append(slices.Clone(runs), prev...) {
+			if _, ok := order[r.Transport]; !ok {
+				order[r.Transport] = len(order)
+			}
+		}
+		for _, r := range prev {
+			lines = append(lines, line{r, "a"})
+		}
+		for _, r := range runs {
+			lines = append(lines, line{r, "b"})
+		}
+		slices.SortStableFunc(lines, func(x, y line) int { return order[x.run.Transport] - order[y.run.Transport] })
+	}
+	for _, cm := range chartMetrics() {
+		spec := chartSpec{ID: cm.id, Title: cm.title, Unit: cm.unit}
+		var cols [][]jsNum
+		n, drawn := 0, false
+		for _, l := range lines {
+			vs := cm.get(l.run)
+			if vs == nil {
+				continue
+			}
+			name := label(l.run)
+			if l.side != "" {
+				name += " (" + l.side + ")"
+			}
+			spec.Series = append(spec.Series, chartSeries{Label: name, Color: colors[l.run.Transport], Dash: l.side == "a"})
+			cols = append(cols, vs)
+			n = max(n, len(vs))
+			for _, v := range vs {
+				if v != 0 && !math.IsNaN(float64(v)) {
+					drawn = true
+				}
+			}
+		}
+		// Skip a chart with nothing to draw, and the errors chart when there were none: an empty
+		// chart only costs the reader a scroll.
+		if len(cols) == 0 || n == 0 || (cm.id == "errors" && !drawn) {
+			continue
+		}
+		x := make([]jsNum, n)
+		for i := range x {
+			x[i] = jsNum(i)
+		}
+		spec.Data = append(spec.Data, x)
+		for _, c := range cols {
+			padded := make([]jsNum, n)
+			for i := range padded {
+				padded[i] = jsNum(math.NaN())
+				if i < len(c) {
+					padded[i] = c[i]
+				}
+			}
+			spec.Data = append(spec.Data, padded)
+		}
+		cl.Charts = append(cl.Charts, spec)
+	}
+	return cl
+}

@@ -1,0 +1,122 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+// level is every transport's run at one user level: one row of the matrix, which is what the
+// verdict compares.
+type level struct {
+	users int
+	runs  []*bench.Run // ordered by transportLess
+}
+
+// transportLess orders transports as the run's --transports flag listed them, then by
+// transportRank, so tables follow the order the person asked for.
+func transportLess(configs ...[]string) func(a, b string) int {
+	pos := func(t string) int {
+		n := 0
+		for _, c := range configs {
+			if i := slices.Index(c, t); i >= 0 {
+				return n + i
+			}
+			n += len(c)
+		}
+		return n + 100 + transportRank(t)
+	}
+	return func(a, b string) int {
+		return cmp.Or(cmp.Compare(pos(a), pos(b)), cmp.Compare(transportRank(a), transportRank(b)), cmp.Compare(a, b))
+	}
+}
+
+// levelsOf groups the runs of r by peak users, lowest first.
+func levelsOf(r *bench.Results) []level {
+	byUsers := map[int][]*bench.Run{}
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		byUsers[run.Peak] = append(byUsers[run.Peak], run)
+	}
+	less := transportLess(r.Config.Transports)
+	var ls []level
+	for users, runs := range byUsers {
+		slices.SortStableFunc(runs, func(a, b *bench.Run) int { return less(a.Transport, b.Transport) })
+		ls = append(ls, level{users: users, runs: runs})
+	}
+	slices.SortFunc(ls, func(a, b level) int { return cmp.Compare(a.users, b.users) })
+	return ls
+}
+
+// pair is one transport at one user level in both results of a comparison; a or b is nil when
+// that side did not run it.
+type pair struct {
+	transport string
+	a, b      *bench.Run
+}
+
+// levelPair is one user level of a comparison.
+type levelPair struct {
+	users int
+	pairs []pair
+}
+
+// pairLevels matches the runs of a and b by user level and transport, keeping the ones only one
+// side ran so the comparison shows what is missing rather than hiding it.
+func pairLevels(a, b *bench.Results) []levelPair {
+	type key struct {
+		users     int
+		transport string
+	}
+	runs := map[key]*pair{}
+	var keys []key
+	add := func(rs *bench.Results, isB bool) {
+		for i := range rs.Runs {
+			run := &rs.Runs[i]
+			k := key{run.Peak, run.Transport}
+			p := runs[k]
+			if p == nil {
+				p = &pair{transport: run.Transport}
+				runs[k] = p
+				keys = append(keys, k)
+			}
+			// A duplicate cell keeps the first run, as levelsOf's table shows it first.
+			if isB && p.b == nil {
+				p.b = run
+			} else if !isB && p.a == nil {
+				p.a = run
+			}
+		}
+	}
+	add(a, false)
+	add(b, true)
+	less := transportLess(b.Config.Transports, a.Config.Transports)
+	slices.SortFunc(keys, func(x, y key) int {
+		return cmp.Or(cmp.Compare(x.users, y.users), less(x.transport, y.transport))
+	})
+	var out []levelPair
+	for _, k := range keys {
+		if len(out) == 0 || out[len(out)-1].users != k.users {
+			out = append(out, levelPair{users: k.users})
+		}
+		last := &out[len(out)-1]
+		last.pairs = append(last.pairs, *runs[k])
+	}
+	return out
+}
+
+// sides returns the runs of one side of a level pair, skipping transports that side lacks.
+func (lp levelPair) sides(isB bool) []*bench.Run {
+	var rs []*bench.Run
+	for _, p := range lp.pairs {
+		r := p.a
+		if isB {
+			r = p.b
+		}
+		if r != nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}

@@ -1,0 +1,277 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+// flagMark follows a terminal figure that fails a threshold; the terminal has no red.
+const flagMark = "!"
+
+// Summary writes the terminal summary of one results file: a table per user level, the verdict
+// line under it, then the warnings a reader must not miss.
+func Summary(w io.Writer, r *bench.Results) {
+	fmt.Fprintln(w, headline(r))
+	if m := machineLine(r); m != "" {
+		fmt.Fprintln(w, m)
+	}
+	flagged := false
+	for _, l := range levelsOf(r) {
+		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
+		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "srv RSS", "KiB/user", "gen CPU%"}}
+		for _, run := range l.runs {
+			ratio := fmtRatio(run.Delivery.Ratio)
+			if run.Delivery.Ratio < MinRatio {
+				ratio += flagMark
+				flagged = true
+			}
+			failed := fmtInt(run.Connections.Failed)
+			if run.Connections.Failed > 0 {
+				failed += flagMark
+				flagged = true
+			}
+			name := label(run)
+			if run.GeneratorSaturated {
+				name += " (gen sat.)"
+			}
+			srvCPU, srvRSS, perUser, genCPU := none, none, none, none
+			if run.Server.Available {
+				srvCPU = fmtCPU(run.Server.CPUPercentAvg)
+				srvRSS = fmtBytes(float64(run.Server.RSSMaxBytes))
+				perUser = fmtKiB(run.Server.BytesPerUser)
+			}
+			if run.Generator.Available {
+				genCPU = fmtCPU(run.Generator.CPUPercentAvg)
+			}
+			rows = append(rows, []string{
+				name,
+				fmtInt(int64(run.Peak)),
+				fmtInt(run.Connections.Opened),
+				failed,
+				ratio,
+				fmtInt(run.Delivery.Duplicates),
+				fmtInt(run.Delivery.OutOfOrder),
+				mP50.cell(run),
+				mP99.cell(run),
+				mMax.cell(run),
+				fmtRate(run.Traffic.MessagesPerSec),
+				srvCPU,
+				srvRSS,
+				perUser,
+				genCPU,
+			})
+		}
+		writeTable(w, rows, 1, false)
+		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
+	}
+	if flagged {
+		fmt.Fprintf(w, "\n%s marks a failed threshold: delivered < 99.9 %% or failed connections > 0\n", flagMark)
+	}
+	if ws := warnings(r); len(ws) > 0 {
+		fmt.Fprintln(w, "\nwarnings:")
+		for _, s := range ws {
+			fmt.Fprintln(w, "  !", s)
+		}
+	}
+}
+
+// Compare writes the terminal comparison of two results files, a then b: per user level and
+// transport, each headline figure in a and b with the change and whether it is better or worse.
+func Compare(w io.Writer, a, b *bench.Results) {
+	fmt.Fprintln(w, "a:", headline(a))
+	fmt.Fprintln(w, "b:", headline(b))
+	for _, lp := range pairLevels(a, b) {
+		fmt.Fprintf(w, "\n%s\n", fmtUsers(lp.users))
+		rows := [][]string{{"transport", "figure", "a", "b", "change", "%", ""}}
+		for _, p := range lp.pairs {
+			name := transportLabel(p.transport)
+			switch {
+			case p.a == nil:
+				rows = append(rows, []string{name, "", "not run", "", "", "", "only in b"})
+				continue
+			case p.b == nil:
+				rows = append(rows, []string{name, "", "", "not run", "", "", "only in a"})
+				continue
+			}
+			for i, m := range headlineMetrics() {
+				if i > 0 {
+					name = ""
+				}
+				c := m.compare(p.a, p.b)
+				mark, delta, pct := "", none, ""
+				if c.ok {
+					delta, pct = c.deltaTxt, c.pctTxt
+					switch c.verdict {
+					case 1:
+						mark = "better"
+					case -1:
+						mark = "worse"
+					}
+					if m.fails(c.b) && !m.fails(c.a) {
+						mark = "worse " + flagMark
+					}
+				}
+				rows = append(rows, []string{name, m.label, m.cell(p.a), m.cell(p.b), delta, pct, mark})
+			}
+		}
+		writeTable(w, rows, 2, true)
+		fmt.Fprintln(w, "verdict:", compareVerdict(lp))
+	}
+	for _, side := range []struct {
+		name string
+		r    *bench.Results
+	}{{"a", a}, {"b", b}} {
+		if ws := warnings(side.r); len(ws) > 0 {
+			fmt.Fprintf(w, "\nwarnings in %s:\n", side.name)
+			for _, s := range ws {
+				fmt.Fprintln(w, "  !", s)
+			}
+		}
+	}
+}
+
+// writeTable aligns rows with a tabwriter: the first left columns are left-aligned (padded here,
+// since tabwriter aligns every column the same way), numbers right-aligned, and when lastFree is
+// set the last column is left ragged after the grid. AlignRight's padding also indents the table.
+func writeTable(w io.Writer, rows [][]string, left int, lastFree bool) {
+	widths := make([]int, left)
+	for _, row := range rows {
+		for i := 0; i < left && i < len(row); i++ {
+			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]))
+		}
+	}
+	var out strings.Builder
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			if i < left {
+				cell += strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			}
+			if lastFree && i == len(row)-1 {
+				if cell != "" {
+					b.WriteString("  " + cell) // AlignRight pads on the left, so the free cell needs its own gap
+				}
+				break
+			}
+			b.WriteString(cell)
+			b.WriteByte('\t')
+		}
+		b.WriteByte('\n')
+		io.WriteString(tw, b.String())
+	}
+	tw.Flush()
+	// Empty right-aligned cells at the end of a line leave padding nobody wants to copy.
+	for _, line := range strings.SplitAfter(out.String(), "\n") {
+		if line != "" {
+			io.WriteString(w, strings.TrimRight(line, " \n")+"\n")
+		}
+	}
+}
+
+// headline is one line naming the run: scenario, matrix, when and how long.
+func headline(r *bench.Results) string {
+	parts := []string{nonEmpty(r.Config.Scenario, "unnamed") + " scenario"}
+	ls := levelsOf(r)
+	transports := map[string]bool{}
+	for _, run := range r.Runs {
+		transports[run.Transport] = true
+	}
+	parts = append(parts, fmt.Sprintf("%d transport%s × %d user level%s", len(transports), plural(len(transports)), len(ls), plural(len(ls))))
+	if !r.Started.IsZero() {
+		parts = append(parts, "started "+r.Started.Format("2006-01-02 15:04:05 MST"))
+	}
+	if d := runTime(r); d > 0 {
+		parts = append(parts, "took "+d.String())
+	}
+	if r.Stopped {
+		parts = append(parts, "STOPPED")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// machineLine says where the run happened and against what server.
+func machineLine(r *bench.Results) string {
+	var parts []string
+	if m := machine(r.Machine); m != "" {
+		parts = append(parts, "machine "+m)
+	}
+	parts = append(parts, "server "+server(r.Config))
+	if r.Version != "" {
+		parts = append(parts, "rtlab "+r.Version)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// machine describes the host in one phrase.
+func machine(m bench.Machine) string {
+	var parts []string
+	if m.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d CPUs", m.CPUs))
+	}
+	if m.GoOS != "" {
+		parts = append(parts, m.GoOS+"/"+m.GoArch)
+	}
+	if m.MemTotal > 0 {
+		parts = append(parts, fmtBytes(float64(m.MemTotal))+" RAM")
+	}
+	s := strings.Join(parts, ", ")
+	if m.Hostname != "" {
+		if s != "" {
+			return m.Hostname + " (" + s + ")"
+		}
+		return m.Hostname
+	}
+	return s
+}
+
+// server describes what the bench measured: its own server with a broker and nodes, or a target.
+func server(c bench.Config) string {
+	var s string
+	if c.Target != "" {
+		s = c.Target
+	} else {
+		s = "spawned by the bench"
+	}
+	var extra []string
+	if c.Broker != "" {
+		extra = append(extra, c.Broker+" broker")
+	}
+	if c.Nodes > 0 {
+		extra = append(extra, fmt.Sprintf("%d node%s", c.Nodes, plural(c.Nodes)))
+	}
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return s
+}
+
+// runTime is the wall time of the whole run, rounded to what a reader cares about.
+func runTime(r *bench.Results) time.Duration {
+	if r.Started.IsZero() || r.Finished.Before(r.Started) {
+		return 0
+	}
+	return r.Finished.Sub(r.Started).Round(time.Second)
+}
+
+// plural returns the "s" of "2 transports".
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// nonEmpty returns s, or otherwise when s is empty.
+func nonEmpty(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}

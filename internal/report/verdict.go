@@ -1,0 +1,282 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+// bestOf marks the runs holding the best value of m. It marks nothing when the figure has no
+// better direction, when fewer than two runs measured it, or when most runs share the best value:
+// a column of zeros with one red cell has no winner worth pointing at.
+func bestOf(m metric, runs []*bench.Run) []bool {
+	marks := make([]bool, len(runs))
+	if m.better == neutral {
+		return marks
+	}
+	var vals []float64
+	idx := make([]int, 0, len(runs))
+	for i, r := range runs {
+		if v, ok := m.value(r); ok {
+			vals = append(vals, v)
+			idx = append(idx, i)
+		}
+	}
+	if len(vals) < 2 {
+		return marks
+	}
+	lo, hi := slices.Min(vals), slices.Max(vals)
+	if lo == hi {
+		return marks
+	}
+	target := lo
+	if m.better == higherBetter {
+		target = hi
+	}
+	var winners []int
+	for j, v := range vals {
+		if v == target {
+			winners = append(winners, idx[j])
+		}
+	}
+	if len(winners) > max(1, len(vals)/2) {
+		return marks // most runs share the value: it is the norm, not a distinction
+	}
+	for _, i := range winners {
+		marks[i] = true
+	}
+	return marks
+}
+
+// failsThreshold says why a run fails the bar every transport must clear (empty when it does
+// not). These are the rows the report flags red.
+func failsThreshold(r *bench.Run) []string {
+	var why []string
+	if r.Delivery.Ratio < MinRatio {
+		why = append(why, "delivered "+fmtRatio(r.Delivery.Ratio)+" % < 99.9 %")
+	}
+	if r.Connections.Failed > 0 {
+		why = append(why, fmtInt(r.Connections.Failed)+" failed connections")
+	}
+	if r.GeneratorSaturated {
+		why = append(why, "generator saturated")
+	}
+	return why
+}
+
+// label is a run's transport as a reader says it.
+func label(r *bench.Run) string { return transportLabel(r.Transport) }
+
+// extremes returns the runs with the lowest and highest measured value of m, and how many runs
+// measured it.
+func extremes(m metric, runs []*bench.Run) (lo, hi *bench.Run, loV, hiV float64, n int) {
+	for _, r := range runs {
+		v, ok := m.value(r)
+		if !ok {
+			continue
+		}
+		if n == 0 || v < loV {
+			lo, loV = r, v
+		}
+		if n == 0 || v > hiV {
+			hi, hiV = r, v
+		}
+		n++
+	}
+	return lo, hi, loV, hiV, n
+}
+
+// verdict sums up one user level in one sentence built from the figures, so the reader gets the
+// answer before the tables: did every transport deliver, which was fastest, which cost most.
+func verdict(users int, runs []*bench.Run) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	var parts []string
+
+	var bad []*bench.Run
+	for _, r := range runs {
+		if r.Delivery.Ratio < MinRatio {
+			bad = append(bad, r)
+		}
+	}
+	ratioList := func(rs []*bench.Run) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, label(r)+" "+fmtRatio(r.Delivery.Ratio)+" %")
+		}
+		return joinNames(s)
+	}
+	switch {
+	case len(runs) == 1:
+		parts = append(parts, fmt.Sprintf("%s delivered %s %%", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio)))
+	case len(bad) == 0:
+		parts = append(parts, "every transport delivered ≥99.9 %")
+	case len(bad) == len(runs):
+		parts = append(parts, "no transport reached 99.9 % delivery ("+ratioList(bad)+")")
+	case len(bad) == 1:
+		parts = append(parts, fmt.Sprintf("%s delivered only %s %%, the others ≥99.9 %%", label(bad[0]), fmtRatio(bad[0].Delivery.Ratio)))
+	default:
+		parts = append(parts, "below 99.9 % delivery: "+ratioList(bad))
+	}
+
+	lo, hi, loV, hiV, n := extremes(mP99, runs)
+	switch {
+	case n == 1 && len(runs) == 1:
+		parts = append(parts, "p99 "+mP99.formatWithUnit(loV))
+	case n >= 2 && loV == hiV:
+		parts = append(parts, "every transport had the same p99 ("+mP99.formatWithUnit(loV)+")")
+	case n == 2:
+		parts = append(parts, fmt.Sprintf("%s had the lower p99 (%s vs %s)", label(lo), mP99.formatWithUnit(loV), mP99.formatWithUnit(hiV)))
+	case n > 2:
+		parts = append(parts, fmt.Sprintf("%s had the lowest p99 (%s), %s the highest (%s)", label(lo), mP99.formatWithUnit(loV), label(hi), mP99.formatWithUnit(hiV)))
+	}
+
+	lo, hi, loV, hiV, n = extremes(mSrvCPU, runs)
+	switch {
+	case n == 1 && len(runs) == 1:
+		parts = append(parts, "server CPU "+mSrvCPU.format(loV)+" avg")
+	case n >= 2 && loV != hiV:
+		parts = append(parts, fmt.Sprintf("%s cost the most server CPU (%s avg), %s the least (%s)", label(hi), mSrvCPU.format(hiV), label(lo), mSrvCPU.format(loV)))
+	}
+
+	var failed []string
+	for _, r := range runs {
+		if r.Connections.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s %s", label(r), fmtInt(r.Connections.Failed)))
+		}
+	}
+	if len(failed) > 0 {
+		parts = append(parts, "failed connections: "+joinNames(failed))
+	}
+
+	var sat []string
+	for _, r := range runs {
+		if r.GeneratorSaturated {
+			sat = append(sat, label(r))
+		}
+	}
+	if len(sat) > 0 {
+		parts = append(parts, "the generator was saturated during "+joinNames(sat)+", so that latency may be the generator's")
+	}
+	return "At " + fmtUsers(users) + " " + strings.Join(parts, "; ") + "."
+}
+
+// warnings lists what a reader must know before trusting the figures, most general first.
+func warnings(r *bench.Results) []string {
+	var ws []string
+	if r.Stopped {
+		ws = append(ws, "run stopped before it finished (interrupted): the figures cover only what ran")
+	}
+	if len(r.Runs) == 0 {
+		ws = append(ws, "the results hold no runs")
+	}
+	ws = append(ws, r.Warnings...)
+	unmeasured := false
+	for _, l := range levelsOf(r) {
+		for _, run := range l.runs {
+			where := label(run) + " at " + fmtUsers(l.users)
+			if run.GeneratorSaturated {
+				ws = append(ws, "generator saturated: latency figures for "+where+" may be the generator's, not the server's")
+			}
+			if run.Stopped && !r.Stopped {
+				ws = append(ws, where+" was stopped early: its figures cover only what ran")
+			}
+			if run.Delivery.Expected == 0 {
+				ws = append(ws, where+" expected no deliveries: its delivery figures are empty")
+			}
+			if !run.Server.Available {
+				unmeasured = true
+			}
+		}
+	}
+	if unmeasured {
+		ws = append(ws, "server CPU and RSS were not measured for some runs (no /proc access to the server, e.g. with --target)")
+	}
+	return ws
+}
+
+// compareMetrics are the figures the comparison verdict looks at, one per question (delivered?
+// connected? fast? cheap?); the tables show the rest.
+func compareMetrics() []metric {
+	return []metric{mRatio, mFailed, mP99, mSrvCPU, mSrvRSS, mGenCPU}
+}
+
+// movement is one notable change between a and b, ranked by how much it should matter.
+type movement struct {
+	text   string
+	better bool
+	weight float64
+}
+
+// compareVerdict sums up how b differs from a at one user level: threshold crossings first, then
+// the largest relative changes beyond run-to-run noise.
+func compareVerdict(lp levelPair) string {
+	var moves []movement
+	var onlyA, onlyB []string
+	for _, p := range lp.pairs {
+		switch {
+		case p.a == nil:
+			onlyB = append(onlyB, transportLabel(p.transport))
+			continue
+		case p.b == nil:
+			onlyA = append(onlyA, transportLabel(p.transport))
+			continue
+		}
+		for _, m := range compareMetrics() {
+			c := m.compare(p.a, p.b)
+			if !c.ok || c.verdict == 0 {
+				continue
+			}
+			w := math.Abs(c.pct)
+			if math.IsNaN(w) || math.IsInf(w, 0) {
+				w = 100
+			}
+			w = math.Round(w*10) / 10 // equal changes keep table order, not float noise order
+			if m.fails(c.a) != m.fails(c.b) {
+				w += 10000 // crossing a threshold outranks any percentage
+			}
+			if m.unit == unitRatio {
+				w = math.Max(w, math.Abs(c.delta)*1e4) // 0.1 pp ranks as 10 %
+			}
+			text := fmt.Sprintf("%s %s %s → %s", transportLabel(p.transport), strings.TrimSuffix(m.label, " ms"), m.formatWithUnit(c.a), m.formatWithUnit(c.b))
+			if c.pctTxt != "" && m.unit != unitRatio {
+				text += " (" + c.pctTxt + ")"
+			}
+			moves = append(moves, movement{text: text, better: c.verdict > 0, weight: w})
+		}
+	}
+	slices.SortStableFunc(moves, func(x, y movement) int { return cmp.Compare(y.weight, x.weight) })
+	if len(moves) > 5 {
+		moves = moves[:5]
+	}
+	var better, worse []string
+	for _, m := range moves {
+		if m.better {
+			better = append(better, m.text)
+		} else {
+			worse = append(worse, m.text)
+		}
+	}
+	var parts []string
+	if len(worse) > 0 {
+		parts = append(parts, "worse: "+strings.Join(worse, ", "))
+	}
+	if len(better) > 0 {
+		parts = append(parts, "better: "+strings.Join(better, ", "))
+	}
+	if len(parts) == 0 && len(lp.sides(false)) > 0 && len(lp.sides(true)) > 0 {
+		parts = append(parts, fmt.Sprintf("no change beyond %.0f %% in delivery, failed connections, latency or resource use", noiseFraction*100))
+	}
+	if len(onlyA) > 0 {
+		parts = append(parts, "only in a: "+joinNames(onlyA))
+	}
+	if len(onlyB) > 0 {
+		parts = append(parts, "only in b: "+joinNames(onlyB))
+	}
+	return "At " + fmtUsers(lp.users) + ", b against a: " + strings.Join(parts, "; ") + "."
+}

@@ -1,0 +1,83 @@
+package report
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+func TestVerdict(t *testing.T) {
+	all := []string{"shortpoll", "longpoll", "sse", "ws", "stomp"}
+	r := fixture(fixtureOptions{transports: all, levels: []int{1000}, seconds: 10, slower: 1})
+	l := levelsOf(r)[0]
+	got := verdict(l.users, l.runs)
+	for _, want := range []string{
+		"At 1,000 users short polling delivered only 99.80 %, the others ≥99.9 %",
+		"WebSocket had the lowest p99 (12.6 ms), short polling the highest (50.4 ms)",
+		"short polling cost the most server CPU (88.0 % avg), WebSocket the least (22.0 %)",
+		"failed connections: short polling 12",
+		"the generator was saturated during WebSocket",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, got)
+		}
+	}
+
+	one := []*bench.Run{l.runs[3]}
+	if got := verdict(1000, one); !strings.HasPrefix(got, "At 1,000 users WebSocket delivered 100 %; p99 12.6 ms; server CPU 22.0 % avg") {
+		t.Errorf("single-transport verdict = %q", got)
+	}
+
+	for _, run := range l.runs {
+		run.Delivery.Ratio = 0.9
+	}
+	if got := verdict(1000, l.runs); !strings.Contains(got, "no transport reached 99.9 % delivery (short polling 90.00 %,") {
+		t.Errorf("all-failing verdict = %q", got)
+	}
+}
+
+func TestLevelOrder(t *testing.T) {
+	r := fixture(fixtureOptions{transports: []string{"ws", "shortpoll"}, levels: []int{5000, 100}, seconds: 5, slower: 1})
+	ls := levelsOf(r)
+	if len(ls) != 2 || ls[0].users != 100 || ls[1].users != 5000 {
+		t.Fatalf("levels not ascending: %+v", ls)
+	}
+	// Transports keep the order the run was asked for, not alphabetical.
+	if ls[0].runs[0].Transport != "ws" || ls[0].runs[1].Transport != "shortpoll" {
+		t.Errorf("transport order = %s, %s", ls[0].runs[0].Transport, ls[0].runs[1].Transport)
+	}
+}
+
+func TestBestOf(t *testing.T) {
+	runs := func(p99s ...float64) []*bench.Run {
+		var rs []*bench.Run
+		for _, v := range p99s {
+			rs = append(rs, &bench.Run{Delivery: bench.Delivery{Latency: bench.Latencies{Count: 1, P99: v}}})
+		}
+		return rs
+	}
+	tests := []struct {
+		name string
+		runs []*bench.Run
+		want []bool
+	}{
+		{"one winner", runs(10, 5, 20), []bool{false, true, false}},
+		{"all equal", runs(5, 5, 5), []bool{false, false, false}},
+		{"most tie", runs(5, 5, 5, 9), []bool{false, false, false, false}},
+		{"two tie of five", runs(5, 5, 7, 8, 9), []bool{true, true, false, false, false}},
+		{"alone", runs(5), []bool{false}},
+	}
+	for _, tt := range tests {
+		if got := bestOf(mP99, tt.runs); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// A figure that was not measured never wins.
+	rs := runs(10, 5)
+	rs[1].Delivery.Latency.Count = 0
+	if got := bestOf(mP99, rs); got[1] {
+		t.Error("an unmeasured figure was marked best")
+	}
+}
