@@ -19,7 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rtlab/rtlab/internal/auth"
+	amqpbroker "github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/memory"
+	natsbroker "github.com/rtlab/rtlab/internal/broker/nats"
+	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/store"
@@ -98,10 +101,13 @@ func New(cfg Config) (*App, error) {
 		}
 		return history
 	}
+	reg := prometheus.NewRegistry()
 	var (
 		b  hub.Broker
 		st *store.Store
 	)
+	bctx, bcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer bcancel()
 	switch {
 	case cfg.Broker == "memory":
 		mc := memory.Config{Policy: policyFor}
@@ -117,11 +123,28 @@ func New(cfg Config) (*App, error) {
 			mc.Store, mc.Durable = st, isDurable
 		}
 		b = memory.New(mc)
+	case strings.HasPrefix(cfg.Broker, "redis://"), strings.HasPrefix(cfg.Broker, "rediss://"):
+		rb, err := redisbroker.New(bctx, cfg.Broker, redisbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
+		if err != nil {
+			return nil, fmt.Errorf("--broker: %w", err)
+		}
+		b = rb
+	case strings.HasPrefix(cfg.Broker, "nats://"):
+		nb, err := natsbroker.New(bctx, cfg.Broker, natsbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
+		if err != nil {
+			return nil, fmt.Errorf("--broker: %w", err)
+		}
+		b = nb
+	case strings.HasPrefix(cfg.Broker, "amqp://"), strings.HasPrefix(cfg.Broker, "amqps://"):
+		ab, err := amqpbroker.New(bctx, cfg.Broker, amqpbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
+		if err != nil {
+			return nil, fmt.Errorf("--broker: %w", err)
+		}
+		b = ab
 	default:
-		return nil, fmt.Errorf("--broker %q: want memory (redis://, nats:// and amqp:// brokers are not built in yet)", cfg.Broker)
+		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", cfg.Broker)
 	}
 	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame})
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
@@ -223,7 +246,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (a *App) durableMode() string {
-	if a.store == nil {
+	switch {
+	case a.cfg.Broker != "memory":
+		return "history is kept by the broker"
+	case a.store == nil:
 		return "off (all history in memory)"
 	}
 	return fmt.Sprintf("%s in %s (%d kept per topic)", strings.Join(a.cfg.Durable, ","), filepath.Join(a.cfg.DataDir, "rtlab.db"), a.cfg.DurableHistory)

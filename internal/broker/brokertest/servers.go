@@ -1,0 +1,299 @@
+package brokertest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is a broker server process started by a test: Redis, NATS or RabbitMQ on free loopback
+// ports with its data in the test's temporary directory. Stop and Start restart it with the same
+// ports and data directory, so clients can reconnect to the same URL.
+type Server struct {
+	Name string // "redis", "nats" or "rabbitmq"
+	URL  string // what a broker's New takes, e.g. redis://127.0.0.1:40001/0
+	Addr string // host:port clients dial
+
+	tb      testing.TB
+	startUp time.Duration // how long a start may take
+	argv    []string
+	env     []string
+	dir     string // working directory and data
+
+	out *lockedWriter // the process's output, kept across restarts
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // running process; nil when stopped; guarded by mu
+	waited chan struct{} // closed when cmd exits; guarded by mu
+	extra  []*exec.Cmd   // helper processes (epmd) stopped at cleanup
+}
+
+// StartRedis starts redis-server with persistence off: a restart loses every key, which is what
+// the suite expects of Redis (a new epoch after the restart). It skips the test when
+// redis-server is not installed.
+func StartRedis(tb testing.TB) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "redis-server", "apt-get install redis-server")
+	port := freePort(tb)
+	dir := tb.TempDir()
+	s := &Server{
+		Name: "redis", tb: tb, dir: dir, startUp: 10 * time.Second,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		argv: []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--protected-mode", "no", "--daemonize", "no"},
+	}
+	s.URL = "redis://" + s.Addr + "/0"
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartNATS starts nats-server with JetStream storing in a temporary directory that survives
+// Stop and Start. It skips the test when nats-server is not installed.
+func StartNATS(tb testing.TB) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "nats-server", "apt-get install nats-server")
+	port := freePort(tb)
+	dir := tb.TempDir()
+	s := &Server{
+		Name: "nats", tb: tb, dir: dir, startUp: 15 * time.Second,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		argv: []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js")},
+	}
+	s.URL = "nats://" + s.Addr
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartRabbit starts a private RabbitMQ node (own node name, epmd, distribution port, Mnesia and
+// log directories) with no plugins. Starting takes about 5–8 s. It skips the test when
+// rabbitmq-server is not installed.
+func StartRabbit(tb testing.TB) *Server {
+	tb.Helper()
+	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server" // the Debian wrapper in /usr/sbin would su to the rabbitmq user
+	if _, err := os.Stat(bin); err != nil {
+		bin = lookPath(tb, "rabbitmq-server", "apt-get install rabbitmq-server")
+	}
+	epmd := lookPath(tb, "epmd", "apt-get install erlang-base (comes with rabbitmq-server)")
+	port, dist, epmdPort := freePort(tb), freePort(tb), freePort(tb)
+	dir := tb.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{
+		Name: "rabbitmq", tb: tb, dir: dir, startUp: 60 * time.Second,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		argv: []string{bin},
+		env: []string{
+			"HOME=" + dir,
+			"RABBITMQ_NODENAME=rtlabtest" + strconv.Itoa(port) + "@localhost",
+			"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+			"RABBITMQ_NODE_PORT=" + strconv.Itoa(port),
+			"RABBITMQ_DIST_PORT=" + strconv.Itoa(dist),
+			"RABBITMQ_MNESIA_BASE=" + filepath.Join(dir, "mnesia"),
+			"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"),
+			"RABBITMQ_LOGS=-",
+			"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
+			"RABBITMQ_CONFIG_FILE=" + filepath.Join(dir, "rabbitmq"),
+			"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(dir, "advanced.config"),
+			"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
+		},
+	}
+	s.URL = "amqp://guest:guest@" + s.Addr + "/"
+	// A private epmd, so the node registers its name without touching a system-wide one and the
+	// test can stop it afterwards.
+	e := exec.Command(epmd, "-port", strconv.Itoa(epmdPort))
+	e.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := e.Start(); err != nil {
+		tb.Fatalf("brokertest: start epmd: %v", err)
+	}
+	s.extra = append(s.extra, e)
+	waitPort(tb, net.JoinHostPort("127.0.0.1", strconv.Itoa(epmdPort)), 5*time.Second, nil)
+	s.Start()
+	tb.Cleanup(func() {
+		s.Stop()
+		for _, c := range s.extra {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			_ = c.Wait()
+		}
+	})
+	return s
+}
+
+// Start starts the server process and waits until it accepts connections.
+func (s *Server) Start() {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return
+	}
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), s.env...)
+	if s.out == nil {
+		s.out = &lockedWriter{w: new(bytes.Buffer)}
+	}
+	cmd.Stdout = s.out
+	cmd.Stderr = s.out
+	// Own process group: RabbitMQ's script starts the Erlang VM as a child, and Stop must end both.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		s.tb.Fatalf("brokertest: start %s: %v", s.Name, err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	s.cmd, s.waited = cmd, waited
+	waitPort(s.tb, s.Addr, s.startUp, waited)
+	if s.Name == "rabbitmq" {
+		// The listener opens before the node is fully booted; give it a moment to settle.
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Stop stops the server gracefully (SIGTERM, then SIGKILL after 30 s) and waits for it to exit.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pgid := s.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-s.waited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-s.waited
+	}
+	// The Erlang VM may outlive its start script for a moment; make sure the group is gone.
+	for i := 0; i < 100 && syscall.Kill(-pgid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	s.cmd = nil
+}
+
+// Output returns what the server printed so far, for failure messages.
+func (s *Server) Output() string {
+	s.mu.Lock()
+	out := s.out
+	s.mu.Unlock()
+	if out == nil {
+		return ""
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	return out.w.String()
+}
+
+func lookPath(tb testing.TB, name, hint string) string {
+	tb.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		for _, dir := range []string{"/usr/sbin", "/usr/bin", "/usr/local/bin"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				return filepath.Join(dir, name)
+			}
+		}
+		if os.Getenv("RTLAB_REQUIRE_BROKERS") != "" {
+			tb.Fatalf("brokertest: %s not installed (%s), and RTLAB_REQUIRE_BROKERS is set", name, hint)
+		}
+		tb.Skipf("brokertest: %s not installed (%s); skipping the %s tests", name, hint, name)
+	}
+	return p
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("brokertest: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitPort waits until addr accepts TCP connections. exited, when it closes, means the process
+// died and waiting is pointless.
+func waitPort(tb testing.TB, addr string, timeout time.Duration, exited <-chan struct{}) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			tb.Fatalf("brokertest: server for %s exited while starting", addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("brokertest: %s not accepting connections after %v: %v", addr, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.Len() > 1<<20 {
+		return len(p), nil // keep the first MiB; enough to diagnose a start failure
+	}
+	return l.w.Write(p)
+}
+
+// errNotYet is returned by checks that should be retried.
+var errNotYet = errors.New("not yet")
+
+// Eventually calls f until it returns nil or timeout passes, then fails the test with f's error.
+func Eventually(tb testing.TB, timeout time.Duration, f func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func notYet(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errNotYet}, args...)...)
+}
+
+// Logger returns a logger for brokers under test: silent, or text on stderr when the
+// environment variable RTLAB_BROKER_LOG is set (to "debug" for debug lines).
+func Logger() *slog.Logger {
+	switch os.Getenv("RTLAB_BROKER_LOG") {
+	case "":
+		return slog.New(slog.DiscardHandler)
+	case "debug":
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}

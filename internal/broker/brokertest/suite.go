@@ -1,0 +1,811 @@
+// Package brokertest is the conformance suite every hub.Broker passes (memory, Redis, NATS,
+// RabbitMQ), plus helpers that start real broker servers for tests and a shared benchmark.
+//
+// A broker's test calls Run with a Harness that makes nodes: broker instances that share one
+// server, as several rtlab processes would. The suite checks the hub.Broker contract: offsets
+// start at 1 and are contiguous, History's since/limit/Oldest, that two nodes publishing
+// concurrently see the same publications in the same order with the same offsets, that
+// Subscribe-then-History misses nothing, and that a server restart is survived without silent
+// loss.
+package brokertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Harness describes one broker implementation to the suite.
+type Harness struct {
+	// NewNode returns a new broker for one node, not yet running: the suite calls Run and Close.
+	// Nodes made with the same namespace share topics (when Shared); different namespaces must
+	// not see each other's topics, so subtests stay independent on one server.
+	NewNode func(tb testing.TB, namespace string, policy hub.HistoryPolicy) hub.Broker
+	// Shared is true when nodes share topics through a server. The memory broker is not: each
+	// node is its own world, and the multi-node checks run on one node.
+	Shared bool
+	// Server is the broker server; nil for memory. The outage test stops and starts it.
+	Server *Server
+	// Durable is true when offsets and history survive Server.Stop and Start (NATS and RabbitMQ
+	// with their data directory). When false (Redis without persistence) a restart loses them,
+	// and the suite expects a new epoch rather than offsets continuing under the old one.
+	Durable bool
+	// Flush wipes the broker's data for namespace while nodes stay connected (FLUSHALL, a
+	// deleted stream or queue), as an operator's mistake would. Nil skips that test.
+	Flush func(tb testing.TB, namespace string)
+}
+
+// Run runs the conformance suite as subtests of t.
+func Run(t *testing.T, h Harness) {
+	t.Run("OffsetsStartAtOneAndAreContiguous", func(t *testing.T) { testOffsets(t, h) })
+	t.Run("EmptyTopic", func(t *testing.T) { testEmptyTopic(t, h) })
+	t.Run("HistorySinceLimitOldest", func(t *testing.T) { testHistory(t, h) })
+	t.Run("HistoryTTL", func(t *testing.T) { testTTL(t, h) })
+	t.Run("TopicNames", func(t *testing.T) { testTopicNames(t, h) })
+	t.Run("NodesPublishConcurrently", func(t *testing.T) { testConcurrent(t, h) })
+	t.Run("SubscribeThenHistoryMissesNothing", func(t *testing.T) { testSubscribeThenHistory(t, h) })
+	t.Run("ServerRestart", func(t *testing.T) { testRestart(t, h) })
+	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
+}
+
+// Namespace returns a fresh namespace name, unique per call.
+func Namespace() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "t" + hex.EncodeToString(b[:])
+}
+
+// Node is a running broker with a Recorder as its handler.
+type Node struct {
+	hub.Broker
+	Rec *Recorder
+}
+
+// StartNode makes a node with h.NewNode, runs it with a Recorder and closes it at cleanup.
+func StartNode(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) *Node {
+	tb.Helper()
+	b := h.NewNode(tb, ns, policy)
+	rec := NewRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.Run(ctx, rec); err != nil {
+		cancel()
+		tb.Fatalf("Run: %v", err)
+	}
+	tb.Cleanup(func() {
+		cancel()
+		if err := b.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return &Node{Broker: b, Rec: rec}
+}
+
+// Publish publishes data to topic and fails the test on error.
+func (n *Node) Publish(tb testing.TB, topic string, data string) *hub.Publication {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := n.Broker.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(data), Sender: "tester", Type: "TALK"})
+	if err != nil {
+		tb.Fatalf("Publish(%s): %v", topic, err)
+	}
+	return p
+}
+
+// History reads history and fails the test on error.
+func (n *Node) History(tb testing.TB, topic string, since uint64, limit int) hub.HistoryResult {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hr, err := n.Broker.History(ctx, topic, since, limit)
+	if err != nil {
+		tb.Fatalf("History(%s, %d, %d): %v", topic, since, limit, err)
+	}
+	return hr
+}
+
+// Subscribe subscribes and fails the test on error.
+func (n *Node) Subscribe(tb testing.TB, topic string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Broker.Subscribe(ctx, topic); err != nil {
+		tb.Fatalf("Subscribe(%s): %v", topic, err)
+	}
+}
+
+func testOffsets(t *testing.T, h Harness) {
+	n := StartNode(t, h, Namespace(), hub.HistoryPolicy{})
+	topic := "chat/offsets"
+	n.Subscribe(t, topic)
+	var epoch string
+	start := time.Now().Truncate(time.Millisecond)
+	for i := 1; i <= 20; i++ {
+		p := n.Publish(t, topic, fmt.Sprintf(`{"i":%d}`, i))
+		if p.Offset != uint64(i) {
+			t.Fatalf("publication %d got offset %d", i, p.Offset)
+		}
+		if i == 1 {
+			epoch = p.Epoch
+			if epoch == "" {
+				t.Fatal("empty epoch")
+			}
+		} else if p.Epoch != epoch {
+			t.Fatalf("epoch changed from %q to %q at offset %d", epoch, p.Epoch, p.Offset)
+		}
+		if p.Topic != topic || p.Sender != "tester" || p.Type != "TALK" || string(p.Data) != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Fatalf("publication %d: %+v", i, p)
+		}
+		if p.Time.Before(start) || p.Time.After(time.Now().Add(time.Second)) || !p.Time.Equal(p.Time.Truncate(time.Millisecond)) {
+			t.Fatalf("publication %d: time %v not in [%v, now] at millisecond precision", i, p.Time, start)
+		}
+	}
+	hr := n.History(t, topic, 0, 0)
+	if hr.Top != (hub.Position{Offset: 20, Epoch: epoch}) || hr.Oldest != 1 || len(hr.Publications) != 20 {
+		t.Fatalf("History: top %+v oldest %d, %d publications", hr.Top, hr.Oldest, len(hr.Publications))
+	}
+	for i, p := range hr.Publications {
+		if p.Offset != uint64(i+1) || p.Epoch != epoch || string(p.Data) != fmt.Sprintf(`{"i":%d}`, i+1) ||
+			p.Sender != "tester" || p.Type != "TALK" || p.Topic != topic {
+			t.Fatalf("History[%d] = %+v", i, p)
+		}
+	}
+	n.Rec.WaitCount(t, topic, 20, 10*time.Second)
+	if err := n.Rec.CheckOrder(topic); err != nil {
+		t.Fatal(err)
+	}
+	got := n.Rec.Get(topic)
+	for i, p := range got {
+		if p.Offset != uint64(i+1) || p.Epoch != epoch || !p.Time.Equal(hr.Publications[i].Time) {
+			t.Fatalf("delivered[%d] = %+v, history has %+v", i, p, hr.Publications[i])
+		}
+	}
+	if err := n.Rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testEmptyTopic(t *testing.T, h Harness) {
+	n := StartNode(t, h, Namespace(), hub.HistoryPolicy{})
+	hr := n.History(t, "chat/never", 0, 0)
+	if hr.Top.Offset != 0 || hr.Oldest != 0 || len(hr.Publications) != 0 {
+		t.Fatalf("History of an unused topic: %+v", hr)
+	}
+	p := n.Publish(t, "chat/never", `{}`)
+	if p.Offset != 1 || p.Epoch == "" {
+		t.Fatalf("first publication: offset %d epoch %q", p.Offset, p.Epoch)
+	}
+	if hr.Top.Epoch != "" && hr.Top.Epoch != p.Epoch {
+		t.Fatalf("History promised epoch %q, first publication has %q", hr.Top.Epoch, p.Epoch)
+	}
+}
+
+func testHistory(t *testing.T, h Harness) {
+	n := StartNode(t, h, Namespace(), hub.HistoryPolicy{Size: 10})
+	topic := "location/hist"
+	var epoch string
+	for i := 1; i <= 25; i++ {
+		epoch = n.Publish(t, topic, fmt.Sprintf(`{"i":%d}`, i)).Epoch
+	}
+	top := hub.Position{Offset: 25, Epoch: epoch}
+	cases := []struct {
+		since       uint64
+		limit       int
+		first, last uint64 // 0, 0 for none
+	}{
+		{0, 0, 16, 25},
+		{5, 0, 16, 25}, // since fell out of history: what is retained
+		{15, 0, 16, 25},
+		{20, 0, 21, 25},
+		{20, 2, 21, 22},
+		{0, 3, 16, 18},
+		{24, 0, 25, 25},
+		{25, 0, 0, 0},
+		{30, 0, 0, 0},
+		{24, 100, 25, 25},
+	}
+	for _, c := range cases {
+		hr := n.History(t, topic, c.since, c.limit)
+		if hr.Top != top || hr.Oldest != 16 {
+			t.Errorf("History(since %d, limit %d): top %+v oldest %d, want %+v and 16", c.since, c.limit, hr.Top, hr.Oldest, top)
+		}
+		want := 0
+		if c.first != 0 {
+			want = int(c.last - c.first + 1)
+		}
+		if len(hr.Publications) != want {
+			t.Errorf("History(since %d, limit %d): %d publications, want %d", c.since, c.limit, len(hr.Publications), want)
+			continue
+		}
+		for i, p := range hr.Publications {
+			if p.Offset != c.first+uint64(i) || p.Epoch != epoch || string(p.Data) != fmt.Sprintf(`{"i":%d}`, p.Offset) {
+				t.Errorf("History(since %d, limit %d)[%d] = offset %d epoch %q data %s", c.since, c.limit, i, p.Offset, p.Epoch, p.Data)
+			}
+		}
+	}
+}
+
+func testTTL(t *testing.T, h Harness) {
+	const ttl = 1500 * time.Millisecond
+	n := StartNode(t, h, Namespace(), hub.HistoryPolicy{Size: 10, TTL: ttl})
+	topic := "chat/ttl"
+	var first *hub.Publication
+	for i := 1; i <= 3; i++ {
+		p := n.Publish(t, topic, `{}`)
+		if first == nil {
+			first = p
+		}
+	}
+	if hr := n.History(t, topic, 0, 0); len(hr.Publications) != 3 {
+		t.Fatalf("History right after publishing: %d publications, want 3", len(hr.Publications))
+	}
+	Eventually(t, ttl+5*time.Second, func() error {
+		hr := n.History(t, topic, 0, 0)
+		if len(hr.Publications) != 0 || hr.Oldest != 0 {
+			return notYet("%d publications retained past the TTL (oldest %d)", len(hr.Publications), hr.Oldest)
+		}
+		// Either the topic keeps its position (memory, Redis), or it is forgotten with its history
+		// (NATS, RabbitMQ); never a position with expired publications.
+		if hr.Top.Offset != 0 && hr.Top != (hub.Position{Offset: 3, Epoch: first.Epoch}) {
+			return fmt.Errorf("top after expiry: %+v", hr.Top)
+		}
+		return nil
+	})
+	p := n.Publish(t, topic, `{}`)
+	// After expiry offsets either continue in the same epoch, or start over in a new one. Offsets
+	// must never restart under the old epoch.
+	if p.Epoch == first.Epoch && p.Offset != 4 {
+		t.Fatalf("after expiry: offset %d in the old epoch %q", p.Offset, p.Epoch)
+	}
+	if p.Epoch != first.Epoch && p.Offset != 1 {
+		t.Fatalf("after expiry: new epoch %q starts at %d", p.Epoch, p.Offset)
+	}
+	hr := n.History(t, topic, 0, 0)
+	if len(hr.Publications) != 1 || hr.Publications[0].Offset != p.Offset || hr.Oldest != p.Offset ||
+		hr.Top != (hub.Position{Offset: p.Offset, Epoch: p.Epoch}) {
+		t.Fatalf("History after publishing again: %+v", hr)
+	}
+}
+
+func testTopicNames(t *testing.T, h Harness) {
+	ns := Namespace()
+	a := StartNode(t, h, ns, hub.HistoryPolicy{})
+	b := a
+	if h.Shared {
+		b = StartNode(t, h, ns, hub.HistoryPolicy{})
+	}
+	// Every topic character, and names that differ only where a naive encoding would collide.
+	topics := []string{"a.b", "a/b", "a:b", "a_b", "a-b", "a@b", "a..b", ".a.", "A.b", "x", "0",
+		"notify/alice@example.com", "chat/room-1_2.3:4", "ab", "ab.", longName()}
+	for _, tp := range topics {
+		if err := hub.ValidateTopic(tp); err != nil {
+			t.Fatalf("test topic %q invalid: %v", tp, err)
+		}
+		b.Subscribe(t, tp)
+	}
+	for i, tp := range topics {
+		p := a.Publish(t, tp, fmt.Sprintf(`{"i":%d}`, i))
+		if p.Offset != 1 || p.Topic != tp {
+			t.Fatalf("first publication on %q: offset %d topic %q", tp, p.Offset, p.Topic)
+		}
+	}
+	for i, tp := range topics {
+		b.Rec.WaitCount(t, tp, 1, 10*time.Second)
+		got := b.Rec.Get(tp)
+		if len(got) != 1 || got[0].Topic != tp || string(got[0].Data) != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Fatalf("topic %q delivered %d publications, first %+v", tp, len(got), got[0])
+		}
+		hr := b.History(t, tp, 0, 0)
+		if len(hr.Publications) != 1 || hr.Publications[0].Topic != tp {
+			t.Fatalf("History(%q): %+v", tp, hr)
+		}
+	}
+}
+
+func longName() string {
+	b := make([]byte, hub.MaxTopicLen)
+	for i := range b {
+		b[i] = "ab.:/@-_9"[i%9]
+	}
+	return string(b)
+}
+
+// testConcurrent publishes from several goroutines on each of two nodes to three topics and
+// checks that both nodes deliver every publication exactly once, in offset order, with the same
+// offsets and epochs, and that the acknowledged offsets are those delivered.
+func testConcurrent(t *testing.T, h Harness) {
+	ns := Namespace()
+	policy := hub.HistoryPolicy{Size: 1000}
+	nodes := []*Node{StartNode(t, h, ns, policy)}
+	if h.Shared {
+		nodes = append(nodes, StartNode(t, h, ns, policy))
+	}
+	topics := []string{"chat/c1", "location/c.2", "notify/c@3"}
+	for _, n := range nodes {
+		for _, tp := range topics {
+			n.Subscribe(t, tp)
+		}
+	}
+	const goroutines, each = 4, 30
+	var (
+		mu   sync.Mutex
+		acks = map[string][]*hub.Publication{}
+		wg   sync.WaitGroup
+	)
+	errc := make(chan error, len(nodes)*goroutines)
+	for ni, n := range nodes {
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					tp := topics[(g+i)%len(topics)]
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					p, err := n.Broker.Publish(ctx, hub.PublishRequest{Topic: tp,
+						Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"g":%d,"i":%d}`, ni, g, i))})
+					cancel()
+					if err != nil {
+						errc <- fmt.Errorf("node %d publish: %w", ni, err)
+						return
+					}
+					mu.Lock()
+					acks[tp] = append(acks[tp], p)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	for _, tp := range topics {
+		want := acks[tp]
+		sort.Slice(want, func(i, j int) bool { return want[i].Offset < want[j].Offset })
+		for i, p := range want {
+			if p.Offset != uint64(i+1) || p.Epoch != want[0].Epoch {
+				t.Fatalf("%s: acknowledged offsets not 1..%d in one epoch: #%d is %d/%s", tp, len(want), i, p.Offset, p.Epoch)
+			}
+		}
+		for ni, n := range nodes {
+			n.Rec.WaitCount(t, tp, len(want), 20*time.Second)
+			if err := n.Rec.CheckOrder(tp); err != nil {
+				t.Fatalf("node %d: %v", ni, err)
+			}
+			got := n.Rec.Get(tp)
+			if len(got) != len(want) {
+				t.Fatalf("node %d %s: delivered %d, want %d (duplicates?)", ni, tp, len(got), len(want))
+			}
+			for i := range got {
+				if !samePub(got[i], want[i]) {
+					t.Fatalf("node %d %s: delivered[%d] = %+v, acknowledged %+v", ni, tp, i, got[i], want[i])
+				}
+			}
+			hr := n.History(t, tp, 0, 0)
+			if len(hr.Publications) != len(want) || hr.Top != (hub.Position{Offset: uint64(len(want)), Epoch: want[0].Epoch}) {
+				t.Fatalf("node %d History(%s): %d publications, top %+v", ni, tp, len(hr.Publications), hr.Top)
+			}
+			for i, p := range hr.Publications {
+				if !samePub(p, want[i]) {
+					t.Fatalf("node %d %s: History[%d] = %+v, acknowledged %+v", ni, tp, i, p, want[i])
+				}
+			}
+		}
+	}
+	for ni, n := range nodes {
+		if err := n.Rec.Err(); err != nil {
+			t.Fatalf("node %d: %v", ni, err)
+		}
+	}
+}
+
+func samePub(a, b *hub.Publication) bool {
+	return a.Topic == b.Topic && a.Offset == b.Offset && a.Epoch == b.Epoch && a.Time.Equal(b.Time) &&
+		a.Sender == b.Sender && a.Type == b.Type && string(a.Data) == string(b.Data)
+}
+
+// testSubscribeThenHistory checks the Subscribe contract: after Subscribe returns, whatever a
+// History call does not show is delivered.
+func testSubscribeThenHistory(t *testing.T, h Harness) {
+	ns := Namespace()
+	pub := StartNode(t, h, ns, hub.HistoryPolicy{Size: 1000})
+	sub := pub
+	if h.Shared {
+		sub = StartNode(t, h, ns, hub.HistoryPolicy{Size: 1000})
+	}
+	topic := "chat/race"
+	const total = 300
+	half := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 1; i <= total; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := pub.Broker.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{}`)})
+			cancel()
+			if err != nil {
+				done <- err
+				return
+			}
+			if i == total/3 {
+				close(half)
+			}
+		}
+		done <- nil
+	}()
+	<-half
+	sub.Subscribe(t, topic)
+	hr := sub.History(t, topic, 0, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	have := map[uint64]bool{}
+	for _, p := range hr.Publications {
+		have[p.Offset] = true
+	}
+	if len(hr.Publications) == 0 || hr.Publications[0].Offset != 1 {
+		t.Fatalf("History right after Subscribe: %d publications", len(hr.Publications))
+	}
+	Eventually(t, 20*time.Second, func() error {
+		for _, p := range sub.Rec.Get(topic) {
+			have[p.Offset] = true
+		}
+		for o := uint64(1); o <= total; o++ {
+			if !have[o] {
+				return notYet("offset %d neither in History (which ended at %d) nor delivered", o, hr.Top.Offset)
+			}
+		}
+		return nil
+	})
+	if err := sub.Rec.CheckOrder(topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testRestart stops and starts the broker server while two nodes publish, with a real hub on
+// each node, and checks what subscribers see: offsets contiguous within each epoch (gaps are
+// filled from history after HandleResubscribed), every acknowledged publication delivered when the
+// broker is durable, and a new epoch when it is not.
+func testRestart(t *testing.T, h Harness) {
+	if h.Server == nil {
+		t.Skip("no server to restart")
+	}
+	ns := Namespace()
+	policy := hub.HistoryPolicy{Size: 10000}
+	topic := "chat/outage"
+	nodes := []*hubNode{
+		startHubNode(t, h, ns, policy, topic),
+		startHubNode(t, h, ns, policy, topic),
+	}
+
+	var (
+		mu       sync.Mutex
+		acks     []*hub.Publication
+		failures atomic.Int64
+		slowFail atomic.Int64 // failures that took longer than failFast
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	const failFast = 3 * time.Second
+	for ni, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				start := time.Now()
+				p, err := n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"i":%d}`, ni, i))})
+				cancel()
+				if err != nil {
+					failures.Add(1)
+					if time.Since(start) > failFast {
+						slowFail.Add(1)
+					}
+					continue
+				}
+				mu.Lock()
+				acks = append(acks, p)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	before := len(acks)
+	mu.Unlock()
+	if before == 0 {
+		t.Fatal("nothing published before the restart")
+	}
+
+	stopped := time.Now()
+	h.Server.Stop()
+	t.Logf("server stopped in %v", time.Since(stopped).Round(time.Millisecond))
+	Eventually(t, 15*time.Second, func() error {
+		for i, n := range nodes {
+			if n.b.Ready() {
+				return notYet("node %d still ready with the server stopped", i)
+			}
+		}
+		return nil
+	})
+	// Publishing while the server is down fails, and fails fast.
+	for i, n := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		_, err := n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{"down":true}`)})
+		cancel()
+		if err == nil {
+			t.Fatalf("node %d: publish succeeded with the server stopped", i)
+		}
+		if !errors.Is(err, hub.ErrNotReady) {
+			t.Errorf("node %d: publish error %q does not wrap hub.ErrNotReady", i, err)
+		}
+		if d := time.Since(start); d > failFast {
+			t.Errorf("node %d: publish took %v to fail", i, d)
+		}
+	}
+	t.Logf("nodes not ready %v after the stop began", time.Since(stopped).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	started := time.Now()
+	h.Server.Start()
+	t.Logf("server started in %v", time.Since(started).Round(time.Millisecond))
+	Eventually(t, 60*time.Second, func() error {
+		for i, n := range nodes {
+			if !n.b.Ready() {
+				return notYet("node %d not ready after the server restarted", i)
+			}
+			if n.resub.Load() == 0 {
+				return notYet("node %d: HandleResubscribed not called", i)
+			}
+		}
+		return nil
+	})
+	t.Logf("nodes ready and resubscribed %v after the start began", time.Since(started).Round(time.Millisecond))
+	mu.Lock()
+	atRecovery := len(acks)
+	mu.Unlock()
+	Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acks) < atRecovery+50 {
+			return notYet("%d publications since recovery", len(acks)-atRecovery)
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	if n := slowFail.Load(); n > 0 {
+		t.Errorf("%d publishes took longer than %v to fail", n, failFast)
+	}
+	t.Logf("%d publications acknowledged (%d before the stop), %d failed", len(acks), before, failures.Load())
+
+	// The epochs of acknowledged publications, in order of first appearance by offset.
+	byEpoch := map[string][]*hub.Publication{}
+	for _, p := range acks {
+		byEpoch[p.Epoch] = append(byEpoch[p.Epoch], p)
+	}
+	for e, ps := range byEpoch {
+		// A publish whose answer was lost with the connection fails although it was stored, so
+		// acknowledged offsets may skip one; they never repeat.
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Offset < ps[j].Offset })
+		for i := 1; i < len(ps); i++ {
+			if ps[i].Offset == ps[i-1].Offset {
+				t.Fatalf("offset %d acknowledged twice in epoch %s", ps[i].Offset, e)
+			}
+		}
+	}
+	last := acks[len(acks)-1]
+	firstEpoch := acks[0].Epoch
+	if h.Durable {
+		if len(byEpoch) != 1 {
+			t.Fatalf("durable broker changed epoch across a restart: %d epochs", len(byEpoch))
+		}
+	} else if len(byEpoch) < 2 {
+		t.Fatalf("history was lost in the restart but offsets continue in epoch %s (now at %d)", firstEpoch, last.Offset)
+	}
+	want := byEpoch[last.Epoch]
+	for ni, n := range nodes {
+		Eventually(t, 20*time.Second, func() error {
+			got := n.sink.get()
+			if len(got) == 0 || got[len(got)-1].Epoch != last.Epoch || got[len(got)-1].Offset < want[len(want)-1].Offset {
+				return notYet("node %d: subscriber has %d publications, not yet %d/%s", ni, len(got), want[len(want)-1].Offset, last.Epoch)
+			}
+			return nil
+		})
+		got := n.sink.get()
+		for i := 1; i < len(got); i++ {
+			a, b := got[i-1], got[i]
+			if a.Epoch == b.Epoch && b.Offset != a.Offset+1 {
+				t.Fatalf("node %d: subscriber saw offset %d then %d in epoch %s: a silent gap", ni, a.Offset, b.Offset, a.Epoch)
+			}
+		}
+		if h.Durable {
+			// Everything acknowledged was delivered, exactly once.
+			seen := map[uint64]bool{}
+			for _, p := range got {
+				seen[p.Offset] = true
+			}
+			for _, p := range want {
+				if !seen[p.Offset] {
+					t.Fatalf("node %d: acknowledged offset %d never delivered", ni, p.Offset)
+				}
+			}
+		}
+		hr, err := n.b.History(context.Background(), topic, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hr.Top.Epoch != last.Epoch || hr.Top.Offset < last.Offset {
+			t.Fatalf("node %d: History top %+v behind the last acknowledged %d/%s", ni, hr.Top, last.Offset, last.Epoch)
+		}
+	}
+}
+
+// sinkRecorder is a hub.Sink that keeps what it is given.
+type sinkRecorder struct {
+	mu   sync.Mutex
+	pubs []*hub.Publication
+}
+
+func (s *sinkRecorder) Deliver(p *hub.Publication) {
+	s.mu.Lock()
+	s.pubs = append(s.pubs, p)
+	s.mu.Unlock()
+}
+
+func (s *sinkRecorder) get() []*hub.Publication {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*hub.Publication(nil), s.pubs...)
+}
+
+// countResubscribed wraps b so that the calls to its handler's HandleResubscribed are counted.
+func countResubscribed(b hub.Broker) (hub.Broker, *atomic.Int64) {
+	c := &countingBroker{Broker: b}
+	return c, &c.n
+}
+
+type countingBroker struct {
+	hub.Broker
+	n atomic.Int64
+}
+
+func (c *countingBroker) Run(ctx context.Context, h hub.Handler) error {
+	return c.Broker.Run(ctx, &countingHandler{Handler: h, n: &c.n})
+}
+
+type countingHandler struct {
+	hub.Handler
+	n *atomic.Int64
+}
+
+func (c *countingHandler) HandleResubscribed() {
+	c.n.Add(1)
+	c.Handler.HandleResubscribed()
+}
+
+// hubNode is a node with a real hub and one recording subscription.
+type hubNode struct {
+	b     hub.Broker
+	resub *atomic.Int64
+	hub   *hub.Hub
+	sink  *sinkRecorder
+}
+
+func startHubNode(t *testing.T, h Harness, ns string, policy hub.HistoryPolicy, topic string) *hubNode {
+	t.Helper()
+	b, resub := countResubscribed(h.NewNode(t, ns, policy))
+	hb := hub.New(hub.Config{Broker: b})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := hb.Run(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = hb.Close() })
+	sink := &sinkRecorder{}
+	s, _, err := hb.Subscribe(context.Background(), topic, sink, hub.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	return &hubNode{b: b, resub: resub, hub: hb, sink: sink}
+}
+
+// testFlush wipes the broker's data under connected nodes: publications after it must start a
+// new epoch, never continue (or restart) offsets under the old one, and every node must agree.
+func testFlush(t *testing.T, h Harness) {
+	if h.Flush == nil {
+		t.Skip("no way to wipe this broker's data")
+	}
+	ns := Namespace()
+	topic := "chat/flush"
+	nodes := []*hubNode{
+		startHubNode(t, h, ns, hub.HistoryPolicy{}, topic),
+		startHubNode(t, h, ns, hub.HistoryPolicy{}, topic),
+	}
+	publish := func(n *hubNode) (*hub.Publication, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{}`)})
+	}
+	var old *hub.Publication
+	for range 5 {
+		p, err := publish(nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = p
+	}
+	h.Flush(t, ns)
+	var first *hub.Publication
+	Eventually(t, 30*time.Second, func() error {
+		p, err := publish(nodes[1])
+		if err != nil {
+			return notYet("publish after the flush: %v", err)
+		}
+		first = p
+		return nil
+	})
+	Eventually(t, 30*time.Second, func() error {
+		for i, n := range nodes {
+			if !n.b.Ready() {
+				return notYet("node %d not ready after the flush", i)
+			}
+		}
+		return nil
+	})
+	if first.Epoch == old.Epoch {
+		t.Fatalf("after the data was lost, offsets continue in epoch %s at %d", first.Epoch, first.Offset)
+	}
+	// A publish that failed while the nodes noticed the loss may still have been appended, so the
+	// first acknowledged one can be past offset 1; the new epoch itself starts at 1.
+	last := first
+	for i := range 4 {
+		p, err := publish(nodes[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = p
+	}
+	if last.Epoch != first.Epoch || last.Offset < first.Offset+4 {
+		t.Fatalf("after the flush: last publication %d/%s, want at least %d/%s", last.Offset, last.Epoch, first.Offset+4, first.Epoch)
+	}
+	for ni, n := range nodes {
+		Eventually(t, 30*time.Second, func() error {
+			hr, err := n.b.History(context.Background(), topic, 0, 0)
+			if err != nil {
+				return err
+			}
+			if hr.Top != (hub.Position{Offset: last.Offset, Epoch: last.Epoch}) || len(hr.Publications) != int(last.Offset) || hr.Oldest != 1 {
+				return notYet("node %d History: top %+v oldest %d, %d publications", ni, hr.Top, hr.Oldest, len(hr.Publications))
+			}
+			got := n.sink.get()
+			if len(got) == 0 || got[len(got)-1].Epoch != last.Epoch || got[len(got)-1].Offset != last.Offset {
+				return notYet("node %d: subscriber not at %d/%s yet", ni, last.Offset, last.Epoch)
+			}
+			return nil
+		})
+		got := n.sink.get()
+		for i := 1; i < len(got); i++ {
+			a, b := got[i-1], got[i]
+			if a.Epoch == b.Epoch && b.Offset != a.Offset+1 {
+				t.Fatalf("node %d: subscriber saw offset %d then %d in epoch %s", ni, a.Offset, b.Offset, a.Epoch)
+			}
+		}
+	}
+}

@@ -1,0 +1,652 @@
+// Package nats is a hub.Broker on NATS JetStream (nats-server 2.9 or newer), for several rtlab
+// nodes sharing one NATS server or cluster.
+//
+// All topics live in one stream; a topic's subject is one token under the stream's name. A
+// topic's offsets are assigned by compare-and-set: a publication carries offset previous+1 and
+// is stored only if the topic's latest message in the stream is still the one that offset
+// follows (header Nats-Expected-Last-Subject-Sequence). On a conflict the node reads the
+// topic's latest message and tries again. So offsets are contiguous, and a topic's stream order
+// is offset order. Publications travel in the message payload, offset and epoch included.
+//
+// Every node reads the whole stream in order with one ordered consumer and applies it to a
+// replica: each topic's position and latest publications. History answers from the replica,
+// which is fast enough for short polling, and a node's handler is called from that consumer, in
+// stream order. Publish returns once this node has applied the publication, so a client that
+// publishes and then reads history on the same node sees its publication. Every node applies the
+// same stream, so every node has the same offsets, epochs and history; the cost is that every
+// node receives every publication, subscribed or not (the hub drops topics without local
+// subscribers).
+//
+// The stream keeps Retention.Size publications per topic for Retention.TTL. A topic whose
+// publications have all expired is forgotten; its next publication starts a new epoch at
+// offset 1. When the connection drops, Ready is false and publishes fail at once; the client
+// reconnects, the ordered consumer resumes after the last message it delivered, and once the
+// node has caught up with the stream it calls Handler.HandleResubscribed. If the stream itself
+// was lost (recreated), the node starts over from the new stream: new epochs tell clients.
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// Policy gives each topic's history size and TTL, as History answers. Nil means Retention
+	// for every topic. A topic's policy cannot keep more than Retention.
+	Policy func(topic string) hub.HistoryPolicy
+	// Retention is what the stream keeps per topic (MaxMsgsPerSubject) and for how long
+	// (MaxAge). Zero fields are taken from Policy(""), then default to 100 and 10 minutes.
+	Retention hub.HistoryPolicy
+	// Stream names the JetStream stream and prefixes its subjects. Zero means "rtlab". Nodes
+	// that share topics use the same stream. Letters, digits, '_' and '-' only.
+	Stream string
+	// Replicas is the stream's replica count in a JetStream cluster. Zero means 1.
+	Replicas int
+	// Logger receives connection losses and recoveries. Nil means no logging.
+	Logger *slog.Logger
+	// Registerer receives the broker's Prometheus collectors (rtlab_broker_*{broker="nats"}).
+	// Nil means they are not registered.
+	Registerer prometheus.Registerer
+}
+
+// Errors returned by the broker.
+var (
+	ErrClosed = errors.New("nats broker: closed")
+)
+
+// unavailableError is returned while NATS cannot be reached. It wraps hub.ErrNotReady (clients
+// get 503 "unavailable") and the cause; its text leaves out the cause, which may carry addresses.
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string   { return "nats broker unavailable" }
+func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
+
+var validStream = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Broker is a hub.Broker on NATS JetStream. It is safe for concurrent use.
+type Broker struct {
+	cfg     Config
+	nc      *natsgo.Conn
+	js      jetstream.JetStream
+	log     *slog.Logger
+	m       *metrics
+	rep     *replica
+	handler hub.Handler // set by Run
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
+	running   atomic.Bool // Run has set the handler and started the consumer
+	connected atomic.Bool
+	// conn ends when the connection drops, failing the publishes waiting on it at once instead
+	// of at their timeout. Replaced on reconnect.
+	conn      atomic.Pointer[connScope]
+	synced    atomic.Bool // the consumer caught up with the stream since the last (re)connect
+	resyncs   atomic.Int64
+	downSince atomic.Int64 // unix nanos of the last disconnect; 0 when none pending
+
+	// pubLocks serialize this node's publishes per topic (by replica shard), so a node never
+	// conflicts with itself on offsets.
+	pubLocks [numShards]sync.Mutex
+
+	// consMu guards the consumer; deliverMu serializes deliveries (an ordered consumer that is
+	// being reset may overlap its old and new subscriptions for a moment).
+	consMu    sync.Mutex
+	stream    jetstream.Stream         // guarded by consMu
+	cons      jetstream.ConsumeContext // guarded by consMu
+	created   time.Time                // stream creation time, to notice a recreated stream; guarded by consMu
+	deliverMu sync.Mutex
+	consGen   uint64 // generation of the current consumer; older ones' messages are dropped; guarded by deliverMu
+
+	appliedMu sync.Mutex
+	applied   uint64        // last stream sequence applied; guarded by appliedMu
+	waiters   []applyWaiter // guarded by appliedMu
+	closeOnce sync.Once
+}
+
+type connScope struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *Broker) newConnScope() {
+	ctx, cancel := context.WithCancel(b.ctx)
+	if old := b.conn.Swap(&connScope{ctx: ctx, cancel: cancel}); old != nil {
+		old.cancel()
+	}
+}
+
+type applyWaiter struct {
+	seq uint64
+	ch  chan struct{}
+}
+
+var _ hub.Broker = (*Broker)(nil)
+
+// New connects to NATS at url (nats://[user:password@]host:port, several separated by commas)
+// and creates or updates the stream. Call Run to start delivering.
+func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
+	if cfg.Stream == "" {
+		cfg.Stream = "rtlab"
+	}
+	if !validStream.MatchString(cfg.Stream) {
+		return nil, fmt.Errorf("nats broker: Stream %q: want 1-64 of A-Z a-z 0-9 _ -", cfg.Stream)
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Policy != nil {
+		def := cfg.Policy("")
+		if cfg.Retention.Size <= 0 {
+			cfg.Retention.Size = def.Size
+		}
+		if cfg.Retention.TTL <= 0 {
+			cfg.Retention.TTL = def.TTL
+		}
+	}
+	if cfg.Retention.Size <= 0 {
+		cfg.Retention.Size = 100
+	}
+	if cfg.Retention.TTL <= 0 {
+		cfg.Retention.TTL = 10 * time.Minute
+	}
+	retention := cfg.Retention
+	user := cfg.Policy
+	cfg.Policy = func(topic string) hub.HistoryPolicy {
+		p := retention
+		if user != nil {
+			u := user(topic)
+			if u.Size > 0 && u.Size < p.Size {
+				p.Size = u.Size
+			}
+			if u.TTL > 0 && u.TTL < p.TTL {
+				p.TTL = u.TTL
+			}
+		}
+		return p
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("broker", "nats"), m: newMetrics(cfg.Registerer),
+		rep: newReplica(cfg.Policy), ctx: bctx, cancel: cancel}
+	nc, err := natsgo.Connect(url,
+		natsgo.Name("rtlab"),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(250*time.Millisecond),
+		natsgo.ReconnectJitter(250*time.Millisecond, time.Second),
+		natsgo.ReconnectBufSize(-1), // fail publishes while disconnected instead of buffering them
+		natsgo.PingInterval(2*time.Second),
+		natsgo.MaxPingsOutstanding(2),
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) { b.onDisconnect(err) }),
+		natsgo.ReconnectHandler(func(*natsgo.Conn) { b.onReconnect() }),
+	)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("nats broker: connect: %w", err)
+	}
+	b.nc = nc
+	b.newConnScope()
+	b.connected.Store(true)
+	if b.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		cancel()
+		return nil, fmt.Errorf("nats broker: %w", err)
+	}
+	if _, err := b.ensureStream(ctx); err != nil {
+		nc.Close()
+		cancel()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) streamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              b.cfg.Stream,
+		Description:       "rtlab publications, one subject per topic",
+		Subjects:          []string{b.cfg.Stream + ".>"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgsPerSubject: int64(b.cfg.Retention.Size),
+		MaxAge:            b.cfg.Retention.TTL,
+		Replicas:          b.cfg.Replicas,
+		AllowDirect:       true,
+	}
+}
+
+// ensureStream creates the stream or updates its limits, and remembers it.
+func (b *Broker) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error) {
+	s, err := b.js.CreateOrUpdateStream(ctx, b.streamConfig())
+	if err != nil {
+		return nil, b.wrap("create stream "+b.cfg.Stream, err)
+	}
+	info := s.CachedInfo()
+	b.consMu.Lock()
+	b.stream = s
+	if b.created.IsZero() {
+		b.created = info.Created
+	}
+	b.consMu.Unlock()
+	return info, nil
+}
+
+// Run starts the consumer, replays the stream into the replica and returns once it has caught
+// up with the stream (or ctx ends, or 60 s pass). Deliveries continue until Close.
+func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
+	b.handler = h
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = b.Close()
+		case <-b.ctx.Done():
+		}
+	}()
+	if err := b.startConsumer(false); err != nil {
+		return err
+	}
+	if err := b.catchUp(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	b.synced.Store(true)
+	b.running.Store(true)
+	b.m.ready.Set(1)
+	go b.sweep()
+	go b.watch()
+	return nil
+}
+
+// watch notices a stream deleted or recreated while the connection stayed up (an operator's
+// mistake, a JetStream that lost its storage): the consumer would wait forever on a stream that
+// is gone, so the node resyncs as after a reconnect.
+func (b *Broker) watch() {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !b.Ready() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+		b.consMu.Lock()
+		s, created := b.stream, b.created
+		b.consMu.Unlock()
+		info, err := s.Info(ctx)
+		cancel()
+		if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
+			b.log.Warn("nats stream was deleted or recreated", "stream", b.cfg.Stream)
+			b.synced.Store(false)
+			b.m.ready.Set(0)
+			b.downSince.CompareAndSwap(0, time.Now().UnixNano())
+			b.resync(b.resyncs.Add(1))
+		}
+	}
+}
+
+// startConsumer (re)starts the ordered consumer from the beginning of the stream. With reset,
+// it first forgets everything applied: the stream was recreated.
+func (b *Broker) startConsumer(reset bool) error {
+	b.consMu.Lock()
+	defer b.consMu.Unlock()
+	if b.cons != nil {
+		b.cons.Stop()
+		b.cons = nil
+	}
+	b.deliverMu.Lock()
+	b.consGen++
+	gen := b.consGen
+	if reset {
+		b.appliedMu.Lock()
+		b.applied = 0
+		b.appliedMu.Unlock()
+		b.rep.reset()
+	}
+	b.deliverMu.Unlock()
+	c, err := b.js.OrderedConsumer(b.ctx, b.cfg.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return b.wrap("create consumer", err)
+	}
+	cc, err := c.Consume(func(msg jetstream.Msg) { b.onMsg(gen, msg) },
+		jetstream.PullMaxMessages(1000),
+		jetstream.PullExpiry(4*time.Second),
+		jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			b.log.Debug("nats consumer", "err", err)
+		}))
+	if err != nil {
+		return b.wrap("consume", err)
+	}
+	b.cons = cc
+	return nil
+}
+
+// catchUp waits until the replica has applied everything the stream held when it was called.
+func (b *Broker) catchUp(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	b.consMu.Lock()
+	s := b.stream
+	b.consMu.Unlock()
+	info, err := s.Info(ctx)
+	if err != nil {
+		return b.wrap("stream info", err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	if err := b.waitApplied(ctx, info.State.LastSeq); err != nil {
+		return &unavailableError{cause: fmt.Errorf("catching up with the stream to %d: %w", info.State.LastSeq, err)}
+	}
+	return nil
+}
+
+// Close stops the consumer and closes the connection.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.cancel()
+		b.consMu.Lock()
+		if b.cons != nil {
+			b.cons.Stop()
+		}
+		b.consMu.Unlock()
+		b.synced.Store(false)
+		b.nc.Close()
+	})
+	return nil
+}
+
+// Ready reports whether the connection is up and the node has caught up with the stream.
+func (b *Broker) Ready() bool { return b.connected.Load() && b.synced.Load() && b.ctx.Err() == nil }
+
+// Subscribe is a no-op: every node reads every topic (see the package comment), so whatever a
+// later History does not show is delivered.
+func (b *Broker) Subscribe(context.Context, string) error { return nil }
+
+// Unsubscribe is a no-op, see Subscribe.
+func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
+
+// History answers from the replica.
+func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
+	if b.ctx.Err() != nil {
+		return hub.HistoryResult{}, ErrClosed
+	}
+	return b.rep.history(topic, since, limit, time.Now()), nil
+}
+
+// Publish assigns the topic's next offset by compare-and-set on the stream and returns once this
+// node has applied the publication (or 2 s passed: it is stored either way).
+func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
+	if !b.Ready() {
+		b.m.publishErrs.Inc()
+		return nil, &unavailableError{cause: errors.New("not connected")}
+	}
+	start := time.Now()
+	if req.Time.IsZero() {
+		req.Time = start
+	}
+	t := req.Time.Truncate(time.Millisecond)
+	pol := b.cfg.Policy(req.Topic)
+	subj := subject(b.cfg.Stream, req.Topic)
+	scope := b.conn.Load()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(scope.ctx, cancel)()
+	mu := &b.pubLocks[b.rep.shardIndex(req.Topic)]
+	mu.Lock()
+	defer mu.Unlock()
+	last, known := b.rep.last(req.Topic, start)
+	var payload []byte
+	for attempt := 0; ; attempt++ {
+		epoch, off := newEpoch(), uint64(1)
+		if known && !last.expired {
+			epoch, off = last.epoch, last.offset+1
+		}
+		payload = appendPayload(payload[:0], off, epoch, t, req.Sender, req.Type, req.Data)
+		ack, err := b.js.PublishMsg(ctx, &natsgo.Msg{Subject: subj, Data: payload},
+			jetstream.WithExpectLastSequencePerSubject(last.seq))
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_ = b.waitApplied(wctx, ack.Sequence)
+			cancel()
+			b.m.publish.Observe(time.Since(start).Seconds())
+			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
+				Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
+		}
+		if scope.ctx.Err() != nil {
+			b.m.publishErrs.Inc()
+			return nil, &unavailableError{cause: errors.New("connection lost while publishing")}
+		}
+		if !isWrongLastSeq(err) || attempt >= 20 {
+			b.m.publishErrs.Inc()
+			return nil, b.wrap("publish to "+req.Topic, err)
+		}
+		// Another node published to the topic since this node last saw it: read its latest.
+		b.m.conflicts.Inc()
+		if last, known, err = b.fetchLast(ctx, req.Topic, subj, pol, start); err != nil {
+			b.m.publishErrs.Inc()
+			return nil, err
+		}
+	}
+}
+
+// fetchLast reads the topic's latest message from the stream.
+func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.HistoryPolicy, now time.Time) (lastPub, bool, error) {
+	b.consMu.Lock()
+	s := b.stream
+	b.consMu.Unlock()
+	m, err := s.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return lastPub{}, false, nil
+	}
+	if err != nil {
+		return lastPub{}, false, b.wrap("read latest of "+topic, err)
+	}
+	p, err := decodePayload(topic, m.Data)
+	if err != nil {
+		return lastPub{}, false, err
+	}
+	return lastPub{seq: m.Sequence, epoch: p.Epoch, offset: p.Offset, expired: now.Sub(p.Time) > pol.TTL}, true, nil
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// wrap classifies err: JetStream API errors are returned as they are; anything else means NATS
+// could not be reached.
+func (b *Broker) wrap(op string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("nats broker: %s: %w", op, err)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code != 503 {
+		return fmt.Errorf("nats broker: %s: %w", op, err)
+	}
+	return &unavailableError{cause: fmt.Errorf("%s: %w", op, err)}
+}
+
+// onMsg applies one stream message from consumer generation gen and hands new publications to
+// the hub.
+func (b *Broker) onMsg(gen uint64, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	seq := md.Sequence.Stream
+	b.deliverMu.Lock()
+	defer b.deliverMu.Unlock()
+	if gen != b.consGen {
+		return // a replaced consumer's late message
+	}
+	if topic, ok := topicOf(b.cfg.Stream, msg.Subject()); ok {
+		if p, err := decodePayload(topic, msg.Data()); err != nil {
+			b.log.Error("nats broker: undecodable publication", "subject", msg.Subject(), "seq", seq, "err", err)
+		} else if b.rep.apply(p, seq) {
+			b.handler.HandlePublication(p)
+		}
+	}
+	b.setApplied(seq)
+}
+
+func (b *Broker) setApplied(seq uint64) {
+	b.appliedMu.Lock()
+	defer b.appliedMu.Unlock()
+	if seq <= b.applied {
+		return
+	}
+	b.applied = seq
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if w.seq <= seq {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
+}
+
+// waitApplied waits until the stream has been applied up to seq.
+func (b *Broker) waitApplied(ctx context.Context, seq uint64) error {
+	b.appliedMu.Lock()
+	if b.applied >= seq {
+		b.appliedMu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	b.waiters = append(b.waiters, applyWaiter{seq: seq, ch: ch})
+	b.appliedMu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.ctx.Done():
+		return ErrClosed
+	}
+}
+
+func (b *Broker) onDisconnect(err error) {
+	if b.ctx.Err() != nil {
+		return
+	}
+	b.connected.Store(false)
+	b.synced.Store(false)
+	b.conn.Load().cancel()
+	b.m.ready.Set(0)
+	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
+	b.log.Warn("nats connection lost", "err", err)
+}
+
+func (b *Broker) onReconnect() {
+	b.newConnScope()
+	b.connected.Store(true)
+	if !b.running.Load() {
+		return // Run catches up itself
+	}
+	gen := b.resyncs.Add(1)
+	go b.resync(gen)
+}
+
+// resync runs after a reconnect: it makes sure the stream exists (starting over if it was
+// recreated), waits until the consumer caught up, then declares the node ready and lets the hub
+// fill gaps from history.
+func (b *Broker) resync(gen int64) {
+	backoff := 100 * time.Millisecond
+	for b.ctx.Err() == nil && b.resyncs.Load() == gen {
+		if err := b.resyncOnce(); err != nil {
+			b.log.Debug("nats resync", "err", err)
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		if b.resyncs.Load() != gen || !b.connected.Load() {
+			return
+		}
+		b.synced.Store(true)
+		b.m.ready.Set(1)
+		b.m.reconnects.Inc()
+		if since := b.downSince.Swap(0); since != 0 {
+			d := time.Since(time.Unix(0, since))
+			b.m.outage.Observe(d.Seconds())
+			b.log.Info("nats node caught up with the stream again", "down_for", d.Round(time.Millisecond))
+		}
+		b.handler.HandleResubscribed()
+		return
+	}
+}
+
+func (b *Broker) resyncOnce() error {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	b.consMu.Lock()
+	s, created := b.stream, b.created
+	b.consMu.Unlock()
+	info, err := s.Info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		info, err = b.ensureStream(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	b.appliedMu.Lock()
+	applied := b.applied
+	b.appliedMu.Unlock()
+	if !info.Created.Equal(created) || info.State.LastSeq < applied {
+		// The stream was lost and recreated: its sequences start over. Read it from the start;
+		// its publications carry new epochs, which is how clients learn that history is gone.
+		b.log.Warn("nats stream was recreated; starting over", "stream", b.cfg.Stream)
+		if err := b.startConsumer(true); err != nil {
+			return err // created is unchanged: the next attempt starts over again
+		}
+		b.consMu.Lock()
+		b.created = info.Created
+		b.consMu.Unlock()
+	}
+	return b.catchUp(b.ctx, 30*time.Second)
+}
+
+// sweep periodically forgets topics whose history expired.
+func (b *Broker) sweep() {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case now := <-t.C:
+			b.rep.sweep(now)
+		}
+	}
+}

@@ -1,0 +1,557 @@
+// Package redis is a hub.Broker on Redis (5.0 or newer; tested with 7.0), for several rtlab
+// nodes sharing one Redis.
+//
+// Each publish runs one Lua script that increments the topic's offset, appends the publication
+// to the topic's stream (trimmed to the history size, expiring with the TTL) and PUBLISHes it
+// on the topic's channel. Redis runs scripts one at a time, so offsets are contiguous, the
+// channel carries a topic's publications in offset order, and a publication is in history
+// before any node receives it. History reads the stream in another script, atomically with the
+// topic's position.
+//
+// Each node holds one pub/sub connection and SUBSCRIBEs to the channels of topics it has local
+// subscribers for; Subscribe returns once Redis confirmed the subscription. When the connection
+// drops, Ready is false and publishes fail at once; the node reconnects with backoff,
+// resubscribes every channel, and calls Handler.HandleResubscribed so the hub fetches from
+// history what was published meanwhile. A topic's offset and epoch live in a hash that outlives
+// its history by IdleTTL. If Redis loses them (a restart without persistence, FLUSHALL, an
+// eviction), the next publication starts a new epoch at offset 1, so clients are told that
+// history is gone instead of seeing offsets silently reused.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// Policy gives each topic's history size and TTL. Nil means hub.HistoryPolicy{} defaults
+	// (100 publications, 10 minutes). Every node sharing a Redis should use the same policy.
+	Policy func(topic string) hub.HistoryPolicy
+	// Prefix starts every key and channel name, so several deployments can share one Redis.
+	// Zero means "rtlab". Nodes that share topics use the same prefix.
+	Prefix string
+	// IdleTTL is how long a topic keeps its offset and epoch after its history expired and
+	// nothing was published or read. Zero means 1 hour.
+	IdleTTL time.Duration
+	// PingInterval is how often an idle pub/sub connection is checked; a connection silent for
+	// two intervals is considered lost. Zero means 2 s.
+	PingInterval time.Duration
+	// Logger receives connection losses and recoveries. Nil means no logging.
+	Logger *slog.Logger
+	// Registerer receives the broker's Prometheus collectors (rtlab_broker_*{broker="redis"}).
+	// Nil means they are not registered.
+	Registerer prometheus.Registerer
+}
+
+// Errors returned by the broker.
+var (
+	ErrClosed = errors.New("redis broker: closed")
+)
+
+// unavailableError is returned while Redis cannot be reached. It wraps hub.ErrNotReady (clients
+// get 503 "unavailable") and the cause, and its text leaves out the cause, which may carry
+// addresses that clients should not see.
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string   { return "redis broker unavailable" }
+func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
+
+// Broker is a hub.Broker on Redis. It is safe for concurrent use.
+type Broker struct {
+	cfg     Config
+	client  *goredis.Client
+	log     *slog.Logger
+	m       *metrics
+	handler hub.Handler // set by Run before the pub/sub loop starts
+
+	ready  atomic.Bool
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the pub/sub loop has exited
+
+	// mu guards the subscription state. Lock order: mu, then go-redis's PubSub lock.
+	mu       sync.Mutex
+	ps       *goredis.PubSub           // current connection; nil between connections
+	channels map[string]struct{}       // channels this node wants
+	pending  map[string][]chan<- error // per channel, one entry per SUBSCRIBE sent on ps, in order; nil entries expect no one
+	closed   bool
+}
+
+var _ hub.Broker = (*Broker)(nil)
+
+// New connects to the Redis at url (redis://[user:password@]host:port/db or rediss:// for TLS)
+// and checks it answers. Call Run to start delivering.
+func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis broker: %w", err)
+	}
+	// A publish is not idempotent: never resend it after a network error.
+	opt.MaxRetries = -1
+	opt.DialTimeout = 2 * time.Second
+	opt.ContextTimeoutEnabled = true
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "rtlab"
+	}
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = time.Hour
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 2 * time.Second
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if strings.ContainsAny(cfg.Prefix, "{} ") {
+		return nil, fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
+	}
+	client := goredis.NewClient(opt)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redis broker: connect to %s: %w", opt.Addr, err)
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	return &Broker{
+		cfg: cfg, client: client, log: cfg.Logger.With("broker", "redis", "addr", opt.Addr),
+		m: newMetrics(cfg.Registerer), ctx: bctx, cancel: cancel, done: make(chan struct{}),
+		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error),
+	}, nil
+}
+
+// Run starts the pub/sub connection and returns once it is established, or with an error when
+// that does not happen before ctx ends or 10 s pass. Deliveries continue until ctx ends or Close.
+func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
+	b.handler = h
+	up := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			b.cancel()
+		case <-b.ctx.Done():
+		}
+	}()
+	go b.loop(up)
+	select {
+	case <-up:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.ctx.Done():
+		return ErrClosed
+	case <-time.After(10 * time.Second):
+		return &unavailableError{cause: errors.New("no pub/sub connection after 10 s")}
+	}
+}
+
+// Close stops deliveries and closes the connections.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	ps := b.ps
+	b.mu.Unlock()
+	b.cancel()
+	if ps != nil {
+		_ = ps.Close() // unblocks the receive loop
+	}
+	if b.handler != nil {
+		<-b.done
+	}
+	return b.client.Close()
+}
+
+// Ready reports whether the pub/sub connection is up with every subscription in place.
+func (b *Broker) Ready() bool { return b.ready.Load() }
+
+func (b *Broker) keys(topic string) (stream, meta string) {
+	return b.cfg.Prefix + ":s:{" + topic + "}", b.cfg.Prefix + ":m:{" + topic + "}"
+}
+
+func (b *Broker) channel(topic string) string { return b.cfg.Prefix + ":c:" + topic }
+
+func (b *Broker) policy(topic string) hub.HistoryPolicy {
+	p := b.cfg.Policy(topic)
+	if p.Size <= 0 {
+		p.Size = 100
+	}
+	if p.TTL <= 0 {
+		p.TTL = 10 * time.Minute
+	}
+	return p
+}
+
+// Publish stores and publishes req in one script run.
+func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
+	if !b.ready.Load() {
+		b.m.publishErrs.Inc()
+		return nil, &unavailableError{cause: errors.New("pub/sub connection down")}
+	}
+	start := time.Now()
+	if req.Time.IsZero() {
+		req.Time = start
+	}
+	t := req.Time.Truncate(time.Millisecond)
+	pol := b.policy(req.Topic)
+	stream, meta := b.keys(req.Topic)
+	body := appendBody(nil, t, req.Sender, req.Type, req.Data)
+	res, err := publishScript.Run(ctx, b.client, []string{stream, meta},
+		b.channel(req.Topic), newEpoch(), pol.Size, pol.TTL.Milliseconds(), (pol.TTL + b.cfg.IdleTTL).Milliseconds(),
+		start.Add(-pol.TTL).UnixMilli(), t.UnixMilli(), body).Slice()
+	if err != nil {
+		b.m.publishErrs.Inc()
+		return nil, b.wrap("publish", err)
+	}
+	if len(res) != 2 {
+		b.m.publishErrs.Inc()
+		return nil, fmt.Errorf("redis broker: publish: unexpected script result %v", res)
+	}
+	off, _ := res[0].(int64)
+	epoch, _ := res[1].(string)
+	b.m.publish.Observe(time.Since(start).Seconds())
+	return &hub.Publication{Topic: req.Topic, Offset: uint64(off), Epoch: epoch, Time: t,
+		Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
+}
+
+// History reads the topic's retained publications after since and its position.
+func (b *Broker) History(ctx context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
+	pol := b.policy(topic)
+	stream, meta := b.keys(topic)
+	first := since + 1
+	if since >= math.MaxInt64/2 {
+		first = math.MaxInt64 / 2 // beyond any offset; since+1 would overflow
+	}
+	if limit < 0 {
+		limit = 0
+	}
+	res, err := historyScript.Run(ctx, b.client, []string{stream, meta},
+		newEpoch(), first, limit, time.Now().Add(-pol.TTL).UnixMilli(), (pol.TTL + b.cfg.IdleTTL).Milliseconds()).Slice()
+	if err != nil {
+		return hub.HistoryResult{}, b.wrap("history of "+topic, err)
+	}
+	if len(res) < 3 {
+		return hub.HistoryResult{}, fmt.Errorf("redis broker: history of %s: unexpected script result %v", topic, res)
+	}
+	epoch, _ := res[0].(string)
+	top, _ := res[1].(int64)
+	oldest, _ := res[2].(int64)
+	hr := hub.HistoryResult{Top: hub.Position{Offset: uint64(top), Epoch: epoch}, Oldest: uint64(oldest)}
+	if len(res) > 3 {
+		hr.Publications = make([]*hub.Publication, 0, len(res)-3)
+		for _, v := range res[3:] {
+			s, _ := v.(string)
+			p, err := decode(topic, s)
+			if err != nil {
+				return hub.HistoryResult{}, fmt.Errorf("redis broker: history of %s: %w", topic, err)
+			}
+			hr.Publications = append(hr.Publications, p)
+		}
+	}
+	return hr, nil
+}
+
+// wrap classifies err: Redis error replies are returned as they are; anything else means Redis
+// could not be reached.
+func (b *Broker) wrap(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("redis broker: %s: %w", op, err)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) {
+		return fmt.Errorf("redis broker: %s: %w", op, err)
+	}
+	return &unavailableError{cause: fmt.Errorf("%s: %w", op, err)}
+}
+
+// Subscribe subscribes this node to topic's channel and returns once Redis confirmed it: from
+// then on, every publication a later History call does not show is delivered.
+func (b *Broker) Subscribe(ctx context.Context, topic string) error {
+	ch := b.channel(topic)
+	done := make(chan error, 1)
+	b.mu.Lock()
+	ps := b.ps
+	if ps == nil || b.closed {
+		b.mu.Unlock()
+		return &unavailableError{cause: errors.New("pub/sub connection down")}
+	}
+	b.channels[ch] = struct{}{}
+	b.pending[ch] = append(b.pending[ch], done)
+	err := ps.Subscribe(ctx, ch)
+	b.mu.Unlock()
+	if err != nil {
+		b.forget(ch)
+		b.drop(ps, err)
+		return &unavailableError{cause: err}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			b.forget(ch)
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+		b.forget(ch)
+		return ctx.Err()
+	}
+}
+
+// forget undoes a failed Subscribe: the hub does not call Unsubscribe for it.
+func (b *Broker) forget(ch string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.channels, ch)
+	if b.ps != nil {
+		_ = b.ps.Unsubscribe(context.Background(), ch)
+	}
+}
+
+// Unsubscribe stops delivery of topic to this node.
+func (b *Broker) Unsubscribe(ctx context.Context, topic string) error {
+	ch := b.channel(topic)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.channels, ch)
+	if b.ps == nil {
+		return nil // not subscribed on the next connection either
+	}
+	if err := b.ps.Unsubscribe(ctx, ch); err != nil {
+		return &unavailableError{cause: err}
+	}
+	return nil
+}
+
+// drop ends the connection ps after a write error; the loop reconnects.
+func (b *Broker) drop(ps *goredis.PubSub, err error) {
+	b.log.Warn("redis pub/sub write failed", "err", err)
+	_ = ps.Close()
+}
+
+// loop keeps a pub/sub connection up until Close, reconnecting with backoff. up is closed when
+// the first connection is established.
+func (b *Broker) loop(up chan struct{}) {
+	defer close(b.done)
+	var (
+		first     = true
+		downSince time.Time
+		backoff   = 50 * time.Millisecond
+	)
+	for b.ctx.Err() == nil {
+		connected := false
+		err := b.session(func() {
+			connected = true
+			backoff = 50 * time.Millisecond
+			b.ready.Store(true)
+			b.m.ready.Set(1)
+			if first {
+				first = false
+				close(up)
+				return
+			}
+			b.m.reconnects.Inc()
+			b.m.outage.Observe(time.Since(downSince).Seconds())
+			b.log.Info("redis pub/sub connection restored", "down_for", time.Since(downSince).Round(time.Millisecond))
+			go b.handler.HandleResubscribed()
+		})
+		b.ready.Store(false)
+		b.m.ready.Set(0)
+		if b.ctx.Err() != nil {
+			return
+		}
+		if connected || downSince.IsZero() {
+			downSince = time.Now()
+			b.log.Warn("redis pub/sub connection lost", "err", err)
+		}
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// session runs one pub/sub connection: it subscribes every wanted channel, marks the broker
+// ready once Redis answered a PING sent after those subscriptions, and delivers messages until
+// the connection fails.
+func (b *Broker) session(onReady func()) error {
+	ps := b.client.Subscribe(b.ctx)
+	defer ps.Close()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	chans := make([]string, 0, len(b.channels))
+	for ch := range b.channels {
+		chans = append(chans, ch)
+		b.pending[ch] = append(b.pending[ch], nil)
+	}
+	var err error
+	if len(chans) > 0 {
+		err = ps.Subscribe(b.ctx, chans...)
+	} else {
+		err = ps.Ping(b.ctx) // dials the connection
+	}
+	if err == nil {
+		b.ps = ps
+	}
+	b.mu.Unlock()
+	defer b.endSession()
+	if err != nil {
+		return err
+	}
+	if err := ps.Ping(b.ctx, "ready"); err != nil {
+		return err
+	}
+	ready, idle := false, false
+	for {
+		msg, err := ps.ReceiveTimeout(b.ctx, b.cfg.PingInterval)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !idle {
+				idle = true
+				if err := ps.Ping(b.ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+		idle = false
+		switch m := msg.(type) {
+		case *goredis.Message:
+			b.deliver(m)
+		case *goredis.Subscription:
+			if m.Kind == "subscribe" {
+				b.confirm(m.Channel)
+			}
+		case *goredis.Pong:
+			if !ready && m.Payload == "ready" {
+				ready = true
+				onReady()
+			}
+		}
+	}
+}
+
+// endSession forgets the connection and fails the Subscribe calls still waiting on it.
+func (b *Broker) endSession() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ps = nil
+	for ch, waiters := range b.pending {
+		for _, w := range waiters {
+			if w != nil {
+				w <- &unavailableError{cause: errors.New("pub/sub connection lost while subscribing")}
+			}
+		}
+		delete(b.pending, ch)
+	}
+}
+
+// confirm hands a subscribe confirmation to the oldest SUBSCRIBE of ch still unanswered.
+func (b *Broker) confirm(ch string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.pending[ch]
+	if len(q) == 0 {
+		return
+	}
+	if q[0] != nil {
+		q[0] <- nil
+	}
+	if len(q) == 1 {
+		delete(b.pending, ch)
+	} else {
+		b.pending[ch] = q[1:]
+	}
+}
+
+func (b *Broker) deliver(m *goredis.Message) {
+	topic, ok := strings.CutPrefix(m.Channel, b.cfg.Prefix+":c:")
+	if !ok {
+		return
+	}
+	p, err := decode(topic, m.Payload)
+	if err != nil {
+		b.log.Error("redis broker: undecodable publication", "topic", topic, "err", err)
+		return
+	}
+	b.handler.HandlePublication(p)
+}
+
+// appendBody encodes what the script appends after offset and epoch.
+func appendBody(dst []byte, t time.Time, sender, typ string, data []byte) []byte {
+	dst = strconv.AppendInt(dst, t.UnixMilli(), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(sender)), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(len(typ)), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, sender...)
+	dst = append(dst, typ...)
+	return append(dst, data...)
+}
+
+var errFormat = errors.New("malformed publication")
+
+// decode parses "<offset> <epoch> <time-ms> <len(sender)> <len(type)> <sender><type><data>".
+func decode(topic, s string) (*hub.Publication, error) {
+	var f [5]string
+	for i := range f {
+		j := strings.IndexByte(s, ' ')
+		if j < 0 {
+			return nil, errFormat
+		}
+		f[i], s = s[:j], s[j+1:]
+	}
+	off, err1 := strconv.ParseUint(f[0], 10, 64)
+	ms, err2 := strconv.ParseInt(f[2], 10, 64)
+	ls, err3 := strconv.Atoi(f[3])
+	lt, err4 := strconv.Atoi(f[4])
+	if err := errors.Join(err1, err2, err3, err4); err != nil || ls < 0 || lt < 0 || ls+lt > len(s) {
+		return nil, errFormat
+	}
+	return &hub.Publication{
+		Topic:  topic,
+		Offset: off,
+		Epoch:  f[1],
+		Time:   time.UnixMilli(ms),
+		Sender: s[:ls],
+		Type:   s[ls : ls+lt],
+		Data:   []byte(s[ls+lt:]),
+	}, nil
+}
+
+// newEpoch returns a short random epoch name, as the memory broker's.
+func newEpoch() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}

@@ -1,0 +1,98 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Keys and channels, for a topic T under prefix P:
+//
+//	P:m:{T}   hash: e = epoch, o = top offset. Outlives the stream by IdleTTL.
+//	P:s:{T}   stream: one entry per retained publication, ID "<offset>-0", fields t (ms) and p
+//	          (the encoded publication, as published on the channel).
+//	P:c:T     pub/sub channel of T's publications, in offset order.
+//
+// The braces make both keys of a topic hash to the same Redis Cluster slot, as scripts need.
+//
+// The encoded publication is "<offset> <epoch> <time-ms> <len(sender)> <len(type)> " followed by
+// sender, type and data with no separators. The node builds everything after the epoch; the
+// script prepends offset and epoch, which only it knows.
+
+// trimLua drops the expired head of a stream (entries whose t is before cutoff) and returns the
+// offset of the oldest entry left, 0 when none is. Publication times come from the nodes'
+// clocks; the head is trimmed up to the first unexpired entry.
+const trimLua = `
+local function trim(stream, cutoff)
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+  if #first == 0 then return 0 end
+  if tonumber(first[1][2][2]) >= cutoff then
+    return tonumber(string.match(first[1][1], '^(%d+)'))
+  end
+  for _ = 1, 64 do
+    local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 32)
+    if #head == 0 then return 0 end
+    for i, e in ipairs(head) do
+      if tonumber(e[2][2]) >= cutoff then
+        if i > 1 then redis.call('XTRIM', stream, 'MINID', e[1]) end
+        return tonumber(string.match(e[1], '^(%d+)'))
+      end
+    end
+    local last = tonumber(string.match(head[#head][1], '^(%d+)'))
+    redis.call('XTRIM', stream, 'MINID', string.format('%d-0', last + 1))
+  end
+  local head = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
+  if #head == 0 then return 0 end
+  return tonumber(string.match(head[1][1], '^(%d+)'))
+end
+
+-- meta returns the topic's epoch, starting a new one (and dropping any stale stream) when the
+-- topic has none, and keeps the meta key for metaTTL more.
+local function meta(stream, m, newEpoch, metaTTL)
+  local epoch = redis.call('HGET', m, 'e')
+  if not epoch then
+    epoch = newEpoch
+    redis.call('DEL', stream)
+    redis.call('HSET', m, 'e', epoch, 'o', 0)
+  end
+  redis.call('PEXPIRE', m, metaTTL)
+  return epoch
+end
+`
+
+// publishScript assigns the next offset, appends to the stream and publishes on the channel in
+// one step, so the channel's order is offset order and history never lags delivery.
+//
+// KEYS: stream, meta. ARGV: channel, new epoch, size, TTL ms, meta TTL ms, cutoff ms, time ms,
+// body (the encoding after the epoch). Returns {offset, epoch}.
+var publishScript = goredis.NewScript(trimLua + `
+local stream, m = KEYS[1], KEYS[2]
+local epoch = meta(stream, m, ARGV[2], ARGV[5])
+local off = redis.call('HINCRBY', m, 'o', 1)
+local payload = string.format('%d ', off) .. epoch .. ' ' .. ARGV[8]
+redis.call('XADD', stream, 'MAXLEN', ARGV[3], string.format('%d-0', off), 't', ARGV[7], 'p', payload)
+redis.call('PEXPIRE', stream, ARGV[4])
+trim(stream, tonumber(ARGV[6]))
+redis.call('PUBLISH', ARGV[1], payload)
+return {off, epoch}
+`)
+
+// historyScript reads a topic's position and retained publications after since in one step.
+//
+// KEYS: stream, meta. ARGV: new epoch, first offset wanted (since+1), count (0 = all),
+// cutoff ms, meta TTL ms. Returns {epoch, top, oldest, payload...}.
+var historyScript = goredis.NewScript(trimLua + `
+local stream, m = KEYS[1], KEYS[2]
+local epoch = meta(stream, m, ARGV[1], ARGV[5])
+local top = tonumber(redis.call('HGET', m, 'o'))
+local oldest = trim(stream, tonumber(ARGV[4]))
+local res = {epoch, top, oldest}
+if oldest > 0 and tonumber(ARGV[2]) <= top then
+  local entries
+  if tonumber(ARGV[3]) > 0 then
+    entries = redis.call('XRANGE', stream, ARGV[2], '+', 'COUNT', ARGV[3])
+  else
+    entries = redis.call('XRANGE', stream, ARGV[2], '+')
+  end
+  for _, e in ipairs(entries) do
+    res[#res + 1] = e[2][4]
+  end
+end
+return res
+`)
