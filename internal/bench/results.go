@@ -1,6 +1,10 @@
 package bench
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
 
 // SchemaVersion is written into every results file so readers can refuse files they do not
 // understand.
@@ -35,6 +39,12 @@ type Config struct {
 	Nodes      int      `json:"nodes"`
 	Seed       int64    `json:"seed"`
 	Args       []string `json:"args"` // command line
+
+	// Added by the bench: settings that change the figures.
+	Grace        Duration `json:"grace"`        // see docs/bench.md, "Delivery ratio"
+	LongPollWait Duration `json:"longPollWait"` // wait= of long polls
+	PublishConns int      `json:"publishConns"` // shared HTTP publish pool, per node (upper bound)
+	ServerArgs   []string `json:"serverArgs,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -44,6 +54,8 @@ type Machine struct {
 	GoOS     string `json:"goos"`
 	GoArch   string `json:"goarch"`
 	MemTotal uint64 `json:"memTotalBytes"`
+	// GoMaxProcs is the generator's GOMAXPROCS: its CPU budget for the saturation rule.
+	GoMaxProcs int `json:"goMaxProcs,omitempty"`
 }
 
 // Run is one transport at one user level (one cell of the matrix).
@@ -73,12 +85,15 @@ type Run struct {
 // Connections counts connection attempts. For polling transports a "connection" is a virtual
 // user's keep-alive HTTP connection.
 type Connections struct {
-	Tried   int64     `json:"tried"`
-	Opened  int64     `json:"opened"`
-	Failed  int64     `json:"failed"`
-	Dropped int64     `json:"dropped"` // opened, then closed by the server or the network before the user left
-	Connect Latencies `json:"connectTime"`
-	Errors  []Count   `json:"errors,omitempty"` // the most frequent error texts
+	Tried   int64 `json:"tried"`
+	Opened  int64 `json:"opened"`
+	Failed  int64 `json:"failed"`
+	Dropped int64 `json:"dropped"` // opened, then closed by the server or the network before the user left
+	// Abandoned attempts were under way when the user left (stages ramping down): neither
+	// opened nor failed. Tried = Opened + Failed + Abandoned.
+	Abandoned int64     `json:"abandoned"`
+	Connect   Latencies `json:"connectTime"`
+	Errors    []Count   `json:"errors,omitempty"` // the most frequent error texts
 }
 
 // Publish describes the publishers' side.
@@ -156,3 +171,34 @@ type Series struct {
 
 // Duration marshals as a Go duration string ("30s") so results files stay readable.
 type Duration time.Duration
+
+// String returns the duration in Go syntax ("1m30s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a Go duration string ("30s") so results files stay readable.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+}
+
+// UnmarshalJSON reads a Go duration string ("30s"), or a number of nanoseconds as written by
+// tools that do not know the string form.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		s, err := strconv.Unquote(string(b))
+		if err != nil {
+			return fmt.Errorf("bench: duration %s: %w", b, err)
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("bench: duration %s: %w", b, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("bench: duration %s: want a string like \"30s\" or nanoseconds", b)
+	}
+	*d = Duration(n)
+	return nil
+}

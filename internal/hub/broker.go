@@ -30,7 +30,10 @@ type Broker interface {
 	Unsubscribe(ctx context.Context, topic string) error
 
 	// History returns retained publications with offset > since (at most limit; limit <= 0 means
-	// all retained) in offset order, and the topic's current position. If the topic's epoch is
+	// all retained) in offset order, and the topic's current position. since may be
+	// math.MaxUint64 ("only the position"), so implementations must not compute since+1
+	// unguarded. The hub calls History from inside HandlePublication when it sees a gap in
+	// offsets (rare: lost deliveries), so History must not wait on the delivery goroutine. If the topic's epoch is
 	// not the caller's, or since is older than the oldest retained offset, the publications that
 	// are retained are still returned; the hub decides what the client is told.
 	History(ctx context.Context, topic string, since uint64, limit int) (HistoryResult, error)

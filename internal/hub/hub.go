@@ -188,6 +188,9 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		return res, nil
 	}
 	switch {
+	case opts.Epoch != "" && hr.Top.Epoch == "":
+		res.Recovered = false
+		res.Reason = fmt.Sprintf("no retained history (epoch %s is gone)", opts.Epoch)
 	case opts.Epoch != "" && opts.Epoch != hr.Top.Epoch:
 		res.Recovered = false
 		res.Reason = fmt.Sprintf("epoch changed from %s to %s: history was lost", opts.Epoch, hr.Top.Epoch)
