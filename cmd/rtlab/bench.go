@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/report"
+)
+
+const benchUsage = `usage: rtlab bench [flags]
+
+Runs the load lab: for every transport and user level it starts a fresh rtlab server (or uses
+--target), ramps virtual users through the stages, and writes results.json, report.html and a
+terminal summary into --out. Each user behaves as a browser client would: shortpoll polls every
+--interval, longpoll loops on wait=25s, sse keeps one stream, ws and stomp one socket; every user
+publishes its position every --interval. Polling and SSE users publish over a shared pool of
+--publish-conns keep-alive connections: one socket per user, since 10,000 users with two each
+would not fit a 20,000 open-file limit. See docs/bench.md for what is measured and how.
+
+Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
+stopped.
+
+flags:
+`
+
+// runBench is `rtlab bench`: it returns 0 on success, 1 when the run failed or was interrupted,
+// 2 on bad input (nothing is written then).
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rtlab bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, or all")
+	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
+	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
+	scenario := fs.String("scenario", "location", "scenario: location (chat and notify are not implemented yet)")
+	groupSize := fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
+	groups := fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
+	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
+	grace := fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means interval + 1s")
+	longWait := fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
+	target := fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
+	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
+	out := fs.String("out", "", "output directory (default ./bench-results/<timestamp>)")
+	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
+	broker := fs.String("broker", "memory", "--broker of the spawned servers")
+	nodes := fs.Int("nodes", 1, "spawned servers; users are spread round-robin (needs a shared --broker)")
+	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	bad := func(err error) int {
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.Arg(0)))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	o := &bench.Options{
+		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
+		Interval: *interval, Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
+		ServerArgs: strings.Fields(*serverArgs), Broker: *broker, Nodes: *nodes, PubConns: *pubConns,
+		Args: append([]string{"rtlab", "bench"}, args...), Version: version, Status: stderr,
+	}
+	if *transport != "all" {
+		for _, t := range strings.Split(*transport, ",") {
+			o.Transports = append(o.Transports, strings.TrimSpace(t))
+		}
+	}
+	if set["users"] {
+		for _, s := range strings.Split(*users, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return bad(fmt.Errorf("--users: %q is not a number; want peak user counts like 1000,5000,10000", s))
+			}
+			o.Users = append(o.Users, n)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return bad(err)
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return bad(fmt.Errorf("--out: %s exists and is not a directory", dir))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "results.json")); err == nil {
+		return bad(fmt.Errorf("--out: %s already holds results.json; give a new directory", dir))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the bench at once (the servers die with it)
+	}()
+	if err := bench.Probe(ctx, o); err != nil {
+		var ue *bench.UsageError
+		if errors.As(err, &ue) {
+			return bad(err)
+		}
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "rtlab bench: --out: %v\n", err)
+		return 1
+	}
+	res, err := bench.Execute(ctx, o, dir)
+	if res == nil {
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		return 1
+	}
+	if werr := writeResults(dir, res); werr != nil {
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", werr)
+		return 1
+	}
+	report.Summary(stdout, res)
+	fmt.Fprintf(stdout, "\nresults: %s\nreport:  %s\n", filepath.Join(dir, "results.json"), filepath.Join(dir, "report.html"))
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		return 1
+	case res.Stopped:
+		fmt.Fprintln(stderr, "rtlab bench: interrupted; the results cover what ran")
+		return 1
+	}
+	return 0
+}
+
+// writeResults writes results.json and report.html into dir.
+func writeResults(dir string, res *bench.Results) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	if err := report.WriteHTML(f, res); err != nil {
+		f.Close()
+		return fmt.Errorf("writing report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchBadInput checks that bad input is one line naming the flag, exit status 2, and
+// nothing written into --out.
+func TestBenchBadInput(t *testing.T) {
+	// A port nothing listens on: bind one, then close it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+
+	tests := []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--transport", "ws,pigeon"}, "--transport"},
+		{[]string{"--stages", "20s:300,30s"}, "--stages"},
+		{[]string{"--stages", "abc:10"}, "--stages"},
+		{[]string{"--users", "1000,lots"}, "--users"},
+		{[]string{"--scenario", "chat"}, "--scenario"},
+		{[]string{"--target", dead}, "--target"},
+		{[]string{"--target", "ftp://x"}, "--target"},
+		{[]string{"--nodes", "2"}, "--nodes"},
+	}
+	for _, tt := range tests {
+		out := filepath.Join(t.TempDir(), "out")
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"bench", "--out", out}, tt.args...), &stdout, &stderr)
+		msg := stderr.String()
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", tt.args, code, msg)
+		}
+		if !strings.HasPrefix(msg, "rtlab bench: "+tt.flag+":") || strings.Count(msg, "\n") != 1 {
+			t.Errorf("%v: stderr %q, want one line naming %s", tt.args, msg, tt.flag)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: --out was created", tt.args)
+		}
+	}
+}
+
+func TestBenchHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"bench", "-h"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, f := range []string{"-transport", "-users", "-stages", "-scenario", "-group-size", "-groups", "-interval",
+		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes"} {
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("help does not document %s", f)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// driver is one transport's client behaviour.
+type driver interface {
+	// run is one activity of v: connect, subscribe, receive, reconnect after a drop, until the
+	// activity ends. It returns when a.ctx is done (and any drain is over).
+	run(a *activity)
+	// publish sends one publication of job.v. Workers call it; w is the worker's state.
+	publish(w *pubWorker, job pubJob)
+	// httpPublish reports whether publications go through the shared HTTP pool.
+	httpPublish() bool
+}
+
+// drainTimeout is how long a leaving user waits for the answers to publications it has
+// already written before it closes its connection.
+const drainTimeout = 2 * time.Second
+
+// spreadAbove is the number of sockets above which connections to a loopback server are spread
+// over source addresses 127.0.0.1-127.0.0.250, so no (source, destination) pair runs out of
+// ephemeral ports.
+const spreadAbove = 20000
+
+// cell is one run of the matrix: one transport at one peak.
+type cell struct {
+	opts      *Options
+	transport string
+	level     int // the --users value of this cell (PEAK)
+	plan      *Plan
+	clk       clock
+	nodes     []string // host:port of each server
+	col       *collector
+	vus       []*vu
+	drv       driver
+	spread    bool
+	groups    int
+	connected atomic.Int64 // users with a confirmed subscription right now
+
+	lateStarts   atomic.Int64 // publications that waited more than lateStart for a worker
+	maxStartWait atomic.Int64 // longest such wait, ns
+
+	ctx     context.Context // the cell's life; cancelled at its end
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // activity goroutines
+	pubq    []chan pubJob  // per node: scheduler → publish workers; never closed
+	pubStop chan struct{}  // closed when the workers should finish
+	pubwg   sync.WaitGroup // publish workers
+}
+
+func newCell(ctx context.Context, o *Options, transport string, plan *Plan, nodes []string) *cell {
+	c := &cell{opts: o, transport: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.col = newCollector(2 * runtime.GOMAXPROCS(0))
+	c.spread = plan.Peak+o.PubConns > spreadAbove
+	switch transport {
+	case "shortpoll":
+		c.drv = &pollDriver{c: c}
+	case "longpoll":
+		c.drv = &pollDriver{c: c, long: true}
+	case "sse":
+		c.drv = &sseDriver{c: c}
+	case "ws":
+		c.drv = &wsDriver{c: c}
+	case "stomp":
+		c.drv = &stompDriver{c: c}
+	}
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
+	c.vus = make([]*vu, plan.Peak)
+	for i := range c.vus {
+		g := i % c.groups
+		v := &vu{
+			id: i, group: g, node: i % len(nodes), c: c,
+			sh:    c.col.shards[i%len(c.col.shards)],
+			topic: "location/" + strconv.Itoa(g),
+			phase: time.Duration(rng.Int64N(int64(o.Interval/phaseSlot))) * phaseSlot,
+		}
+		// One record per publication the user can make: one per interval it is active, plus one
+		// for each activity's partial interval.
+		n := 0
+		for _, iv := range plan.Activity[i] {
+			n += int((iv.Stop-iv.Start)/o.Interval) + 2
+		}
+		v.pubs = make([]pubRecord, n)
+		c.vus[i] = v
+	}
+	return c
+}
+
+// pubRecord returns the record of publication seq of user id, or nil for data that is not a
+// publication of this run.
+func (c *cell) pubRecord(id, seq int64) *pubRecord {
+	if id < 0 || id >= int64(len(c.vus)) {
+		return nil
+	}
+	p := c.vus[id].pubs
+	if seq < 0 || seq >= int64(len(p)) {
+		return nil
+	}
+	return &p[seq]
+}
+
+// start begins an activity of v that the plan ends at leave.
+func (c *cell) start(v *vu, leave time.Duration) {
+	a := &activity{v: v, leave: c.clk.at(leave)}
+	a.cutoff = a.leave - int64(c.opts.Grace)
+	a.ctx, a.cancel = context.WithCancel(c.ctx)
+	prev := v.done
+	done := make(chan struct{})
+	v.done = done
+	v.act.Store(a)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev // a user restarted quickly waits for its previous life to end
+		}
+		v.last, v.mask, v.epoch = 0, 0, ""
+		c.drv.run(a)
+		if e := a.estab.Load(); e != 0 {
+			v.windows = append(v.windows, window{from: e, to: a.cutoff})
+		}
+	}()
+}
+
+// stop ends v's current activity.
+func (c *cell) stop(v *vu) {
+	if a := v.act.Swap(nil); a != nil {
+		a.stop(drainTimeout)
+	}
+}
+
+// drive follows the plan's events until the end or ctx is done.
+func (c *cell) drive(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for _, e := range c.plan.Events {
+		if d := time.Until(c.clk.t0.Add(e.At)); d > 0 {
+			t.Reset(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		v := c.vus[e.User]
+		if !e.Start {
+			c.stop(v)
+			continue
+		}
+		leave := c.plan.Total
+		for _, iv := range c.plan.Activity[e.User] {
+			if iv.Start == e.At {
+				leave = iv.Stop
+				break
+			}
+		}
+		c.start(v, leave)
+	}
+}
+
+// stopAll ends every activity (interrupt or end of run).
+func (c *cell) stopAll() {
+	for _, v := range c.vus {
+		c.stop(v)
+	}
+}
+
+// dial opens a TCP connection for v to its server, counting the attempt.
+func (c *cell) dial(ctx context.Context, v *vu) (net.Conn, error) {
+	return c.dialer(v.id).DialContext(ctx, "tcp", c.nodes[v.node])
+}
+
+// dialer returns the dialer for connection k: above spreadAbove sockets, connections use
+// source address 127.0.0.(1 + k mod 250).
+func (c *cell) dialer(k int) *net.Dialer {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if c.spread {
+		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+k%250))}
+	}
+	return d
+}
+
+// Connection accounting, shared by the transports.
+
+func (c *cell) connTried(v *vu) { v.sh.update(func(k *counters) { k.connTried++ }) }
+
+// connFailed counts a connection attempt that did not get to usable: a failure, or, when the
+// user was leaving anyway, an abandoned attempt.
+func (c *cell) connFailed(a *activity, err error) {
+	if a.stopping.Load() || a.ctx.Err() != nil {
+		c.connAbandoned(a.v)
+		return
+	}
+	a.v.sh.fail(fmt.Errorf("connect: %w", err), func(k *counters) { k.connFailed++ })
+}
+
+// connAbandoned counts an attempt given up because the user left while it was under way.
+func (c *cell) connAbandoned(v *vu) { v.sh.update(func(k *counters) { k.connAbandoned++ }) }
+
+func (c *cell) connOpened(v *vu, took time.Duration) {
+	v.sh.mu.Lock()
+	v.sh.c.connOpened++
+	recordDur(v.sh.hist[histConnect], took)
+	v.sh.mu.Unlock()
+}
+
+// connDropped counts an open connection lost while the user was staying.
+func (c *cell) connDropped(a *activity, err error) {
+	if a.stopping.Load() || a.ctx.Err() != nil {
+		return
+	}
+	a.v.sh.fail(fmt.Errorf("dropped: %w", err), func(k *counters) { k.connDropped++ })
+}
+
+// backoff returns the wait before reconnect attempt n (0-based): 250 ms doubling to 5 s, with
+// jitter so users dropped together do not return together.
+func backoff(n int) time.Duration {
+	d := 250 * time.Millisecond << min(n, 5)
+	d = min(d, 5*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// delivery computes the expected-delivery accounting once every activity has ended. A
+// publication is expected at a receiver when the server accepted it, its intended send time
+// lies in one of the receiver's windows (subscription confirmed at or before it; planned leave
+// at least the grace period after it), and it was sent before cut (the interrupt time minus
+// the grace period; math.MaxInt64 for a complete run).
+func (c *cell) delivery(cut int64) (expected, received int64) {
+	byGroup := make([][]int64, c.groups)
+	for _, v := range c.vus {
+		for i := range v.seq {
+			p := &v.pubs[i]
+			if p.state.Load() == pubOK && p.ts < cut {
+				byGroup[v.group] = append(byGroup[v.group], p.ts)
+				received += int64(p.recv.Load())
+			}
+		}
+	}
+	for _, ts := range byGroup {
+		slices.Sort(ts)
+	}
+	for _, v := range c.vus {
+		ts := byGroup[v.group]
+		for _, w := range v.windows {
+			to := min(w.to, cut)
+			if to <= w.from {
+				continue
+			}
+			lo := sort.Search(len(ts), func(i int) bool { return ts[i] >= w.from })
+			hi := sort.Search(len(ts), func(i int) bool { return ts[i] >= to })
+			expected += int64(hi - lo)
+		}
+	}
+	return expected, received
+}
+
+// settle marks publications still waiting for an answer as failed: the run ended first.
+func (c *cell) settle() {
+	for _, v := range c.vus {
+		for i := range v.seq {
+			if v.pubs[i].state.CompareAndSwap(pubSent, pubFailed) {
+				v.sh.fail(errNoAnswer, func(k *counters) { k.pubFailed++ })
+			}
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildRTLab builds the rtlab binary into a temporary directory, or returns $RTLAB_BIN when
+// set (a binary built beforehand, e.g. with -race or by CI).
+func buildRTLab(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("RTLAB_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "rtlab")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/rtlab: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBenchAgainstRealServer runs a short bench on all five transports against the real
+// server and checks that results.json is consistent: with no fault every expected delivery
+// arrives, latencies are measured, and every series has one point per second.
+func TestBenchAgainstRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs for about 30 s")
+	}
+	bin := buildRTLab(t)
+	var status bytes.Buffer
+	o := &Options{
+		Users:        []int{50},
+		Stages:       "2s:PEAK,2s:PEAK,1s:0",
+		Interval:     500 * time.Millisecond,
+		Seed:         7,
+		ServerBinary: bin,
+		Status:       &status,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := Probe(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Execute(ctx, o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the report reads is the JSON, so check the round trip.
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Results
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(Transports()) {
+		t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
+	}
+	for _, r := range got.Runs {
+		t.Run(r.Transport, func(t *testing.T) {
+			d := r.Delivery
+			if d.Expected == 0 || d.Ratio != 1 || d.Received != d.Expected || d.Duplicates != 0 || d.OutOfOrder != 0 || d.Gaps != 0 {
+				t.Errorf("delivery %+v; want every expected message once", d)
+			}
+			if d.Latency.Count == 0 || d.Latency.P50 <= 0 || d.Latency.Max < d.Latency.P99 {
+				t.Errorf("delivery latency %+v", d.Latency)
+			}
+			if c := r.Connections; c.Opened != 50 || c.Failed != 0 || c.Dropped != 0 || c.Connect.Count != 50 {
+				t.Errorf("connections %+v", c)
+			}
+			if p := r.Publish; p.Sent == 0 || p.Failed != 0 || p.Latency.P50 <= 0 {
+				t.Errorf("publish %+v", p)
+			}
+			if time.Duration(r.Duration) != 5*time.Second {
+				t.Errorf("duration %s, want 5s", time.Duration(r.Duration))
+			}
+			s := r.Series
+			for name, n := range map[string]int{
+				"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
+				"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
+				"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
+				"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
+			} {
+				if n != 5 {
+					t.Errorf("series %s has %d points, want 5", name, n)
+				}
+			}
+			var sent, received int64
+			for i := range s.Sent {
+				sent += s.Sent[i]
+				received += s.Received[i]
+			}
+			if sent != r.Publish.Sent || received != d.Latency.Count {
+				t.Errorf("series sums: sent %d received %d; totals %d and %d", sent, received, r.Publish.Sent, d.Latency.Count)
+			}
+			if !r.Server.Available || r.Server.RSSMaxBytes == 0 || r.Server.GoroutinesMax == 0 || r.Generator.RSSMaxBytes == 0 {
+				t.Errorf("usage: server %+v generator %+v", r.Server, r.Generator)
+			}
+		})
+	}
+	if !strings.Contains(status.String(), "stage 2/3") {
+		t.Errorf("no progress lines: %q", status.String())
+	}
+}
+
+// TestBenchInterrupted cancels a run midway, as Ctrl-C does: what was measured comes back
+// marked stopped, series cover the seconds that ran, and the ratio leaves out the last
+// grace period instead of counting it as lost.
+func TestBenchInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server")
+	}
+	bin := buildRTLab(t)
+	o := &Options{
+		Users: []int{40}, Transports: []string{"ws", "sse"}, Stages: "2s:PEAK,10s:PEAK,1s:0",
+		Interval: 300 * time.Millisecond, ServerBinary: bin,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	time.AfterFunc(4500*time.Millisecond+time.Second, interrupt) // ~1 s to start the server
+	res, err := Execute(runCtx, o, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Stopped || len(res.Runs) != 1 {
+		t.Fatalf("stopped %v, %d runs; want the first run only, stopped", res.Stopped, len(res.Runs))
+	}
+	r := res.Runs[0]
+	d := time.Duration(r.Duration)
+	if !r.Stopped || d < 3*time.Second || d > 6*time.Second {
+		t.Errorf("run stopped %v after %s", r.Stopped, d)
+	}
+	if n := len(r.Series.Users); n != int(math.Ceil(d.Seconds())) || len(r.Series.GeneratorRSS) != n {
+		t.Errorf("%d points for %s", n, d)
+	}
+	if r.Delivery.Expected == 0 || r.Delivery.Ratio != 1 {
+		t.Errorf("delivery %+v", r.Delivery)
+	}
+}

@@ -1,0 +1,266 @@
+package bench
+
+import "strconv"
+
+// The generator reads tens of thousands of messages a second on a machine it shares with the
+// server, so it does not unmarshal them: a small allocation-free scanner walks the JSON and
+// picks out the few fields the accounting needs (topic, offset, epoch, and the publisher's vu,
+// seq and ts inside data). Byte slices in the results point into the input and are valid
+// only until the input buffer is reused.
+
+// wireMsg is what the generator needs from any server message: a publication, a WebSocket
+// protocol message, or a poll answer.
+type wireMsg struct {
+	op        []byte // WebSocket op
+	topic     []byte
+	epoch     []byte
+	offset    uint64
+	hasOffset bool
+	id        int64 // WebSocket request id (we send integers)
+	hasID     bool
+	recovered bool // poll answer or subscribed: false when history was lost
+	hasRecov  bool
+	code      []byte // error / disconnect code
+	reason    []byte
+	pubs      []byte // poll answer: the publications array, raw
+	data      dataFields
+}
+
+// dataFields are the fields every bench publication carries in its data.
+type dataFields struct {
+	vu, seq, ts int64
+	ok          bool // all three were present
+}
+
+// parseMsg scans one JSON object.
+func parseMsg(b []byte, m *wireMsg) error {
+	*m = wireMsg{}
+	_, err := walkObject(b, 0, func(key, val []byte) error {
+		switch string(key) {
+		case "op":
+			m.op = unquote(val)
+		case "topic":
+			m.topic = unquote(val)
+		case "epoch":
+			m.epoch = unquote(val)
+		case "offset":
+			n, err := strconv.ParseUint(string(val), 10, 64)
+			if err != nil {
+				return errJSON
+			}
+			m.offset, m.hasOffset = n, true
+		case "id":
+			if n, err := strconv.ParseInt(string(val), 10, 64); err == nil {
+				m.id, m.hasID = n, true
+			}
+		case "recovered":
+			m.recovered, m.hasRecov = string(val) == "true", true
+		case "code":
+			m.code = unquote(val)
+		case "reason":
+			m.reason = unquote(val)
+		case "publications":
+			m.pubs = val
+		case "data":
+			m.data = parseData(val)
+		}
+		return nil
+	})
+	return err
+}
+
+// parseData picks vu, seq and ts from a publication's data object. Data that is not ours
+// (another client publishing on the topic) comes back with ok false.
+func parseData(b []byte) dataFields {
+	var d dataFields
+	var seen uint8
+	if len(b) == 0 || b[0] != '{' {
+		return d
+	}
+	_, err := walkObject(b, 0, func(key, val []byte) error {
+		var dst *int64
+		var bit uint8
+		switch string(key) {
+		case "vu":
+			dst, bit = &d.vu, 1
+		case "seq":
+			dst, bit = &d.seq, 2
+		case "ts":
+			dst, bit = &d.ts, 4
+		default:
+			return nil
+		}
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		if err != nil {
+			return nil
+		}
+		*dst = n
+		seen |= bit
+		return nil
+	})
+	d.ok = err == nil && seen == 7
+	return d
+}
+
+// eachElement calls fn with every element of a JSON array.
+func eachElement(b []byte, fn func(elem []byte) error) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return errJSON
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return nil
+	}
+	for {
+		end, err := skipValue(b, i)
+		if err != nil {
+			return err
+		}
+		if err := fn(b[i:end]); err != nil {
+			return err
+		}
+		i = skipWS(b, end)
+		if i >= len(b) {
+			return errJSON
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return nil
+		default:
+			return errJSON
+		}
+	}
+}
+
+// walkObject calls fn for every member of the object starting at b[i] with the raw key (no
+// quotes, escapes left as they are) and the raw value. It returns the index after the object.
+func walkObject(b []byte, i int, fn func(key, val []byte) error) (int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '{' {
+		return i, errJSON
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, errJSON
+		}
+		kend, err := skipString(b, i)
+		if err != nil {
+			return i, err
+		}
+		key := b[i+1 : kend-1]
+		i = skipWS(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return i, errJSON
+		}
+		i = skipWS(b, i+1)
+		vend, err := skipValue(b, i)
+		if err != nil {
+			return i, err
+		}
+		if err := fn(key, b[i:vend]); err != nil {
+			return i, err
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return i, errJSON
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, errJSON
+		}
+	}
+}
+
+// skipValue returns the index just after the JSON value starting at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return i, errJSON
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				end, err := skipString(b, i)
+				if err != nil {
+					return i, err
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return i, errJSON
+	default: // number, true, false, null
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				if j == i {
+					return j, errJSON
+				}
+				return j, nil
+			}
+			j++
+		}
+		if j == i {
+			return j, errJSON
+		}
+		return j, nil
+	}
+}
+
+// skipString returns the index just after the string starting at b[i] (a quote).
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return len(b), errJSON
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// unquote strips the quotes of a raw JSON string value; escapes are left as they are (the
+// values compared here, topics and epochs, never contain any). Non-strings give nil.
+func unquote(v []byte) []byte {
+	if len(v) >= 2 && v[0] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return nil
+}

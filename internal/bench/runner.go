@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Saturation rule: the generator is saturated when its CPU, averaged over saturationWindow
+// consecutive seconds, reaches saturationShare of its budget of GOMAXPROCS cores.
+const (
+	saturationShare  = 0.90
+	saturationWindow = 3
+)
+
+// Probe checks, before anything is written, that the run can start: the --target answers
+// GET /readyz with 200, or a server started with --broker and --server-args becomes ready.
+// Problems come back as *UsageError naming the flag.
+func Probe(ctx context.Context, o *Options) error {
+	if o.Target != "" {
+		host := strings.TrimPrefix(o.Target, "http://")
+		if err := probeReady(ctx, host); err != nil {
+			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
+		}
+		return nil
+	}
+	bin, err := o.serverBinary()
+	if err != nil {
+		return err
+	}
+	s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, nil)
+	if err != nil {
+		flag := "--server-args"
+		if o.Broker != "memory" {
+			flag = "--broker/--server-args"
+		}
+		return usageErr(flag, "the server did not start with them: %v", err)
+	}
+	s.stop()
+	return nil
+}
+
+// Execute runs the matrix (every transport at every user level) and returns what was measured.
+// When ctx is cancelled (Ctrl-C) the current cell ends early, Results.Stopped is set, and the
+// results cover what ran. logDir, when not empty, receives one log file per spawned server.
+// An error is returned only when nothing could be measured.
+func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
+	host, _ := os.Hostname()
+	res := &Results{
+		Schema:  SchemaVersion,
+		Version: o.Version,
+		Started: time.Now(),
+		Config: Config{
+			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
+			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
+			Target: o.Target, Broker: o.Broker, Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
+			Grace: Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
+			ServerArgs: o.ServerArgs,
+		},
+		Machine: Machine{
+			Hostname: host, CPUs: runtime.NumCPU(), GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
+			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0),
+		},
+		Generator: "rtlab bench (Go, one process)",
+	}
+	status := o.Status
+	if status == nil {
+		status = io.Discard
+	}
+	for _, t := range o.Transports {
+		for _, u := range o.Users {
+			if ctx.Err() != nil {
+				break
+			}
+			run, err := runCell(ctx, o, t, u, logDir)
+			if err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", t, u, err))
+				fmt.Fprintf(status, "bench: %s at %d users: %v\n", t, u, err)
+				continue
+			}
+			res.Runs = append(res.Runs, *run)
+			if run.Stopped {
+				res.Stopped = true
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		res.Stopped = true
+	}
+	res.Finished = time.Now()
+	if len(res.Runs) == 0 && len(res.Warnings) > 0 && !res.Stopped {
+		return res, fmt.Errorf("no run completed: %s", res.Warnings[0])
+	}
+	return res, nil
+}
+
+// runCell runs one transport at one peak against fresh servers (or the target).
+func runCell(ctx context.Context, o *Options, transport string, peak int, logDir string) (*Run, error) {
+	plan := NewPlan(Resolve(o.stageSpecs, peak))
+	if plan.Peak == 0 {
+		return nil, fmt.Errorf("the stages never start a user")
+	}
+	var servers []*server
+	var nodes []string
+	if o.Target != "" {
+		nodes = []string{strings.TrimPrefix(o.Target, "http://")}
+	} else {
+		bin, err := o.serverBinary()
+		if err != nil {
+			return nil, err
+		}
+		for i := range o.Nodes {
+			var logw io.Writer
+			if logDir != "" {
+				name := fmt.Sprintf("server-%s-%d-node%d.log", transport, peak, i)
+				f, err := os.Create(filepath.Join(logDir, name))
+				if err != nil {
+					return nil, fmt.Errorf("creating server log: %w", err)
+				}
+				defer f.Close()
+				logw = f
+			}
+			s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, logw)
+			if err != nil {
+				for _, s := range servers {
+					s.stop()
+				}
+				return nil, fmt.Errorf("starting server: %w", err)
+			}
+			servers = append(servers, s)
+			nodes = append(nodes, s.addr)
+		}
+		defer func() {
+			for _, s := range servers {
+				s.stop()
+			}
+		}()
+	}
+
+	// A clean baseline: garbage of the previous cell goes back to the OS first.
+	runtime.GC()
+	debug.FreeOSMemory()
+	c := newCell(ctx, o, transport, plan, nodes)
+	c.level = peak
+	defer c.cancel()
+	smp := newSampler(c, servers)
+	smp.baseline()
+
+	c.startWorkers()
+	c.clk = newClock()
+	schedCtx, stopSched := context.WithCancel(c.ctx)
+	var schedDone sync.WaitGroup
+	schedDone.Add(1)
+	go func() {
+		defer schedDone.Done()
+		c.schedule(schedCtx)
+	}()
+	driveDone := make(chan struct{})
+	go func() {
+		defer close(driveDone)
+		c.drive(c.ctx)
+	}()
+
+	run := &Run{Transport: transport, Peak: peak, Started: time.Now()}
+	if plan.Peak != peak {
+		run.Notes = append(run.Notes, fmt.Sprintf("the stages reach %d users, more than the peak of %d: a fixed stage target is above PEAK; memory per user divides by %d", plan.Peak, peak, plan.Peak))
+	}
+	seconds := int(math.Ceil(plan.Total.Seconds()))
+	t := time.NewTimer(time.Hour)
+	elapsed := plan.Total
+	stopped := false
+	for i := 1; i <= seconds; i++ {
+		at := min(time.Duration(i)*time.Second, plan.Total)
+		t.Reset(time.Until(c.clk.t0.Add(at)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			stopped = true
+			elapsed = time.Since(c.clk.t0)
+		}
+		if stopped {
+			if elapsed > time.Duration(i-1)*time.Second { // a partial second was measured
+				smp.sample(run, i, plan)
+			}
+			break
+		}
+		smp.sample(run, i, plan)
+	}
+	t.Stop()
+	stopAt := c.clk.now()
+
+	// Wind down: no more publications, every user leaves, answers already on their way are
+	// collected, then the workers finish what is queued.
+	stopSched()
+	schedDone.Wait()
+	if stopped {
+		c.cancel()
+	}
+	<-driveDone
+	c.stopAll()
+	if !waitTimeout(&c.wg, drainTimeout+15*time.Second) {
+		run.Notes = append(run.Notes, "some users took more than 17 s to leave (a connection stuck in the kernel?)")
+		c.wg.Wait()
+	}
+	c.stopWorkers()
+	smp.final(run)
+	c.settle()
+
+	cut := int64(math.MaxInt64)
+	if stopped {
+		cut = stopAt - int64(o.Grace)
+		run.Stopped = true
+		run.Notes = append(run.Notes, fmt.Sprintf("interrupted after %s: publications sent in the last %s (the grace period) are left out of the delivery ratio", elapsed.Round(time.Millisecond), o.Grace))
+	}
+	run.Duration = Duration(elapsed)
+	c.results(run, smp, cut)
+	return run, nil
+}
+
+// results fills run from the collector and sampler once the cell has ended.
+func (c *cell) results(run *Run, smp *sampler, cut int64) {
+	col := c.col
+	k := col.c
+	run.Connections = Connections{
+		Tried: k.connTried, Opened: k.connOpened, Failed: k.connFailed, Dropped: k.connDropped, Abandoned: k.connAbandoned,
+		Connect: latencies(col.total[histConnect]), Errors: col.topErrors(10),
+	}
+	run.Publish = Publish{
+		Sent: k.pubSent, Failed: k.pubFailed, Latency: latencies(col.total[histPublish]),
+		Requests: k.requests,
+	}
+	exp, rcv := c.delivery(cut)
+	d := Delivery{
+		Expected: exp, Received: rcv, Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
+		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]),
+	}
+	if exp > 0 {
+		d.Ratio = float64(rcv) / float64(exp)
+	}
+	run.Delivery = d
+	secs := time.Duration(run.Duration).Seconds()
+	if secs > 0 {
+		run.Traffic = Traffic{
+			MessagesPerSec: float64(k.received) / secs,
+			BytesPerSec:    float64(k.bytesIn) / secs,
+			RequestsPerSec: float64(k.requests) / secs,
+		}
+	}
+	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, smp.serverBase, smp.serverAvailable)
+	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, smp.genBase, true)
+	budget := 100 * float64(runtime.GOMAXPROCS(0))
+	run.GeneratorSaturated = saturated(run.Series.GeneratorCPU, saturationShare*budget, saturationWindow)
+	if run.GeneratorSaturated {
+		run.Notes = append(run.Notes, fmt.Sprintf("generator saturated: its CPU reached %.0f%% of its %d-core budget for %d s or more; latency figures may be the generator's", saturationShare*100, runtime.GOMAXPROCS(0), saturationWindow))
+	}
+	if smp.machineBusy >= saturationWindow {
+		run.Notes = append(run.Notes, fmt.Sprintf("machine CPU saturated for %d s (server and generator share %d cores): latency includes CPU contention", smp.machineBusy, runtime.NumCPU()))
+	}
+	if k.foreign > 0 {
+		run.Notes = append(run.Notes, fmt.Sprintf("%d messages without the bench's vu/seq/ts (another client publishing?) were ignored", k.foreign))
+	}
+	if n := c.lateStarts.Load(); n > 0 {
+		why := "the generator was short of CPU"
+		if c.drv.httpPublish() {
+			why = "the shared pool was busy: the server answered slowly, the generator was short of CPU, or --publish-conns is too small"
+		}
+		run.Notes = append(run.Notes, fmt.Sprintf("%d publications (%.1f%%) waited more than %s to be sent (longest %s): %s; latency counts that wait",
+			n, 100*float64(n)/float64(max(k.pubSent, 1)), lateStart, time.Duration(c.maxStartWait.Load()).Round(time.Millisecond), why))
+	}
+	if c.drv.httpPublish() {
+		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node", min(c.opts.PubConns, max(2, c.plan.Peak/8))))
+	}
+}
+
+// saturated reports whether any window of n consecutive values averages at least limit.
+func saturated(cpu []float64, limit float64, n int) bool {
+	sum := 0.0
+	for i, v := range cpu {
+		sum += v
+		if i >= n {
+			sum -= cpu[i-n]
+		}
+		if i >= n-1 && sum/float64(n) >= limit {
+			return true
+		}
+	}
+	return false
+}
+
+// waitTimeout waits for wg, at most d.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}

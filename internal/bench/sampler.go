@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of CPU times in /proc/<pid>/stat. It is 100 on every Linux
+// architecture Go supports (the kernel fixes it for the user ABI).
+const clockTicks = 100
+
+// readProc returns the cumulative CPU time and the resident set size of a process from
+// /proc/<pid>/stat and /proc/<pid>/status; pid "self" is the generator.
+func readProc(pid string) (cpu time.Duration, rss uint64, err error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses; fields after the last ')'
+	// start with field 3, so utime (14) and stime (15) are at 11 and 12.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: no command name", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	st, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: bad utime/stime", pid)
+	}
+	cpu = time.Duration(ut+st) * time.Second / clockTicks
+	st2, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return cpu, 0, err
+	}
+	rss = statusKB(st2, "VmRSS:")
+	return cpu, rss, nil
+}
+
+// statusKB returns a "Key:   123 kB" value of a /proc status-like file in bytes.
+func statusKB(b []byte, key string) uint64 {
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+len(key):])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(f[0]), 10, 64)
+	return n * 1024
+}
+
+// machineCPU returns busy and total jiffies of all CPUs from /proc/stat.
+func machineCPU() (busy, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 5 || string(f[0]) != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(string(v), 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
+
+// cpuMeter turns cumulative CPU time into percent of one core between two samples.
+type cpuMeter struct {
+	last time.Duration
+	at   time.Time
+}
+
+func (m *cpuMeter) percent(cpu time.Duration, now time.Time) float64 {
+	if m.at.IsZero() {
+		m.last, m.at = cpu, now
+		return 0
+	}
+	dt := now.Sub(m.at)
+	p := 0.0
+	if dt > 0 {
+		p = 100 * float64(cpu-m.last) / float64(dt)
+	}
+	m.last, m.at = cpu, now
+	return max(p, 0)
+}
+
+// serverMetrics are the figures read from a server's /metrics.
+type serverMetrics struct {
+	goroutines int64
+	cpuSeconds float64 // process_cpu_seconds_total
+	rss        uint64  // process_resident_memory_bytes
+	hasProcess bool    // the process collector is there
+}
+
+// scrapeMetrics reads GET /metrics from addr once.
+func scrapeMetrics(ctx context.Context, addr string) (serverMetrics, error) {
+	var sm serverMetrics
+	ctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return sm, err
+	}
+	hc := newHTTPConn(conn, addr, false)
+	defer hc.close()
+	dl, _ := ctx.Deadline()
+	req := appendRequest(nil, "GET", addr, []byte("/metrics"), "Connection: close\r\n", nil)
+	err = hc.roundTrip(req, dl, func(status int, body []byte) error {
+		if status != 200 {
+			return &StatusError{Code: status}
+		}
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(make([]byte, 0, 4096), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			name, val, ok := bytes.Cut(line, []byte(" "))
+			if !ok || len(line) == 0 || line[0] == '#' {
+				continue
+			}
+			v, err := strconv.ParseFloat(string(bytes.TrimSpace(val)), 64)
+			if err != nil {
+				continue
+			}
+			switch string(name) {
+			case "go_goroutines":
+				sm.goroutines = int64(v)
+			case "process_cpu_seconds_total":
+				sm.cpuSeconds, sm.hasProcess = v, true
+			case "process_resident_memory_bytes":
+				sm.rss = uint64(v)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errConnClose) {
+		return sm, err
+	}
+	return sm, nil
+}
+
+// memTotal returns the machine's memory from /proc/meminfo.
+func memTotal() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return statusKB(b, "MemTotal:")
+}
+
+// machineBusyShare is the machine CPU share above which a second counts as saturated.
+const machineBusyShare = 0.95
+
+// sampler takes the per-second samples of a run cell: the recorder's counts, server and
+// generator CPU and memory, and the server's goroutines.
+type sampler struct {
+	c         *cell
+	servers   []*server
+	srvMeters []cpuMeter
+	genMeter  cpuMeter
+
+	// --target: CPU from process_cpu_seconds_total.
+	targetCPU   float64
+	targetAt    time.Time
+	machBusy    uint64
+	machTotal   uint64
+	machineBusy int // seconds the whole machine was saturated
+
+	serverBase      uint64 // server RSS before users
+	genBase         uint64 // generator RSS before users
+	serverAvailable bool
+}
+
+func newSampler(c *cell, servers []*server) *sampler {
+	return &sampler{c: c, servers: servers, srvMeters: make([]cpuMeter, len(servers)), serverAvailable: true}
+}
+
+// baseline records RSS before any user starts and primes the CPU meters.
+func (s *sampler) baseline() {
+	now := time.Now()
+	if cpu, rss, err := readProc("self"); err == nil {
+		s.genBase = rss
+		s.genMeter.percent(cpu, now)
+	}
+	cpu, rss, _ := s.server(now)
+	_ = cpu
+	s.serverBase = rss
+	s.machBusy, s.machTotal = machineCPU()
+}
+
+// server samples the servers: CPU percent (sum over nodes), RSS (sum) and goroutines (sum).
+func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor int64) {
+	c := s.c
+	if len(s.servers) == 0 { // --target: only what /metrics says
+		sm, err := scrapeMetrics(context.Background(), c.nodes[0])
+		if err != nil || !sm.hasProcess {
+			s.serverAvailable = false
+			return 0, 0, sm.goroutines
+		}
+		if !s.targetAt.IsZero() {
+			if dt := now.Sub(s.targetAt).Seconds(); dt > 0 {
+				cpu = max(0, 100*(sm.cpuSeconds-s.targetCPU)/dt)
+			}
+		}
+		s.targetCPU, s.targetAt = sm.cpuSeconds, now
+		return cpu, sm.rss, sm.goroutines
+	}
+	for i, srv := range s.servers {
+		if t, r, err := readProc(srv.pid); err == nil {
+			cpu += s.srvMeters[i].percent(t, now)
+			rss += r
+		}
+		if sm, err := scrapeMetrics(context.Background(), srv.addr); err == nil {
+			gor += sm.goroutines
+		}
+	}
+	return cpu, rss, gor
+}
+
+// sample closes second i of the run.
+func (s *sampler) sample(run *Run, i int, plan *Plan) {
+	c := s.c
+	sec := c.col.collect()
+	now := time.Now()
+	ser := &run.Series
+	ser.Users = append(ser.Users, int(c.connected.Load()))
+	ser.Sent = append(ser.Sent, sec.pubSent)
+	ser.Received = append(ser.Received, sec.received)
+	ser.Errors = append(ser.Errors, sec.errors)
+	ser.BytesIn = append(ser.BytesIn, sec.bytesIn)
+	ser.Requests = append(ser.Requests, sec.requests)
+	p50, p99 := 0.0, 0.0
+	if c.col.second.TotalCount() > 0 {
+		p50 = float64(c.col.second.ValueAtQuantile(50)) / 1000
+		p99 = float64(c.col.second.ValueAtQuantile(99)) / 1000
+	}
+	ser.LatencyP50 = append(ser.LatencyP50, p50)
+	ser.LatencyP99 = append(ser.LatencyP99, p99)
+	cpu, rss, gor := s.server(now)
+	ser.ServerCPU = append(ser.ServerCPU, cpu)
+	ser.ServerRSS = append(ser.ServerRSS, rss)
+	ser.ServerGorout = append(ser.ServerGorout, gor)
+	gcpu, grss := 0.0, uint64(0)
+	if t, r, err := readProc("self"); err == nil {
+		gcpu, grss = s.genMeter.percent(t, now), r
+	}
+	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
+	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
+	if b, t := machineCPU(); t > s.machTotal {
+		if float64(b-s.machBusy)/float64(t-s.machTotal) >= machineBusyShare {
+			s.machineBusy++
+		}
+		s.machBusy, s.machTotal = b, t
+	}
+
+	at := time.Duration(i) * time.Second
+	total := c.col.total[histDelivery]
+	p99all := 0.0
+	if total.TotalCount() > 0 {
+		p99all = float64(total.ValueAtQuantile(99)) / 1000
+	}
+	fmt.Fprintf(c.opts.statusW(), "bench %-9s %6d users | %3ds/%ds stage %d/%d | users %6d | msgs/s %7d | p99 %8.1fms | errors %d\n",
+		c.transport, c.level, int(at.Seconds()), int(math.Ceil(plan.Total.Seconds())), plan.StageAt(at-1), len(plan.Stages),
+		c.connected.Load(), sec.received, p99all, c.col.c.errors)
+}
+
+// final folds what was counted after the last sample (answers collected while users left)
+// into the last second, so totals and series agree.
+func (s *sampler) final(run *Run) {
+	sec := s.c.col.collect()
+	ser := &run.Series
+	if n := len(ser.Sent); n > 0 {
+		ser.Sent[n-1] += sec.pubSent
+		ser.Received[n-1] += sec.received
+		ser.Errors[n-1] += sec.errors
+		ser.BytesIn[n-1] += sec.bytesIn
+		ser.Requests[n-1] += sec.requests
+	}
+}
+
+// usage summarises a process's samples. base is its RSS before users started.
+func (s *sampler) usage(cpu []float64, rss []uint64, gor []int64, base uint64, available bool) Usage {
+	u := Usage{Available: available}
+	if !available || len(cpu) == 0 {
+		return u
+	}
+	sum := 0.0
+	for _, v := range cpu {
+		sum += v
+		u.CPUPercentMax = max(u.CPUPercentMax, v)
+	}
+	u.CPUPercentAvg = sum / float64(len(cpu))
+	for _, v := range rss {
+		u.RSSMaxBytes = max(u.RSSMaxBytes, v)
+	}
+	for _, v := range gor {
+		u.GoroutinesMax = max(u.GoroutinesMax, v)
+	}
+	plan := s.c.plan
+	i := int(math.Ceil(plan.PeakEnd.Seconds())) - 1
+	i = min(max(i, 0), len(rss)-1)
+	u.RSSAtPeak = rss[i]
+	if u.RSSAtPeak > base && plan.Peak > 0 {
+		u.BytesPerUser = float64(u.RSSAtPeak-base) / float64(plan.Peak)
+	}
+	return u
+}

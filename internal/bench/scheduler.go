@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// phaseSlot is the resolution of publish phases. Each user publishes at a fixed phase within
+// the interval (seeded, so runs are reproducible); phases fall on a millisecond grid so one
+// scheduler goroutine wakes at most once per millisecond for all users.
+const phaseSlot = time.Millisecond
+
+// pubJob asks a publish worker to send publication seq of a.v, or, with fetch set, to read
+// the current position of a.v's topic over the shared HTTP pool.
+type pubJob struct {
+	a     *activity
+	seq   int
+	fetch chan<- posResult
+}
+
+// posResult is a topic's position read before opening an SSE stream.
+type posResult struct {
+	offset uint64
+	epoch  string
+	err    error
+}
+
+// pubWorker is one publishing goroutine. For HTTP transports it owns one keep-alive connection
+// of the shared pool.
+type pubWorker struct {
+	c     *cell
+	node  int
+	hc    *httpConn
+	buf   []byte // request or STOMP frame being built
+	body  []byte // data being built
+	frame []byte // WebSocket frame being built
+}
+
+// schedule wakes publishers: a single goroutine walks the phases of all users in order and
+// hands each connected user's turn to the workers, with the slot time as the intended send
+// time. Users that are not connected skip their turn. Time spent waiting for a worker (a
+// saturated pool) stays in the measured latency, since it counts from the intended time.
+func (c *cell) schedule(ctx context.Context) {
+	byPhase := map[time.Duration][]*vu{}
+	for _, v := range c.vus {
+		byPhase[v.phase] = append(byPhase[v.phase], v)
+	}
+	phases := make([]time.Duration, 0, len(byPhase))
+	for p := range byPhase {
+		phases = append(phases, p)
+	}
+	slices.Sort(phases)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for cycle := time.Duration(0); ; cycle++ {
+		for _, p := range phases {
+			at := cycle*c.opts.Interval + p
+			if at >= c.plan.Total {
+				return
+			}
+			if d := time.Until(c.clk.t0.Add(at)); d > 0 {
+				t.Reset(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+			ts := c.clk.at(at)
+			for _, v := range byPhase[p] {
+				a := v.act.Load()
+				if a == nil || !a.canPublish() || v.seq >= len(v.pubs) {
+					continue
+				}
+				seq := v.seq
+				v.seq++
+				v.pubs[seq].ts = ts
+				select {
+				case c.pubq[v.node] <- pubJob{a: a, seq: seq}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
+}
+
+// startWorkers starts the publish workers: the shared HTTP pool per node for transports that
+// publish over HTTP, else a few goroutines that write on the users' own connections.
+func (c *cell) startWorkers() {
+	per := 4 * runtime.GOMAXPROCS(0)
+	if c.drv.httpPublish() {
+		per = min(c.opts.PubConns, max(2, c.plan.Peak/8))
+	}
+	c.pubq = make([]chan pubJob, len(c.nodes))
+	c.pubStop = make(chan struct{})
+	for n := range c.nodes {
+		c.pubq[n] = make(chan pubJob, 4096)
+		for range per {
+			w := &pubWorker{c: c, node: n}
+			c.pubwg.Add(1)
+			go func() {
+				defer c.pubwg.Done()
+				w.loop(c.pubq[n], c.pubStop)
+				if w.hc != nil {
+					w.hc.close()
+				}
+			}()
+		}
+	}
+}
+
+// loop handles jobs until stop is closed, then finishes what is queued. The queue is never
+// closed, so a late sender (a user still leaving) cannot panic.
+func (w *pubWorker) loop(q <-chan pubJob, stop <-chan struct{}) {
+	for {
+		select {
+		case job := <-q:
+			w.handle(job)
+		case <-stop:
+			for {
+				select {
+				case job := <-q:
+					w.handle(job)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (w *pubWorker) handle(job pubJob) {
+	if job.fetch != nil {
+		w.fetchPosition(job)
+		return
+	}
+	c := w.c
+	if wait := c.clk.now() - job.a.v.pubs[job.seq].ts; wait > int64(lateStart) {
+		c.lateStarts.Add(1)
+		for m := c.maxStartWait.Load(); wait > m && !c.maxStartWait.CompareAndSwap(m, wait); m = c.maxStartWait.Load() {
+		}
+	}
+	c.drv.publish(w, job)
+}
+
+// lateStart is the wait for a publish worker above which a publication counts as started late:
+// the pool (or the server behind it) was not keeping up.
+const lateStart = 100 * time.Millisecond
+
+// stopWorkers lets the workers finish what is queued and waits for them.
+func (c *cell) stopWorkers() {
+	close(c.pubStop)
+	c.pubwg.Wait()
+}
+
+// appendData appends the data of one publication: a position plus who sent it, its number and
+// its intended send time, which receivers use for latency and accounting.
+func appendData(dst []byte, seed int64, v *vu, seq int, ts int64) []byte {
+	h := mix(uint64(seed) ^ uint64(v.id)<<20 ^ uint64(seq))
+	dst = append(dst, `{"x":`...)
+	dst = strconv.AppendFloat(dst, float64(h%10000)/100, 'f', 2, 64)
+	dst = append(dst, `,"y":`...)
+	dst = strconv.AppendFloat(dst, float64((h>>20)%10000)/100, 'f', 2, 64)
+	dst = append(dst, `,"vu":`...)
+	dst = strconv.AppendInt(dst, int64(v.id), 10)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, int64(seq), 10)
+	dst = append(dst, `,"ts":`...)
+	dst = strconv.AppendInt(dst, ts, 10)
+	return append(dst, '}')
+}
+
+// mix is splitmix64's finaliser: cheap, deterministic pseudo-random positions.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// answered settles publication seq of a.v with the server's answer (ack, receipt or error)
+// and reports whether a leaving user has nothing more to wait for.
+func (a *activity) answered(seq int64, ok bool, err error) (drained bool) {
+	v := a.v
+	now := v.c.clk.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if seq >= 0 && seq < int64(len(v.pubs)) {
+		p := &v.pubs[seq]
+		to := uint32(pubFailed)
+		if ok {
+			to = pubOK
+		}
+		if p.state.CompareAndSwap(pubSent, to) {
+			a.pending--
+			if int(seq) >= a.lowSeq {
+				a.lowSeq = int(seq) + 1
+			}
+			if ok {
+				v.sh.observe(histPublish, time.Duration(now-p.ts))
+			} else {
+				v.sh.fail(err, func(c *counters) { c.pubFailed++ })
+			}
+		}
+	}
+	return a.stopping.Load() && a.pending <= 0
+}
+
+// sent marks publication seq written on a.conn; a.mu must be held.
+func (a *activity) sentLocked(seq int) {
+	if a.pending == 0 {
+		a.lowSeq = seq
+	}
+	a.pending++
+	a.highSeq = seq + 1
+	a.v.pubs[seq].state.Store(pubSent)
+}

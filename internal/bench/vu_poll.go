@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// pollLimit is asked of every poll so that a busy group (large --groups) still fits in one
+// answer; a full answer is followed at once by another poll.
+const pollLimit = 1000
+
+// pollDriver is a short-polling user (GET every interval with since=) or, with long, a
+// long-polling user (GET with wait= in a loop). Each user keeps one keep-alive connection and
+// publishes through the shared pool.
+type pollDriver struct {
+	c    *cell
+	long bool
+}
+
+func (d *pollDriver) httpPublish() bool                { return true }
+func (d *pollDriver) publish(w *pubWorker, job pubJob) { w.httpPublish(job) }
+
+func (d *pollDriver) run(a *activity) {
+	v, c := a.v, d.c
+	var hc *httpConn
+	connected := false
+	disconnect := func() {
+		if hc != nil {
+			a.clearConn()
+			hc = nil
+		}
+		if connected {
+			c.connected.Add(-1)
+			connected = false
+		}
+	}
+	defer disconnect()
+	fails := 0
+	var next time.Time // short polling: when the next poll is due
+	for a.ctx.Err() == nil {
+		if hc == nil {
+			c.connTried(v)
+			start := time.Now()
+			conn, err := c.dial(a.ctx, v)
+			if err != nil {
+				c.connFailed(a, err)
+				if !a.sleep(backoff(fails)) {
+					return
+				}
+				fails++
+				continue
+			}
+			if !a.setConn(conn) {
+				_ = conn.Close()
+				c.connAbandoned(v)
+				return
+			}
+			c.connOpened(v, time.Since(start))
+			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
+			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
+		}
+		if !d.long && !next.IsZero() {
+			if !a.sleep(time.Until(next)) {
+				return
+			}
+		}
+		more, err := d.poll(a, hc)
+		var se *StatusError
+		isStatus := errors.As(err, &se)
+		if closed := errors.Is(err, errConnClose); closed {
+			disconnect() // the server ended keep-alive: the next poll reconnects
+			if !isStatus {
+				err = nil // answered, then closed: not a failure
+			}
+		}
+		if err != nil {
+			if a.stopping.Load() || a.ctx.Err() != nil {
+				return
+			}
+			if isStatus {
+				v.sh.fail(fmt.Errorf("poll: %w", se), nil)
+			} else {
+				c.connDropped(a, fmt.Errorf("poll: %w", err))
+				disconnect()
+			}
+			if !a.sleep(backoff(fails)) {
+				return
+			}
+			fails++
+			continue
+		}
+		fails = 0
+		if !connected {
+			connected = true
+			c.connected.Add(1)
+		}
+		if !d.long && !more {
+			now := time.Now()
+			if next.IsZero() {
+				next = now
+			}
+			next = next.Add(c.opts.Interval)
+			if next.Before(now) { // a poll took longer than the interval: poll at once
+				next = now
+			}
+		}
+	}
+}
+
+// poll makes one request. The first of an activity carries no since and only reads the
+// topic's position, which opens the user's delivery window; later ones read publications
+// after the last offset seen. more reports a full answer.
+func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
+	v, c := a.v, d.c
+	first := a.estab.Load() == 0
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := append((*bp)[:0], "/api/poll/"...)
+	b = append(b, v.topic...)
+	if !first {
+		b = append(b, '?')
+		b = v.resumeQuery(b)
+		b = append(b, "&limit="...)
+		b = strconv.AppendInt(b, pollLimit, 10)
+		if d.long {
+			b = append(b, "&wait="...)
+			b = strconv.AppendInt(b, int64(c.opts.LongWait/time.Millisecond), 10)
+			b = append(b, "ms"...)
+		}
+	}
+	path := len(b)
+	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], "", nil)
+	*bp = b
+	deadline := time.Now().Add(requestTimeout)
+	if d.long && !first {
+		deadline = deadline.Add(c.opts.LongWait)
+	}
+	err = hc.roundTrip(b[path:], deadline, func(status int, body []byte) error {
+		now := c.clk.now()
+		v.sh.update(func(k *counters) { k.requests++ })
+		if status != http.StatusOK {
+			return &StatusError{Code: status, Body: string(body[:min(len(body), 200)])}
+		}
+		var m wireMsg
+		if err := parseMsg(body, &m); err != nil || !m.hasOffset {
+			return fmt.Errorf("%w: poll answer %.80q", errBadResponse, body)
+		}
+		if first {
+			a.established(now, m.offset, m.epoch)
+			return nil
+		}
+		if m.hasRecov && !m.recovered {
+			v.gap()
+		}
+		n := 0
+		pubs := m.pubs
+		var pm wireMsg
+		err := eachElement(pubs, func(elem []byte) error {
+			n++
+			if err := parseMsg(elem, &pm); err != nil || !pm.hasOffset {
+				return fmt.Errorf("%w: publication %.80q", errBadResponse, elem)
+			}
+			v.receive(a, pm.offset, pm.epoch, pm.data, len(elem), now)
+			return nil
+		})
+		if n == 0 && string(m.epoch) != v.epoch {
+			// History was lost and nothing published since: start over at the new epoch.
+			v.last, v.mask, v.epoch = m.offset, ^uint64(0), string(m.epoch)
+		}
+		more = n >= pollLimit
+		return err
+	})
+	return more, err
+}

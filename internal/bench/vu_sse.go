@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// sseDriver is a browser page with an EventSource: it reads the group's position, opens one
+// stream from there (since=), publishes through the shared pool, and on a drop reconnects
+// with Last-Event-ID as EventSource does.
+//
+// The position is read first because the stream itself gives no signal that the server has
+// subscribed it: a stream opened "from now" could miss a publication sent between the answer's
+// headers and the subscription, which would be counted as lost. Resuming from a known offset
+// cannot miss anything.
+type sseDriver struct{ c *cell }
+
+func (d *sseDriver) httpPublish() bool                { return true }
+func (d *sseDriver) publish(w *pubWorker, job pubJob) { w.httpPublish(job) }
+
+func (d *sseDriver) run(a *activity) { runStream(a, d.session) }
+
+// SSE event kinds the generator tells apart.
+const (
+	evMessage = iota
+	evGap
+	evDisconnect
+	evOther
+)
+
+// session is one stream: connect, read events until it ends. It reports whether the stream
+// was opened.
+func (d *sseDriver) session(a *activity) (opened bool) {
+	v, c := a.v, d.c
+	first := a.estab.Load() == 0
+	var pos posResult
+	if first {
+		ch := make(chan posResult, 1)
+		select {
+		case c.pubq[v.node] <- pubJob{a: a, fetch: ch}:
+		case <-a.ctx.Done():
+			return false
+		}
+		select {
+		case pos = <-ch:
+		case <-a.ctx.Done():
+			return false
+		}
+		if pos.err != nil {
+			v.sh.fail(fmt.Errorf("sse: reading position: %w", pos.err), nil)
+			return false
+		}
+	}
+	c.connTried(v)
+	start := time.Now()
+	conn, err := c.dial(a.ctx, v)
+	if err != nil {
+		c.connFailed(a, err)
+		return false
+	}
+	if !a.setConn(conn) {
+		_ = conn.Close()
+		c.connAbandoned(v)
+		return false
+	}
+	defer a.clearConn()
+
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], "/api/sse?topic="...)
+	b = append(b, v.topic...)
+	var extra []byte
+	if first {
+		b = append(b, "&since="...)
+		b = appendUint(b, pos.offset)
+		if pos.epoch != "" {
+			b = append(b, "&epoch="...)
+			b = append(b, pos.epoch...)
+		}
+	} else {
+		extra = append(extra, "Last-Event-ID: "...)
+		extra = append(extra, v.topic...)
+		extra = append(extra, '=')
+		extra = appendUint(extra, v.last)
+		extra = append(extra, ':')
+		extra = append(extra, v.epoch...)
+		extra = append(extra, "\r\n"...)
+	}
+	path := len(b)
+	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+string(extra), nil)
+	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
+	_, err = conn.Write(b[path:])
+	*bp = b
+	bufPool.Put(bp)
+	br := bufio.NewReaderSize(conn, streamBufSize)
+	var head respHead
+	if err == nil {
+		head, err = readHead(br)
+	}
+	if err == nil && (head.status != http.StatusOK || !head.stream) {
+		msg, _ := io.ReadAll(io.LimitReader(br, 200))
+		err = &StatusError{Code: head.status, Body: string(msg)}
+	}
+	if err == nil && head.chunked {
+		err = fmt.Errorf("%w: chunked event stream (not supported by the bench)", errBadResponse)
+	}
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("sse: %w", err))
+		return false
+	}
+	a.noDeadline()
+	c.connOpened(v, time.Since(start))
+	if first {
+		a.established(c.clk.now(), pos.offset, []byte(pos.epoch))
+	}
+	c.connected.Add(1)
+	defer c.connected.Add(-1)
+
+	event := evMessage
+	var reason string
+	var long []byte // a line longer than the reader's buffer
+	var m wireMsg
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+				if len(long) > maxMessage {
+					err = fmt.Errorf("sse: line over %d bytes", maxMessage)
+				}
+			}
+			line = long
+		}
+		if err != nil {
+			if reason != "" {
+				err = fmt.Errorf("server said %s: %w", reason, err)
+			}
+			c.connDropped(a, fmt.Errorf("sse: %w", err))
+			return true
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			event = evMessage
+		case line[0] == ':':
+		case bytes.HasPrefix(line, []byte("data:")):
+			data := bytes.TrimPrefix(line[5:], []byte(" "))
+			switch event {
+			case evMessage:
+				now := c.clk.now()
+				if err := parseMsg(data, &m); err != nil || !m.hasOffset {
+					v.sh.fail(fmt.Errorf("sse: %w: event %.80q", errBadResponse, data), nil)
+					continue
+				}
+				v.receive(a, m.offset, m.epoch, m.data, len(data), now)
+			case evGap:
+				v.gap()
+			case evDisconnect:
+				if parseMsg(data, &m) == nil {
+					reason = string(m.code)
+				}
+			default:
+				v.sh.fail(fmt.Errorf("sse: event %.80q", data), nil)
+			}
+		case bytes.HasPrefix(line, []byte("event:")):
+			switch string(bytes.TrimSpace(line[6:])) {
+			case "message":
+				event = evMessage
+			case "gap":
+				event = evGap
+			case "disconnect":
+				event = evDisconnect
+			default:
+				event = evOther
+			}
+		}
+	}
+}
+
+// noDeadline clears the deadlines of a's connection unless the activity is being stopped
+// (whose deadline must stay to wake the reader).
+func (a *activity) noDeadline() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil && !a.stopping.Load() {
+		_ = a.conn.SetDeadline(time.Time{})
+	}
+}
+
+func appendUint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }

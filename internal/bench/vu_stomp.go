@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/rtlab/rtlab/internal/stomp"
+)
+
+// stompDriver is a STOMP 1.2 client over WebSocket (/api/stomp, subprotocol v12.stomp), as
+// stomp.js behaves: CONNECT, wait for CONNECTED, SUBSCRIBE /topic/location/{g} with a receipt,
+// then SEND to publish, each with a receipt that carries the answer. After a drop it
+// reconnects and resubscribes with since and epoch headers.
+type stompDriver struct{ c *cell }
+
+func (d *stompDriver) httpPublish() bool { return false }
+
+func (d *stompDriver) run(a *activity) { runStream(a, d.session) }
+
+// subReceipt is the receipt id of the SUBSCRIBE frame; publications use their seq.
+const subReceipt = "sub"
+
+func (d *stompDriver) session(a *activity) (opened bool) {
+	v, c := a.v, d.c
+	c.connTried(v)
+	start := time.Now()
+	s, err := c.wsDial(a.ctx, v, "/api/stomp", []string{"v12.stomp"})
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("stomp: %w", err))
+		return false
+	}
+	if !a.setConn(s.conn) {
+		_ = s.conn.Close()
+		c.connAbandoned(v)
+		return false
+	}
+	defer a.endStream(s)
+
+	// The client promises a heart-beat every 10 s when its publications are rarer than that,
+	// so the server's silence check never fires on a healthy user.
+	cx := 0
+	if c.opts.Interval >= 10*time.Second {
+		cx = 10000
+	}
+	f := append(make([]byte, 0, 256), "CONNECT\naccept-version:1.2\nhost:"...)
+	f = append(f, c.nodes[v.node]...)
+	f = append(f, "\nheart-beat:"...)
+	f = strconv.AppendInt(f, int64(cx), 10)
+	f = append(f, ",10000\n\n\x00"...)
+	if err := a.writeFrame(ws.OpText, f); err != nil {
+		c.connFailed(a, fmt.Errorf("stomp: CONNECT: %w", err))
+		return false
+	}
+	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
+	parser := stomp.NewParser(stomp.Limits{})
+	counted := false
+	defer func() {
+		if counted {
+			c.connected.Add(-1)
+		}
+	}()
+	for {
+		p, err := s.next(pong)
+		if err != nil {
+			if opened {
+				c.connDropped(a, fmt.Errorf("stomp: %w", err))
+			} else {
+				c.connFailed(a, fmt.Errorf("stomp: waiting for CONNECTED: %w", err))
+			}
+			return opened
+		}
+		now := c.clk.now()
+		parser.Feed(p)
+		for {
+			fr, ok, err := parser.Next()
+			if err != nil {
+				if !opened {
+					c.connFailed(a, fmt.Errorf("stomp: %w", err))
+					return false
+				}
+				c.connDropped(a, fmt.Errorf("stomp: %w", err))
+				return true
+			}
+			if !ok {
+				break
+			}
+			switch fr.Command {
+			case stomp.CmdMessage:
+				if g, _ := fr.Get("gap"); g == "true" {
+					v.gap()
+					continue
+				}
+				off, _ := fr.Get("offset")
+				offset, err := strconv.ParseUint(off, 10, 64)
+				if err != nil {
+					v.sh.fail(fmt.Errorf("stomp: MESSAGE with offset %q", off), nil)
+					continue
+				}
+				epoch, _ := fr.Get("epoch")
+				v.receive(a, offset, []byte(epoch), parseData(fr.Body), len(p), now)
+			case stomp.CmdReceipt:
+				id, _ := fr.Get("receipt-id")
+				if id == subReceipt {
+					a.mu.Lock()
+					a.ready = true
+					a.mu.Unlock()
+					off, _ := fr.Get("offset")
+					offset, _ := strconv.ParseUint(off, 10, 64)
+					epoch, _ := fr.Get("epoch")
+					a.established(now, offset, []byte(epoch))
+					if !counted {
+						counted = true
+						c.connected.Add(1)
+					}
+					continue
+				}
+				seq, err := strconv.ParseInt(id, 10, 64)
+				if err == nil && a.answered(seq, true, nil) {
+					return true
+				}
+			case stomp.CmdConnected:
+				opened = true
+				c.connOpened(v, time.Since(start))
+				if err := d.subscribe(a); err != nil {
+					c.connDropped(a, fmt.Errorf("stomp: SUBSCRIBE: %w", err))
+					return true
+				}
+			case stomp.CmdError:
+				msg, _ := fr.Get("message")
+				err := fmt.Errorf("stomp: ERROR %s", msg)
+				if rid, ok := fr.Get("receipt-id"); ok {
+					if seq, perr := strconv.ParseInt(rid, 10, 64); perr == nil {
+						a.answered(seq, false, err)
+					}
+				}
+				if opened {
+					c.connDropped(a, err)
+				} else {
+					c.connFailed(a, err)
+				}
+				return opened
+			}
+		}
+	}
+}
+
+// subscribe sends SUBSCRIBE with a receipt; after a reconnect it resumes with since and epoch.
+func (d *stompDriver) subscribe(a *activity) error {
+	v := a.v
+	f := append(make([]byte, 0, 192), "SUBSCRIBE\nid:0\ndestination:/topic/"...)
+	f = append(f, v.topic...)
+	f = append(f, "\nack:auto\nreceipt:"+subReceipt+"\n"...)
+	if a.estab.Load() != 0 {
+		f = append(f, "since:"...)
+		f = strconv.AppendUint(f, v.last, 10)
+		f = append(f, "\nepoch:"...)
+		f = append(f, v.epoch...)
+		f = append(f, '\n')
+	}
+	f = append(f, "\n\x00"...)
+	return a.writeFrame(ws.OpText, f)
+}
+
+func (d *stompDriver) publish(w *pubWorker, job pubJob) {
+	a := job.a
+	v := a.v
+	p := &v.pubs[job.seq]
+	w.body = appendData(w.body[:0], d.c.opts.Seed, v, job.seq, p.ts)
+	b := append(w.buf[:0], "SEND\ndestination:/topic/"...)
+	b = append(b, v.topic...)
+	b = append(b, "\ncontent-type:application/json\nreceipt:"...)
+	b = strconv.AppendInt(b, int64(job.seq), 10)
+	b = append(b, "\ncontent-length:"...)
+	b = strconv.AppendInt(b, int64(len(w.body)), 10)
+	b = append(b, "\n\n"...)
+	b = append(b, w.body...)
+	b = append(b, 0)
+	w.buf = b
+	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
+	a.mu.Lock()
+	if a.conn == nil || !a.ready || a.stopping.Load() {
+		a.mu.Unlock()
+		return
+	}
+	a.sentLocked(job.seq)
+	_ = a.writeLocked(w.frame)
+	a.mu.Unlock()
+	v.sh.update(func(k *counters) { k.pubSent++ })
+}

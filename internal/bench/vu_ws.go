@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// wsDriver is a client of the native WebSocket protocol (/api/ws): one connection, subscribe,
+// then publish over the same connection with an id and wait for the ack. After a drop it
+// reconnects and resubscribes with since= and epoch=.
+type wsDriver struct{ c *cell }
+
+func (d *wsDriver) httpPublish() bool { return false }
+
+func (d *wsDriver) run(a *activity) { runStream(a, d.session) }
+
+// runStream reconnects a streaming user's sessions with backoff until its activity ends. A
+// session that got connected resets the backoff.
+func runStream(a *activity, session func(*activity) bool) {
+	fails := 0
+	for a.ctx.Err() == nil {
+		opened := session(a)
+		if a.stopping.Load() || a.ctx.Err() != nil {
+			return
+		}
+		if opened {
+			fails = 0
+		}
+		if !a.sleep(backoff(fails)) {
+			return
+		}
+		fails++
+	}
+}
+
+func (d *wsDriver) session(a *activity) (opened bool) {
+	v, c := a.v, d.c
+	c.connTried(v)
+	start := time.Now()
+	s, err := c.wsDial(a.ctx, v, "/api/ws", nil)
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("ws: %w", err))
+		return false
+	}
+	if !a.setConn(s.conn) {
+		_ = s.conn.Close()
+		c.connAbandoned(v)
+		return false
+	}
+	defer a.endStream(s)
+	c.connOpened(v, time.Since(start))
+
+	sub := append(make([]byte, 0, 128), `{"op":"subscribe","topic":"`...)
+	sub = append(sub, v.topic...)
+	sub = append(sub, '"')
+	if a.estab.Load() != 0 { // resume where this user left off
+		sub = append(sub, `,"since":`...)
+		sub = strconv.AppendUint(sub, v.last, 10)
+		sub = append(sub, `,"epoch":"`...)
+		sub = append(sub, v.epoch...)
+		sub = append(sub, '"')
+	}
+	sub = append(sub, '}')
+	if err := a.writeFrame(ws.OpText, sub); err != nil {
+		c.connDropped(a, fmt.Errorf("ws: subscribe: %w", err))
+		return true
+	}
+	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
+	counted := false
+	defer func() {
+		if counted {
+			c.connected.Add(-1)
+		}
+	}()
+	var reason string
+	var m wireMsg
+	for {
+		p, err := s.next(pong)
+		if err != nil {
+			if reason != "" {
+				err = fmt.Errorf("server said %s: %w", reason, err)
+			}
+			c.connDropped(a, fmt.Errorf("ws: %w", err))
+			return true
+		}
+		now := c.clk.now()
+		if err := parseMsg(p, &m); err != nil {
+			v.sh.fail(fmt.Errorf("ws: %w: %.80q", errBadResponse, p), nil)
+			continue
+		}
+		switch string(m.op) {
+		case "message":
+			v.receive(a, m.offset, m.epoch, m.data, len(p), now)
+		case "ack":
+			if a.answered(m.id, true, nil) {
+				return true
+			}
+		case "error":
+			err := fmt.Errorf("ws: error %s: %s", m.code, m.reason)
+			if m.hasID {
+				if a.answered(m.id, false, err) {
+					return true
+				}
+			} else {
+				v.sh.fail(err, nil)
+			}
+		case "subscribed":
+			if m.hasRecov && !m.recovered {
+				v.gap()
+			}
+			a.mu.Lock()
+			a.ready = true
+			a.mu.Unlock()
+			a.established(now, m.offset, m.epoch)
+			if !counted {
+				counted = true
+				c.connected.Add(1)
+			}
+		case "disconnect":
+			reason = string(m.code)
+		}
+	}
+}
+
+// endStream closes a streaming session: a leaving user says goodbye with a close frame, as a
+// browser closing the page does.
+func (a *activity) endStream(s *wsStream) {
+	if a.stopping.Load() {
+		a.mu.Lock()
+		if a.conn != nil {
+			_ = a.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = a.conn.Write(wsClose)
+		}
+		a.mu.Unlock()
+	}
+	a.clearConn()
+	if s.big != nil {
+		bodyPool.Put(s.big)
+		s.big = nil
+	}
+}
+
+func (d *wsDriver) publish(w *pubWorker, job pubJob) {
+	a := job.a
+	v := a.v
+	p := &v.pubs[job.seq]
+	b := append(w.body[:0], `{"op":"publish","topic":"`...)
+	b = append(b, v.topic...)
+	b = append(b, `","id":`...)
+	b = strconv.AppendInt(b, int64(job.seq), 10)
+	b = append(b, `,"data":`...)
+	b = appendData(b, d.c.opts.Seed, v, job.seq, p.ts)
+	b = append(b, '}')
+	w.body = b
+	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
+	a.mu.Lock()
+	if a.conn == nil || !a.ready || a.stopping.Load() {
+		a.mu.Unlock()
+		return // not connected at its turn: the publication is skipped, not failed
+	}
+	a.sentLocked(job.seq)
+	_ = a.writeLocked(w.frame) // a failed write closes the conn; the reader settles the rest
+	a.mu.Unlock()
+	v.sh.update(func(k *counters) { k.pubSent++ })
+}

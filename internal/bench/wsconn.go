@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/gobwas/ws"
+)
+
+// maxMessage bounds one WebSocket message the generator accepts from the server.
+const maxMessage = 1 << 20
+
+// wsCloseError is a close frame from the server.
+type wsCloseError struct {
+	code   ws.StatusCode
+	reason string
+}
+
+func (e *wsCloseError) Error() string {
+	return fmt.Sprintf("websocket closed by server: %d %s", e.code, e.reason)
+}
+
+// wsDial opens a WebSocket for v with gobwas/ws's client handshake (its buffers are pooled and
+// returned once the handshake is over) and wraps the connection in a small reader of our own.
+func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []string) (*wsStream, error) {
+	d := ws.Dialer{
+		ReadBufferSize:  1024,
+		WriteBufferSize: 1024,
+		Timeout:         10 * time.Second,
+		Protocols:       protocols,
+		NetDial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return c.dial(ctx, v)
+		},
+	}
+	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.node]+path)
+	if err != nil {
+		return nil, err
+	}
+	if len(protocols) > 0 && hs.Protocol != protocols[0] {
+		_ = conn.Close()
+		return nil, fmt.Errorf("websocket: server chose subprotocol %q, want %q", hs.Protocol, protocols[0])
+	}
+	s := &wsStream{conn: conn}
+	var rd = net.Conn(conn)
+	if br != nil { // the server wrote right after its answer: keep those bytes
+		pre := make([]byte, br.Buffered())
+		_, _ = br.Read(pre)
+		ws.PutReader(br)
+		rd = &prefixConn{Conn: conn, pre: pre}
+	}
+	s.br = bufio.NewReaderSize(rd, streamBufSize)
+	return s, nil
+}
+
+// prefixConn returns pre before reading from the connection.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// wsStream reads server messages. A message that fits in the reader's buffer is returned in
+// place (valid until the next call); larger or fragmented ones go through a pooled buffer.
+type wsStream struct {
+	conn net.Conn
+	br   *bufio.Reader
+	hdr  [ws.MaxHeaderSize - 2]byte
+	skip int     // bytes of the last message still in br, discarded on the next call
+	big  *[]byte // pooled buffer holding the last large or fragmented message
+}
+
+// next returns the next data message. Pings are answered with pong; a close frame ends the
+// stream with a *wsCloseError.
+func (s *wsStream) next(pong func(payload []byte) error) ([]byte, error) {
+	if s.skip > 0 {
+		_, _ = s.br.Discard(s.skip)
+		s.skip = 0
+	}
+	if s.big != nil {
+		*s.big = (*s.big)[:0]
+		bodyPool.Put(s.big)
+		s.big = nil
+	}
+	var frag *[]byte
+	for {
+		h, err := ws.ReadHeaderBuffer(s.br, s.hdr[:])
+		if err != nil {
+			return nil, err
+		}
+		if h.Length > maxMessage || (frag != nil && len(*frag)+int(h.Length) > maxMessage) {
+			return nil, fmt.Errorf("websocket: message over %d bytes", maxMessage)
+		}
+		n := int(h.Length)
+		var p []byte
+		inPlace := n <= s.br.Size()
+		if inPlace {
+			if p, err = s.br.Peek(n); err != nil {
+				return nil, err
+			}
+		} else {
+			if frag == nil {
+				frag = bodyPool.Get().(*[]byte)
+			}
+			start := len(*frag)
+			*frag = append(*frag, make([]byte, n)...)
+			p = (*frag)[start:]
+			if _, err := ioReadFull(s.br, p); err != nil {
+				return nil, err
+			}
+		}
+		if h.Masked {
+			ws.Cipher(p, h.Mask, 0)
+		}
+		if h.OpCode.IsControl() {
+			switch h.OpCode {
+			case ws.OpPing:
+				err = pong(p)
+			case ws.OpClose:
+				code, reason := ws.ParseCloseFrameData(p)
+				err = &wsCloseError{code: code, reason: reason}
+			}
+			if inPlace {
+				_, _ = s.br.Discard(n)
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if h.Fin && frag == nil {
+			if inPlace {
+				s.skip = n
+			}
+			return p, nil
+		}
+		// A fragment: collect it.
+		if frag == nil {
+			frag = bodyPool.Get().(*[]byte)
+		}
+		if inPlace {
+			*frag = append(*frag, p...)
+			_, _ = s.br.Discard(n)
+		}
+		if h.Fin {
+			s.big = frag
+			return *frag, nil
+		}
+	}
+}
+
+func ioReadFull(br *bufio.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := br.Read(p[n:])
+		n += m
+		if err != nil {
+			if n == len(p) {
+				return n, nil
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// appendClientFrame appends one masked, final frame (clients must mask what they send). The
+// header is written here rather than with ws.WriteHeader so that header and payload leave in
+// a single write.
+func appendClientFrame(dst []byte, op ws.OpCode, payload []byte) []byte {
+	b0 := 0x80 | byte(op)
+	switch n := len(payload); {
+	case n < 126:
+		dst = append(dst, b0, 0x80|byte(n))
+	case n < 1<<16:
+		dst = append(dst, b0, 0x80|126, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, b0, 0x80|127)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+	var mask [4]byte
+	binary.LittleEndian.PutUint32(mask[:], rand.Uint32())
+	dst = append(dst, mask[:]...)
+	start := len(dst)
+	dst = append(dst, payload...)
+	ws.Cipher(dst[start:], mask, 0)
+	return dst
+}
+
+// writeFrame writes one frame on a's connection under its lock.
+func (a *activity) writeFrame(op ws.OpCode, payload []byte) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	*bp = appendClientFrame((*bp)[:0], op, payload)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeLocked(*bp)
+}
+
+// writeLocked writes b on a.conn; a.mu must be held.
+func (a *activity) writeLocked(b []byte) error {
+	if a.conn == nil {
+		return errNoConn
+	}
+	_ = a.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := a.conn.Write(b)
+	if err != nil {
+		_ = a.conn.Close() // the reader sees the failure and reconnects
+	}
+	return err
+}
+
+// wsClose is the close frame a leaving user sends.
+var wsClose = appendClientFrame(nil, ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
