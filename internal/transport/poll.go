@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
@@ -186,30 +187,37 @@ func (s *Server) canRead(r *http.Request, topic string) error {
 }
 
 // poll reads after opts.Since; with wait it blocks until at least one publication exists, the
-// wait passes, the client leaves or the server shuts down.
+// wait passes, the client leaves or the server shuts down. A long poll costs one history read:
+// the subscription's own read answers at once when something is there, and otherwise the
+// publications that arrive are collected by the sink.
 func (s *Server) poll(ctx context.Context, topic string, opts hub.ReadOptions, wait time.Duration) (hub.ReadResult, error) {
-	res, err := s.hub.Read(ctx, topic, opts)
-	if err != nil || wait <= 0 || len(res.Publications) > 0 || (opts.Recover && !res.Recovered) {
-		return res, err
+	if wait <= 0 {
+		return s.hub.Read(ctx, topic, opts)
 	}
 	if !opts.Recover {
+		// "From now": learn where now is, then wait for what comes after it.
+		res, err := s.hub.Read(ctx, topic, opts)
+		if err != nil {
+			return res, err
+		}
 		opts = hub.ReadOptions{Recover: true, Since: res.Top.Offset, Epoch: res.Top.Epoch, Limit: opts.Limit}
 	}
-	signal := make(chan struct{}, 1)
-	sink := hub.SinkFunc(func(*hub.Publication) {
-		select {
-		case signal <- struct{}{}:
-		default:
-		}
-	})
-	sub, _, err := s.hub.Subscribe(ctx, topic, sink, opts)
+	w := &pollWaiter{limit: opts.Limit, signal: make(chan struct{}, 1)}
+	sub, res, err := s.hub.Subscribe(ctx, topic, w, opts)
 	if err != nil {
 		return res, err
+	}
+	if len(res.Publications) > 0 || !res.Recovered {
+		s.hub.Unsubscribe(sub)
+		if opts.Limit > 0 && len(res.Publications) > opts.Limit {
+			res.Publications = res.Publications[:opts.Limit]
+		}
+		return res, nil
 	}
 	sub.Start()
 	t := time.NewTimer(wait)
 	select {
-	case <-signal:
+	case <-w.signal:
 	case <-t.C:
 	case <-ctx.Done():
 	case <-s.draining:
@@ -219,7 +227,34 @@ func (s *Server) poll(ctx context.Context, topic string, opts hub.ReadOptions, w
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	return s.hub.Read(ctx, topic, opts)
+	w.mu.Lock()
+	res.Publications = w.pubs
+	w.mu.Unlock()
+	if n := len(res.Publications); n > 0 {
+		last := res.Publications[n-1]
+		res.Top = hub.Position{Offset: last.Offset, Epoch: last.Epoch}
+	}
+	return res, nil
+}
+
+// pollWaiter collects what a waiting long poll receives.
+type pollWaiter struct {
+	limit  int
+	signal chan struct{}
+	mu     sync.Mutex
+	pubs   []*hub.Publication // guarded by mu
+}
+
+func (w *pollWaiter) Deliver(p *hub.Publication) {
+	w.mu.Lock()
+	if w.limit <= 0 || len(w.pubs) < w.limit {
+		w.pubs = append(w.pubs, p)
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
 }
 
 func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {

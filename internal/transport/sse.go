@@ -176,33 +176,39 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 	}
 	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, pos: make([]hub.Position, len(topics))}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
-	if !s.track(c.w, metrics.SSE) {
-		_, _ = conn.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-		_ = conn.Close()
-		return
-	}
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
 		head += "Access-Control-Allow-Origin: *\r\n"
 	}
-	c.w.sendRaw([]byte(head + "\r\nretry: 2000\n: connected\n\n"))
 	s.wg.Add(1)
-	go c.run(conn, user, resume)
+	go c.run(conn, resume, []byte(head+"\r\nretry: 2000\n: connected\n\n"))
 }
 
-func (c *sseConn) run(conn net.Conn, user string, resume map[string]hub.Position) {
+// run subscribes, then starts the response, so a client that has seen the stream open misses
+// nothing published after that; then it replays and waits for the client to leave.
+func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte) {
 	s := c.s
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	subs := make([]*hub.Subscription, 0, len(c.topics))
+	type started struct {
+		idx  int
+		sub  *hub.Subscription
+		res  hub.ReadResult
+		opts hub.ReadOptions
+	}
+	subs := make([]started, 0, len(c.topics))
+	var failed []byte
+	tracked := false
 	defer func() {
 		cancel()
-		for _, sub := range subs {
-			s.hub.Unsubscribe(sub)
+		for _, st := range subs {
+			s.hub.Unsubscribe(st.sub)
 		}
 		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, metrics.SSE)
+		if tracked {
+			s.untrack(c.w, metrics.SSE)
+		}
 	}()
 	for i, t := range c.topics {
 		opts := hub.ReadOptions{}
@@ -212,10 +218,19 @@ func (c *sseConn) run(conn net.Conn, user string, resume map[string]hub.Position
 		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i}, opts)
 		if err != nil {
 			b, _ := json.Marshal(map[string]string{"topic": t, "reason": reasonText(err)})
-			c.w.sendRaw(fmt.Appendf(nil, "event: error\ndata: %s\n\n", b))
+			failed = fmt.Appendf(failed, "event: error\ndata: %s\n\n", b)
 			continue
 		}
-		subs = append(subs, sub)
+		subs = append(subs, started{idx: i, sub: sub, res: res, opts: opts})
+	}
+	// The head goes first; the connection is tracked (keepalive, shutdown) only after it.
+	c.w.sendRaw(append(head, failed...))
+	if tracked = s.track(c.w, metrics.SSE); !tracked {
+		c.w.close(ReasonShutdown, true)
+		return
+	}
+	for _, st := range subs {
+		i, t, res, opts := st.idx, c.topics[st.idx], st.res, st.opts
 		c.mu.Lock()
 		c.pos[i] = res.Top
 		if opts.Recover && res.Recovered {
@@ -226,7 +241,7 @@ func (c *sseConn) run(conn net.Conn, user string, resume map[string]hub.Position
 			b, _ := json.Marshal(map[string]any{"topic": t, "since": opts.Since, "epoch": res.Top.Epoch, "reason": res.Reason})
 			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
 		}
-		sub.Start()
+		st.sub.Start()
 	}
 	// Clients send nothing on an SSE stream; reading only tells us when they leave.
 	var buf [64]byte
