@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -54,6 +55,9 @@ func reasonText(err error) string {
 
 // WriteError answers an HTTP request with {"error": code, "reason": text} and the status.
 func (s *Server) WriteError(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the client left; nobody reads an answer and it is not a server fault
+	}
 	code, status := errorCode(err)
 	if code != "internal" && code != "unavailable" {
 		s.m.Refused.WithLabelValues(code).Inc()
