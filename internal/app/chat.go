@@ -270,8 +270,8 @@ type roomInfo struct {
 }
 
 type memberInfo struct {
-	User   string    `json:"user"`
-	Since  time.Time `json:"since"`
+	User   string `json:"user"`
+	Since  string `json:"since"` // when the member entered, in the protocol's time format
 	Online bool      `json:"online"` // has a connection on this node that entered as this member
 }
 
@@ -291,7 +291,7 @@ func (cr *chatRooms) info(ctx context.Context, name string) (roomInfo, error) {
 	}
 	ri := roomInfo{Room: name, Topic: topic, Owner: r.owner, Offset: r.applied.Offset, Epoch: r.applied.Epoch, Members: []memberInfo{}}
 	for _, m := range r.members {
-		ri.Members = append(ri.Members, memberInfo{User: m.Name, Since: m.Since, Online: m.conns > 0})
+		ri.Members = append(ri.Members, memberInfo{User: m.Name, Since: m.Since.UTC().Format(hub.TimeFormat), Online: m.conns > 0})
 	}
 	slices.SortFunc(ri.Members, func(a, b memberInfo) int { return strings.Compare(a.User, b.User) })
 	return ri, nil
