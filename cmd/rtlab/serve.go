@@ -44,6 +44,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
 	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history survives restarts (memory broker)")
 	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic")
+	fs.StringVar(&cfg.ResultsDir, "results-dir", "bench-results", "folder of bench results listed by the page at /lab")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

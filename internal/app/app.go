@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/store"
 	"github.com/rtlab/rtlab/internal/transport"
+	"github.com/rtlab/rtlab/web"
 )
 
 // Config is everything `rtlab serve` can be told. Zero values mean the documented defaults.
@@ -46,8 +48,10 @@ type Config struct {
 	Durable []string
 	// DurableHistory is how many publications a durable topic keeps; zero means 1000.
 	DurableHistory int
-	Version        string
-	Logger         *slog.Logger
+	// ResultsDir is where /lab looks for bench results; zero means "bench-results".
+	ResultsDir string
+	Version    string
+	Logger     *slog.Logger
 }
 
 // App is a configured server.
@@ -151,8 +155,10 @@ func New(cfg Config) (*App, error) {
 	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st}
 	secret := []byte(cfg.AuthSecret)
 	if len(secret) == 0 {
-		secret = make([]byte, 32) // dev mode: tokens identify users but are not required
-		_, _ = rand.Read(secret)
+		var err error
+		if secret, err = devSecret(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	signer, err := auth.New(auth.Config{Secret: secret, TTL: cfg.TokenTTL})
 	if err != nil {
@@ -245,6 +251,30 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// devSecret is the signing key of open dev mode, where tokens identify users but are not
+// required. It is kept under dataDir so tokens stay valid across restarts; without a data dir
+// it lives as long as the process.
+func devSecret(dataDir string) ([]byte, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("dev secret: %w", err)
+	}
+	if dataDir == "" {
+		return secret, nil
+	}
+	path := filepath.Join(dataDir, "dev-secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
+		return b, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := os.WriteFile(path, secret, 0o600); err != nil {
+		return nil, fmt.Errorf("--data-dir: keep dev secret: %w", err)
+	}
+	return secret, nil
+}
+
 func (a *App) durableMode() string {
 	switch {
 	case a.cfg.Broker != "memory":
@@ -335,6 +365,17 @@ func (a *App) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+
+	// The demo page and the lab's results browser.
+	resultsDir := a.cfg.ResultsDir
+	if resultsDir == "" {
+		resultsDir = "bench-results"
+	}
+	page := web.Handler(resultsDir)
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /static/", page)
+	mux.Handle("GET /lab", page)
+	mux.Handle("GET /lab/", page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
 	})

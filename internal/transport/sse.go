@@ -218,7 +218,7 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i}, opts)
 		if err != nil {
 			b, _ := json.Marshal(map[string]string{"topic": t, "reason": reasonText(err)})
-			failed = fmt.Appendf(failed, "event: error\ndata: %s\n\n", b)
+			failed = fmt.Appendf(failed, "event: refused\ndata: %s\n\n", b)
 			continue
 		}
 		subs = append(subs, started{idx: i, sub: sub, res: res, opts: opts})

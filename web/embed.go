@@ -1,0 +1,92 @@
+// Package web is the browser page `rtlab serve` shows at /: a live map and a chat over any of
+// the five transports, and /lab, the list of bench results. Everything is embedded (no CDN,
+// no build step), so the page works offline and doubles as the reference client: each file
+// under static/js/transports/ is one transport's client, behind the same small interface.
+//
+// static/vendor/stomp.umd.min.js is bundles/stomp.umd.min.js of @stomp/stompjs 7.5.0 (from
+// `npm pack @stomp/stompjs@7.5.0`), unmodified; its license is static/vendor/stomp.LICENSE.
+package web
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+)
+
+//go:embed index.html lab.html static
+var files embed.FS
+
+// FS returns the page and its assets: index.html, lab.html (a html/template) and static/.
+func FS() fs.FS { return files }
+
+// pageCSP keeps the page to its own origin: scripts, styles and connections ('self' covers
+// same-origin ws: and wss: too), no inline script.
+const pageCSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// Handler serves the page and its assets: GET / (index.html), GET /static/... (js, css,
+// vendored libs), GET /lab (the bench results found under resultsDir: each subfolder with a
+// results.json or report.html, newest first) and GET /lab/{run}/report.html (that run's
+// report; results.json too). A run is one directory name directly under resultsDir; anything
+// else, such as a path that climbs out of it, is a 404. An empty resultsDir lists nothing.
+//
+// Register it for GET /{$}, GET /static/, GET /lab and GET /lab/.
+func Handler(resultsDir string) http.Handler {
+	mux := http.NewServeMux()
+	a := newAssets()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serve(w, r, "index.html") })
+	mux.HandleFunc("GET /static/{file...}", func(w http.ResponseWriter, r *http.Request) {
+		a.serve(w, r, "static/"+r.PathValue("file"))
+	})
+	l := &lab{dir: resultsDir}
+	mux.HandleFunc("GET /lab", l.serveList)
+	mux.HandleFunc("GET /lab/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/lab", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET /lab/{run}/{file}", l.serveFile)
+	return mux
+}
+
+// assets serves the embedded files with strong ETags (embed.FS has no modification times), so
+// browsers revalidate cheaply instead of caching a stale page after an upgrade.
+type assets struct {
+	etags map[string]string // by path in files; immutable
+}
+
+func newAssets() *assets {
+	a := &assets{etags: make(map[string]string)}
+	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		a.etags[p] = `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+		return nil
+	})
+	return a
+}
+
+func (a *assets) serve(w http.ResponseWriter, r *http.Request, name string) {
+	name = path.Clean(name)
+	etag, ok := a.etags[name]
+	if !ok || name == "lab.html" || strings.HasSuffix(name, ".map") {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if name == "index.html" {
+		h.Set("Content-Security-Policy", pageCSP)
+		h.Set("Referrer-Policy", "no-referrer")
+	}
+	http.ServeFileFS(w, r, files, name)
+}
