@@ -271,8 +271,8 @@ type roomInfo struct {
 
 type memberInfo struct {
 	User   string `json:"user"`
-	Since  string `json:"since"` // when the member entered, in the protocol's time format
-	Online bool      `json:"online"` // has a connection on this node that entered as this member
+	Since  string `json:"since"`  // when the member entered, in the protocol's time format
+	Online bool   `json:"online"` // has a connection on this node that entered as this member
 }
 
 func (cr *chatRooms) info(ctx context.Context, name string) (roomInfo, error) {
