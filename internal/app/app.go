@@ -127,26 +127,11 @@ func New(cfg Config) (*App, error) {
 			mc.Store, mc.Durable = st, isDurable
 		}
 		b = memory.New(mc)
-	case strings.HasPrefix(cfg.Broker, "redis://"), strings.HasPrefix(cfg.Broker, "rediss://"):
-		rb, err := redisbroker.New(bctx, cfg.Broker, redisbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
-		if err != nil {
-			return nil, fmt.Errorf("--broker: %w", err)
-		}
-		b = rb
-	case strings.HasPrefix(cfg.Broker, "nats://"):
-		nb, err := natsbroker.New(bctx, cfg.Broker, natsbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
-		if err != nil {
-			return nil, fmt.Errorf("--broker: %w", err)
-		}
-		b = nb
-	case strings.HasPrefix(cfg.Broker, "amqp://"), strings.HasPrefix(cfg.Broker, "amqps://"):
-		ab, err := amqpbroker.New(bctx, cfg.Broker, amqpbroker.Config{Policy: policyFor, Logger: cfg.Logger, Registerer: reg})
-		if err != nil {
-			return nil, fmt.Errorf("--broker: %w", err)
-		}
-		b = ab
 	default:
-		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", cfg.Broker)
+		var err error
+		if b, err = newExternalBroker(bctx, cfg.Broker, policyFor, cfg.Logger, reg); err != nil {
+			return nil, err
+		}
 	}
 	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -249,6 +234,37 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	err = errors.Join(err, <-trErr, a.hub.Close(), a.closeStore())
 	a.log.Info("rtlab stopped", "addr", ln.Addr().String(), "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// newExternalBroker connects to the broker a URL names.
+func newExternalBroker(ctx context.Context, url string, policy func(string) hub.HistoryPolicy, log *slog.Logger, reg prometheus.Registerer) (hub.Broker, error) {
+	scheme, _, _ := strings.Cut(url, "://")
+	var (
+		b   hub.Broker
+		err error
+	)
+	switch scheme {
+	case "redis", "rediss":
+		b, err = asBroker(redisbroker.New(ctx, url, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+	case "nats":
+		b, err = asBroker(natsbroker.New(ctx, url, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+	case "amqp", "amqps":
+		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+	default:
+		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", url)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--broker: %w", err)
+	}
+	return b, nil
+}
+
+// asBroker turns a constructor's concrete result into a hub.Broker without a typed nil.
+func asBroker[B hub.Broker](b B, err error) (hub.Broker, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // devSecret is the signing key of open dev mode, where tokens identify users but are not

@@ -57,34 +57,23 @@ func (s *testServer) ws(path string) string { return "ws" + strings.TrimPrefix(s
 // get does an HTTP GET and decodes JSON into v (if non-nil), returning the status.
 func (s *testServer) get(t testing.TB, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(s.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("GET %s: %v in %q", path, err, b)
-		}
-	}
-	return resp.StatusCode
+	return s.call(t, "GET", path, "", v)
 }
 
 func (s *testServer) post(t testing.TB, path, body string, v any) int {
 	t.Helper()
-	resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	return s.call(t, "POST", path, body, v)
+}
+
+func (s *testServer) call(t testing.TB, method, path, body string, v any) int {
+	t.Helper()
+	code, b := do(t, s, method, path, "", body)
 	if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("POST %s: %v in %q", path, err, b)
+		if err := json.Unmarshal([]byte(b), v); err != nil {
+			t.Fatalf("%s %s: %v in %q", method, path, err, b)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
 // pubMsg is a publication (or any server message) as clients decode it.
