@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -92,6 +93,10 @@ func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
+// A log entry's body is a publication encoded by package replica (head, then tail). A publish
+// request's body is the tail alone: the sequencer prepends the head (offset and epoch) without
+// decoding the rest. The topic travels in a header.
+
 // Header names of log entries and requests.
 const (
 	hdrKind     = "k" // log entry: "p" publication, "m" marker
@@ -104,13 +109,15 @@ const (
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
+	replica.EveryTopic // every node reads the whole log: nothing to subscribe to
+
 	cfg     Config
 	url     string
 	logQ    string
 	seqQ    string
 	log     *slog.Logger
 	m       *metrics
-	rep     *replica
+	rep     *replica.Replica
 	reqs    *recentRequests
 	handler hub.Handler // set by Run
 
@@ -162,39 +169,11 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Policy != nil {
-		def := cfg.Policy("")
-		if cfg.Retention.Size <= 0 {
-			cfg.Retention.Size = def.Size
-		}
-		if cfg.Retention.TTL <= 0 {
-			cfg.Retention.TTL = def.TTL
-		}
-	}
-	if cfg.Retention.Size <= 0 {
-		cfg.Retention.Size = 100
-	}
-	if cfg.Retention.TTL <= 0 {
-		cfg.Retention.TTL = 10 * time.Minute
-	}
-	retention, user := cfg.Retention, cfg.Policy
-	cfg.Policy = func(topic string) hub.HistoryPolicy {
-		p := retention
-		if user != nil {
-			u := user(topic)
-			if u.Size > 0 && u.Size < p.Size {
-				p.Size = u.Size
-			}
-			if u.TTL > 0 && u.TTL < p.TTL {
-				p.TTL = u.TTL
-			}
-		}
-		return p
-	}
+	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
 	b := &Broker{
 		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq",
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
-		rep: newReplica(cfg.Policy), reqs: newRecentRequests(time.Minute),
+		rep: replica.New(cfg.Policy), reqs: newRecentRequests(time.Minute),
 		done: make(chan struct{}), next: -1, waiting: make(map[string]chan *hub.Publication),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -252,16 +231,10 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 // ctx ends, or 60 s pass). Deliveries continue until Close.
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = b.Close()
-		case <-b.ctx.Done():
-		}
-	}()
+	context.AfterFunc(ctx, func() { _ = b.Close() })
 	up := make(chan struct{})
 	go b.loop(up)
-	go b.sweep()
+	go b.rep.SweepEvery(b.ctx, time.Minute)
 	select {
 	case <-up:
 		return nil
@@ -289,19 +262,12 @@ func (b *Broker) Close() error {
 // Ready reports whether the node is connected and caught up with the log.
 func (b *Broker) Ready() bool { return b.ready.Load() }
 
-// Subscribe is a no-op: every node reads the whole log (see the package comment), so whatever a
-// later History does not show is delivered.
-func (b *Broker) Subscribe(context.Context, string) error { return nil }
-
-// Unsubscribe is a no-op, see Subscribe.
-func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
-
 // History answers from the replica.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
 	}
-	return b.rep.history(topic, since, limit, time.Now()), nil
+	return b.rep.History(topic, since, limit, time.Now()), nil
 }
 
 // Publish sends a request to the sequencer and returns the publication once this node has
@@ -333,7 +299,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		},
 		// RabbitMQ drops the request if no sequencer took it by the deadline.
 		Expiration: strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10),
-		Body:       appendTail(nil, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data),
+		Body:       replica.AppendTail(nil, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data),
 	})
 	if err != nil {
 		b.m.publishErrs.Inc()
@@ -378,20 +344,6 @@ func (b *Broker) notify(id string, p *hub.Publication) {
 	b.waitMu.Unlock()
 	if ch != nil {
 		ch <- p
-	}
-}
-
-// sweep periodically forgets topics whose history expired.
-func (b *Broker) sweep() {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case now := <-t.C:
-			b.rep.sweep(now)
-		}
 	}
 }
 

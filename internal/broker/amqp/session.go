@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -105,7 +106,7 @@ func (b *Broker) runSession(onReady func()) error {
 		if end < b.next {
 			b.log.Warn("amqp log is shorter than what this node read: it was recreated; replaying it", "end", end, "next", b.next)
 			b.next = -1
-			b.rep.reset()
+			b.rep.Reset()
 		}
 	}
 	var from any = "first"
@@ -262,7 +263,7 @@ func (b *Broker) consumeLog(ctx context.Context, entries <-chan amqp.Delivery) e
 			// the log is not the one this node read: start over from the new log's start.
 			b.log.Warn("amqp log went back; replaying it from the start", "offset", off, "expected", b.next)
 			b.next = -1
-			b.rep.reset()
+			b.rep.Reset()
 			return errLogReset
 		}
 		b.next = off + 1
@@ -282,12 +283,12 @@ func (b *Broker) apply(d amqp.Delivery, off int64) {
 		b.notify(id, nil)
 	case kindPub:
 		topic, _ := d.Headers[hdrTopic].(string)
-		p, err := decodePayload(topic, d.Body)
+		p, err := replica.Decode(topic, d.Body)
 		if err != nil || hub.ValidateTopic(topic) != nil {
 			b.log.Error("amqp broker: undecodable log entry", "offset", off, "topic", topic, "err", err)
 			return
 		}
-		if !b.rep.apply(p, uint64(off)) {
+		if !b.rep.Apply(p, uint64(off)) {
 			b.m.rejected.Inc()
 			return
 		}
@@ -373,7 +374,7 @@ func (b *Broker) assign(ctx context.Context, term map[string]seqState, d amqp.De
 	id, _ := d.Headers[hdrRequest].(string)
 	deadline, _ := d.Headers[hdrDeadline].(int64)
 	now := time.Now()
-	t, err := tailTime(d.Body)
+	t, err := replica.TailTime(d.Body)
 	switch {
 	case err != nil || id == "" || hub.ValidateTopic(topic) != nil:
 		b.log.Error("amqp broker: dropping a malformed publish request", "topic", topic)
@@ -386,17 +387,17 @@ func (b *Broker) assign(ctx context.Context, term map[string]seqState, d amqp.De
 	pol := b.cfg.Policy(topic)
 	st, known := term[topic]
 	if !known {
-		if lp, ok := b.rep.last(topic, now); ok {
-			st, known = seqState{epoch: lp.epoch, offset: lp.offset, time: lp.time}, true
+		if lp, ok := b.rep.Last(topic, now); ok {
+			st, known = seqState{epoch: lp.Epoch, offset: lp.Offset, time: lp.Time}, true
 		}
 	}
 	if !known || now.Sub(st.time) > pol.TTL {
-		st = seqState{epoch: newEpoch()} // unknown, or its history expired: a new epoch
+		st = seqState{epoch: replica.NewEpoch()} // unknown, or its history expired: a new epoch
 	}
 	st.offset++
 	st.time = t
 	term[topic] = st
-	body := appendHead(make([]byte, 0, len(d.Body)+24), st.offset, st.epoch)
+	body := replica.AppendHead(make([]byte, 0, len(d.Body)+24), st.offset, st.epoch)
 	body = append(body, d.Body...)
 	conf, err := appendCh.PublishWithDeferredConfirmWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{
 		Headers:      amqp.Table{hdrKind: kindPub, hdrTopic: topic, hdrRequest: id},
@@ -418,7 +419,7 @@ func (b *Broker) assign(ctx context.Context, term map[string]seqState, d amqp.De
 func (b *Broker) pruneTerm(term map[string]seqState) {
 	now := time.Now()
 	for topic, st := range term {
-		if lp, ok := b.rep.last(topic, now); ok && lp.epoch == st.epoch && lp.offset >= st.offset {
+		if lp, ok := b.rep.Last(topic, now); ok && lp.Epoch == st.epoch && lp.Offset >= st.offset {
 			delete(term, topic)
 		}
 	}

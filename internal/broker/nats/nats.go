@@ -39,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -78,12 +79,14 @@ var validStream = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Broker is a hub.Broker on NATS JetStream. It is safe for concurrent use.
 type Broker struct {
+	replica.EveryTopic // every node reads the whole log: nothing to subscribe to
+
 	cfg     Config
 	nc      *natsgo.Conn
 	js      jetstream.JetStream
 	log     *slog.Logger
 	m       *metrics
-	rep     *replica
+	rep     *replica.Replica
 	handler hub.Handler // set by Run
 
 	ctx    context.Context // ends at Close
@@ -100,7 +103,7 @@ type Broker struct {
 
 	// pubLocks serialize this node's publishes per topic (by replica shard), so a node never
 	// conflicts with itself on offsets.
-	pubLocks [numShards]sync.Mutex
+	pubLocks [replica.Shards]sync.Mutex
 
 	// consMu guards the consumer; deliverMu serializes deliveries (an ordered consumer that is
 	// being reset may overlap its old and new subscriptions for a moment).
@@ -151,39 +154,10 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Policy != nil {
-		def := cfg.Policy("")
-		if cfg.Retention.Size <= 0 {
-			cfg.Retention.Size = def.Size
-		}
-		if cfg.Retention.TTL <= 0 {
-			cfg.Retention.TTL = def.TTL
-		}
-	}
-	if cfg.Retention.Size <= 0 {
-		cfg.Retention.Size = 100
-	}
-	if cfg.Retention.TTL <= 0 {
-		cfg.Retention.TTL = 10 * time.Minute
-	}
-	retention := cfg.Retention
-	user := cfg.Policy
-	cfg.Policy = func(topic string) hub.HistoryPolicy {
-		p := retention
-		if user != nil {
-			u := user(topic)
-			if u.Size > 0 && u.Size < p.Size {
-				p.Size = u.Size
-			}
-			if u.TTL > 0 && u.TTL < p.TTL {
-				p.TTL = u.TTL
-			}
-		}
-		return p
-	}
+	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("broker", "nats"), m: newMetrics(cfg.Registerer),
-		rep: newReplica(cfg.Policy), ctx: bctx, cancel: cancel}
+		rep: replica.New(cfg.Policy), ctx: bctx, cancel: cancel}
 	nc, err := natsgo.Connect(url,
 		natsgo.Name("rtlab"),
 		natsgo.MaxReconnects(-1),
@@ -203,16 +177,30 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	b.newConnScope()
 	b.connected.Store(true)
 	if b.js, err = jetstream.New(nc); err != nil {
+		cancel() // first, so that closing is not logged as a lost connection
 		nc.Close()
-		cancel()
 		return nil, fmt.Errorf("nats broker: %w", err)
 	}
 	if _, err := b.ensureStream(ctx); err != nil {
-		nc.Close()
 		cancel()
-		return nil, err
+		nc.Close()
+		return nil, withCause(err)
 	}
 	return b, nil
+}
+
+// withCause adds to an unavailableError the cause its text leaves out, for New's caller: an
+// operator starting a node wants to read why (say, a server without JetStream), not only that
+// NATS is unavailable.
+func withCause(err error) error {
+	var ue *unavailableError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return fmt.Errorf("%w (%v: is JetStream enabled, nats-server -js?)", err, ue.cause)
+	}
+	return fmt.Errorf("%w (%v)", err, ue.cause)
 }
 
 func (b *Broker) streamConfig() jetstream.StreamConfig {
@@ -250,13 +238,7 @@ func (b *Broker) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error
 // up with the stream (or ctx ends, or 60 s pass). Deliveries continue until Close.
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = b.Close()
-		case <-b.ctx.Done():
-		}
-	}()
+	context.AfterFunc(ctx, func() { _ = b.Close() })
 	if err := b.startConsumer(false); err != nil {
 		return err
 	}
@@ -266,7 +248,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.synced.Store(true)
 	b.running.Store(true)
 	b.m.ready.Set(1)
-	go b.sweep()
+	go b.rep.SweepEvery(b.ctx, time.Minute)
 	go b.watch()
 	return nil
 }
@@ -318,7 +300,7 @@ func (b *Broker) startConsumer(reset bool) error {
 		b.appliedMu.Lock()
 		b.applied = 0
 		b.appliedMu.Unlock()
-		b.rep.reset()
+		b.rep.Reset()
 	}
 	b.deliverMu.Unlock()
 	c, err := b.js.OrderedConsumer(b.ctx, b.cfg.Stream, jetstream.OrderedConsumerConfig{
@@ -379,19 +361,12 @@ func (b *Broker) Close() error {
 // Ready reports whether the connection is up and the node has caught up with the stream.
 func (b *Broker) Ready() bool { return b.connected.Load() && b.synced.Load() && b.ctx.Err() == nil }
 
-// Subscribe is a no-op: every node reads every topic (see the package comment), so whatever a
-// later History does not show is delivered.
-func (b *Broker) Subscribe(context.Context, string) error { return nil }
-
-// Unsubscribe is a no-op, see Subscribe.
-func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
-
 // History answers from the replica.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
 	}
-	return b.rep.history(topic, since, limit, time.Now()), nil
+	return b.rep.History(topic, since, limit, time.Now()), nil
 }
 
 // Publish assigns the topic's next offset by compare-and-set on the stream and returns once this
@@ -412,19 +387,19 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(scope.ctx, cancel)()
-	mu := &b.pubLocks[b.rep.shardIndex(req.Topic)]
+	mu := &b.pubLocks[b.rep.Shard(req.Topic)]
 	mu.Lock()
 	defer mu.Unlock()
-	last, known := b.rep.last(req.Topic, start)
+	last, known := b.rep.Last(req.Topic, start)
 	var payload []byte
 	for attempt := 0; ; attempt++ {
-		epoch, off := newEpoch(), uint64(1)
-		if known && !last.expired {
-			epoch, off = last.epoch, last.offset+1
+		epoch, off := replica.NewEpoch(), uint64(1)
+		if known && !last.Expired {
+			epoch, off = last.Epoch, last.Offset+1
 		}
-		payload = appendPayload(payload[:0], off, epoch, t, req.Sender, req.Type, req.Data)
+		payload = replica.AppendTail(replica.AppendHead(payload[:0], off, epoch), t, req.Sender, req.Type, req.Data)
 		ack, err := b.js.PublishMsg(ctx, &natsgo.Msg{Subject: subj, Data: payload},
-			jetstream.WithExpectLastSequencePerSubject(last.seq))
+			jetstream.WithExpectLastSequencePerSubject(last.Seq))
 		if err == nil {
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_ = b.waitApplied(wctx, ack.Sequence)
@@ -451,22 +426,22 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 }
 
 // fetchLast reads the topic's latest message from the stream.
-func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.HistoryPolicy, now time.Time) (lastPub, bool, error) {
+func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool, error) {
 	b.consMu.Lock()
 	s := b.stream
 	b.consMu.Unlock()
 	m, err := s.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return lastPub{}, false, nil
+		return replica.Last{}, false, nil
 	}
 	if err != nil {
-		return lastPub{}, false, b.wrap("read latest of "+topic, err)
+		return replica.Last{}, false, b.wrap("read latest of "+topic, err)
 	}
-	p, err := decodePayload(topic, m.Data)
+	p, err := replica.Decode(topic, m.Data)
 	if err != nil {
-		return lastPub{}, false, err
+		return replica.Last{}, false, fmt.Errorf("nats broker: read latest of %s: %w", topic, err)
 	}
-	return lastPub{seq: m.Sequence, epoch: p.Epoch, offset: p.Offset, expired: now.Sub(p.Time) > pol.TTL}, true, nil
+	return replica.Last{Seq: m.Sequence, Epoch: p.Epoch, Offset: p.Offset, Time: p.Time, Expired: now.Sub(p.Time) > pol.TTL}, true, nil
 }
 
 func isWrongLastSeq(err error) bool {
@@ -505,9 +480,9 @@ func (b *Broker) onMsg(gen uint64, msg jetstream.Msg) {
 		return // a replaced consumer's late message
 	}
 	if topic, ok := topicOf(b.cfg.Stream, msg.Subject()); ok {
-		if p, err := decodePayload(topic, msg.Data()); err != nil {
+		if p, err := replica.Decode(topic, msg.Data()); err != nil {
 			b.log.Error("nats broker: undecodable publication", "subject", msg.Subject(), "seq", seq, "err", err)
-		} else if b.rep.apply(p, seq) {
+		} else if b.rep.Apply(p, seq) {
 			b.handler.HandlePublication(p)
 		}
 	}
@@ -635,18 +610,4 @@ func (b *Broker) resyncOnce() error {
 		b.consMu.Unlock()
 	}
 	return b.catchUp(b.ctx, 30*time.Second)
-}
-
-// sweep periodically forgets topics whose history expired.
-func (b *Broker) sweep() {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case now := <-t.C:
-			b.rep.sweep(now)
-		}
-	}
 }

@@ -1,0 +1,261 @@
+// Package replica is one node's copy of a publication log that every node reads in full: for
+// each topic, its position and its latest publications. Brokers whose server keeps one ordered
+// log for all topics (the NATS JetStream stream, the RabbitMQ stream queue) apply that log on
+// every node in the same order, so every node's replica holds the same offsets, epochs and
+// history, and History answers from it without a round trip to the server.
+//
+// The package also holds what those brokers share around the replica: the encoding of a
+// publication in the log (codec.go) and how a per-topic policy is bounded by what the log
+// retains (Policies).
+package replica
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Shards is how many ways a Replica is sharded by topic. Brokers that serialize their own
+// publishes per topic can use Shard to keep one lock per shard.
+const Shards = 64
+
+// Replica is a node's copy of every topic's recent publications. It is safe for concurrent use.
+//
+// A topic whose publications have all outlived their TTL is forgotten: History reports it as
+// unused, and its next publication starts a new epoch (the log forgets it too).
+type Replica struct {
+	policy func(string) hub.HistoryPolicy // Size and TTL > 0 for every topic; immutable
+	seed   maphash.Seed
+	shards [Shards]shard
+}
+
+type shard struct {
+	mu     sync.Mutex
+	topics map[string]*topicLog // guarded by mu
+}
+
+// topicLog is one topic's state: its position and a ring of its latest publications. It is
+// guarded by its shard's mu.
+type topicLog struct {
+	epoch string
+	top   uint64    // offset of the latest publication
+	seq   uint64    // log position of the latest publication
+	last  time.Time // time of the latest publication
+	ttl   time.Duration
+	ring  []*hub.Publication // circular, len == cap == policy size
+	head  int                // index of the oldest retained
+	n     int                // retained count
+}
+
+// Last is what a publisher needs to know about a topic's latest publication to assign the next
+// offset.
+type Last struct {
+	Seq     uint64 // log position (stream sequence, log offset) of the topic's latest message
+	Epoch   string
+	Offset  uint64
+	Time    time.Time // of the latest publication
+	Expired bool      // the latest publication outlived its TTL: the next one starts a new epoch
+}
+
+// New returns an empty replica. policy gives each topic's history size and TTL; it must return
+// Size > 0 and TTL > 0 for every topic (see Policies).
+func New(policy func(topic string) hub.HistoryPolicy) *Replica {
+	r := &Replica{policy: policy, seed: maphash.MakeSeed()}
+	for i := range r.shards {
+		r.shards[i].topics = make(map[string]*topicLog)
+	}
+	return r
+}
+
+// Shard returns the index, below Shards, of topic's shard.
+func (r *Replica) Shard(topic string) int {
+	return int(maphash.String(r.seed, topic) % Shards)
+}
+
+func (r *Replica) shard(topic string) *shard { return &r.shards[r.Shard(topic)] }
+
+// Reset forgets everything, when the log the replica was built from is gone.
+func (r *Replica) Reset() {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		clear(sh.topics)
+		sh.mu.Unlock()
+	}
+}
+
+// Apply adds p, found at log position seq, and reports whether it is new. A publication of an
+// epoch already applied at or below its offset is not: it is a duplicate, or a stale writer's,
+// and every node that applies the same log ignores it alike. A jump in offsets (entries removed
+// from the log before this node read them) restarts the retained history at p.
+func (r *Replica) Apply(p *hub.Publication, seq uint64) bool {
+	sh := r.shard(p.Topic)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.topics[p.Topic]
+	if t != nil && t.epoch == p.Epoch && p.Offset <= t.top {
+		return false
+	}
+	if t == nil {
+		pol := r.policy(p.Topic)
+		t = &topicLog{ring: make([]*hub.Publication, pol.Size), ttl: pol.TTL}
+		sh.topics[p.Topic] = t
+	}
+	if t.epoch != p.Epoch || p.Offset != t.top+1 {
+		t.clearLocked()
+	}
+	t.epoch, t.top, t.seq, t.last = p.Epoch, p.Offset, seq, p.Time
+	t.appendLocked(p)
+	return true
+}
+
+// Last returns what is known of topic's latest publication, and false when the topic is unknown.
+func (r *Replica) Last(topic string, now time.Time) (Last, bool) {
+	sh := r.shard(topic)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.topics[topic]
+	if t == nil {
+		return Last{}, false
+	}
+	return Last{Seq: t.seq, Epoch: t.epoch, Offset: t.top, Time: t.last, Expired: now.Sub(t.last) > t.ttl}, true
+}
+
+// History answers hub.Broker.History from the replica: the retained publications after since
+// (at most limit; limit <= 0 means all) that have not outlived their TTL at now.
+func (r *Replica) History(topic string, since uint64, limit int, now time.Time) hub.HistoryResult {
+	sh := r.shard(topic)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.topics[topic]
+	if t == nil {
+		return hub.HistoryResult{}
+	}
+	t.expireLocked(now)
+	if t.n == 0 {
+		delete(sh.topics, topic) // every publication expired: forget the topic
+		return hub.HistoryResult{}
+	}
+	res := hub.HistoryResult{Top: hub.Position{Offset: t.top, Epoch: t.epoch}}
+	oldest := t.ring[t.head].Offset
+	res.Oldest = oldest
+	if since >= t.top {
+		return res
+	}
+	first := 0
+	if since >= oldest {
+		first = int(since - oldest + 1)
+	}
+	count := t.n - first
+	if limit > 0 && count > limit {
+		count = limit
+	}
+	res.Publications = make([]*hub.Publication, count)
+	for i := range count {
+		res.Publications[i] = t.ring[(t.head+first+i)%len(t.ring)]
+	}
+	return res
+}
+
+// Sweep forgets topics whose publications all expired at now, bounding memory to live topics.
+func (r *Replica) Sweep(now time.Time) {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for name, t := range sh.topics {
+			if now.Sub(t.last) > t.ttl {
+				delete(sh.topics, name)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// SweepEvery calls Sweep every interval until ctx ends.
+func (r *Replica) SweepEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.Sweep(now)
+		}
+	}
+}
+
+func (t *topicLog) clearLocked() {
+	clear(t.ring)
+	t.head, t.n = 0, 0
+}
+
+func (t *topicLog) appendLocked(p *hub.Publication) {
+	if t.n == len(t.ring) {
+		t.ring[t.head] = p
+		t.head = (t.head + 1) % len(t.ring)
+		return
+	}
+	t.ring[(t.head+t.n)%len(t.ring)] = p
+	t.n++
+}
+
+func (t *topicLog) expireLocked(now time.Time) {
+	cutoff := now.Add(-t.ttl)
+	for t.n > 0 && t.ring[t.head].Time.Before(cutoff) {
+		t.ring[t.head] = nil
+		t.head = (t.head + 1) % len(t.ring)
+		t.n--
+	}
+}
+
+// Policies fills in retention, what the log keeps per topic: its zero fields are taken from
+// policy("") (when policy is not nil), then default to 100 publications and 10 minutes. It
+// returns retention and the per-topic policy for New: policy(topic) narrowed to retention, since
+// a replica cannot keep more than the log it is built from. A nil policy means retention for
+// every topic.
+func Policies(retention hub.HistoryPolicy, policy func(topic string) hub.HistoryPolicy) (hub.HistoryPolicy, func(topic string) hub.HistoryPolicy) {
+	if policy != nil {
+		def := policy("")
+		if retention.Size <= 0 {
+			retention.Size = def.Size
+		}
+		if retention.TTL <= 0 {
+			retention.TTL = def.TTL
+		}
+	}
+	if retention.Size <= 0 {
+		retention.Size = 100
+	}
+	if retention.TTL <= 0 {
+		retention.TTL = 10 * time.Minute
+	}
+	return retention, func(topic string) hub.HistoryPolicy {
+		p := retention
+		if policy != nil {
+			u := policy(topic)
+			if u.Size > 0 && u.Size < p.Size {
+				p.Size = u.Size
+			}
+			if u.TTL > 0 && u.TTL < p.TTL {
+				p.TTL = u.TTL
+			}
+		}
+		return p
+	}
+}
+
+// EveryTopic is embedded by a Broker whose every node applies the whole log to its Replica: the
+// node receives every topic, subscribed or not (the hub drops topics without local
+// subscribers), so Subscribe and Unsubscribe have nothing to do, and whatever a later History
+// does not show is delivered.
+type EveryTopic struct{}
+
+// Subscribe does nothing: the node receives every topic.
+func (EveryTopic) Subscribe(context.Context, string) error { return nil }
+
+// Unsubscribe does nothing, see Subscribe.
+func (EveryTopic) Unsubscribe(context.Context, string) error { return nil }
