@@ -128,8 +128,10 @@ func New(cfg Config) (*App, error) {
 		}
 		b = memory.New(mc)
 	default:
+		// External brokers keep history themselves; --durable is the memory broker's.
+		plain := func(string) hub.HistoryPolicy { return history }
 		var err error
-		if b, err = newExternalBroker(bctx, cfg.Broker, policyFor, cfg.Logger, reg); err != nil {
+		if b, err = newExternalBroker(bctx, cfg.Broker, plain, cfg.Logger, reg); err != nil {
 			return nil, err
 		}
 	}
@@ -279,16 +281,25 @@ func devSecret(dataDir string) ([]byte, error) {
 		return secret, nil
 	}
 	path := filepath.Join(dataDir, "dev-secret")
-	if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
-		return b, nil
-	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
-	if err := os.WriteFile(path, secret, 0o600); err != nil {
+	// Created exclusively, so two nodes starting together in one directory share one key.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = f.Write(secret)
+		return secret, errors.Join(err, f.Close())
+	}
+	if !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("--data-dir: keep dev secret: %w", err)
 	}
-	return secret, nil
+	for range 50 { // the creator may still be writing it
+		if b, err := os.ReadFile(path); err == nil && len(b) >= 16 {
+			return b, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("--data-dir: %s is not a usable dev secret (delete it)", path)
 }
 
 func (a *App) durableMode() string {

@@ -22,6 +22,14 @@ type Sink interface {
 	Deliver(p *Publication)
 }
 
+// GapSink is implemented by sinks that must be told when a live subscription's history breaks:
+// the epoch changed (a broker lost its data, a memory node restarted), so publications before
+// the new epoch's first one may be gone. Gap is called before the first publication of the new
+// epoch is delivered; like Deliver it must not block.
+type GapSink interface {
+	Gap(topic string, now Position, reason string)
+}
+
 // SinkFunc adapts a function to a Sink.
 type SinkFunc func(p *Publication)
 
@@ -310,11 +318,18 @@ func (s *Subscription) deliver(p *Publication) {
 	s.mu.Unlock()
 }
 
-// deliverLocked drops publications the sink already has, then hands p over.
+// deliverLocked drops publications the sink already has, tells the sink when the epoch changed
+// under it, then hands p over.
 func (s *Subscription) deliverLocked(p *Publication) {
 	if p.Epoch == s.last.Epoch && p.Offset <= s.last.Offset {
 		s.hub.stats.Duplicates.Add(1)
 		return
+	}
+	if s.last.Epoch != "" && p.Epoch != s.last.Epoch {
+		if g, ok := s.sink.(GapSink); ok {
+			g.Gap(s.topic.name, Position{Offset: p.Offset, Epoch: p.Epoch},
+				fmt.Sprintf("epoch changed from %s to %s: history was lost, offsets start over", s.last.Epoch, p.Epoch))
+		}
 	}
 	s.last = Position{Offset: p.Offset, Epoch: p.Epoch}
 	s.hub.stats.Deliveries.Add(1)
@@ -418,8 +433,11 @@ func (bh *brokerHandler) HandlePublication(p *Publication) {
 	}
 	t.deliverMu.Lock()
 	defer t.deliverMu.Unlock()
-	if t.last.Epoch == p.Epoch && t.last.Offset != 0 && p.Offset > t.last.Offset+1 {
-		h.fillGapLocked(t, p.Offset-1)
+	switch {
+	case t.last.Epoch == p.Epoch && t.last.Offset != 0 && p.Offset > t.last.Offset+1:
+		h.fillGapLocked(t, p) // deliveries were lost within the epoch
+	case t.last.Epoch != "" && t.last.Epoch != p.Epoch && p.Offset > 1:
+		h.fillGapLocked(t, p) // a new epoch began while deliveries were interrupted
 	}
 	h.fanOutLocked(t, p)
 }
@@ -439,14 +457,16 @@ func (bh *brokerHandler) HandleResubscribed() {
 	}
 	for _, t := range topics {
 		t.deliverMu.Lock()
-		h.fillGapLocked(t, math.MaxUint64)
+		h.fillGapLocked(t, nil)
 		t.deliverMu.Unlock()
 	}
 }
 
-// fillGapLocked delivers publications after t.last up to offset `upto` from history.
-func (h *Hub) fillGapLocked(t *topic, upto uint64) {
-	if t.last.Offset == 0 {
+// fillGapLocked delivers from history what was published after t.last and before next (all of
+// it when next is nil). When the epoch changed meanwhile, that is the new epoch from its first
+// retained publication; subscribers are told of the change as it is delivered (see GapSink).
+func (h *Hub) fillGapLocked(t *topic, next *Publication) {
+	if t.last.Epoch == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -455,8 +475,15 @@ func (h *Hub) fillGapLocked(t *topic, upto uint64) {
 	if err != nil {
 		return // subscribers see the gap in offsets and can resume
 	}
+	epoch := t.last.Epoch
+	if hr.Top.Epoch != "" && hr.Top.Epoch != t.last.Epoch {
+		epoch = hr.Top.Epoch
+		if hr, err = h.broker.History(ctx, t.name, 0, 0); err != nil {
+			return
+		}
+	}
 	for _, p := range hr.Publications {
-		if p.Offset > upto || p.Epoch != t.last.Epoch {
+		if p.Epoch != epoch || (next != nil && p.Epoch == next.Epoch && p.Offset >= next.Offset) {
 			break
 		}
 		h.stats.GapsFilled.Add(1)

@@ -229,6 +229,9 @@ func (s *Server) poll(ctx context.Context, topic string, opts hub.ReadOptions, w
 	}
 	w.mu.Lock()
 	res.Publications = w.pubs
+	if w.gap != "" {
+		res.Recovered, res.Reason = false, w.gap
+	}
 	w.mu.Unlock()
 	if n := len(res.Publications); n > 0 {
 		last := res.Publications[n-1]
@@ -243,6 +246,14 @@ type pollWaiter struct {
 	signal chan struct{}
 	mu     sync.Mutex
 	pubs   []*hub.Publication // guarded by mu
+	gap    string             // why history broke while waiting; guarded by mu
+}
+
+// Gap records that the epoch changed while the poll waited: the answer says so.
+func (w *pollWaiter) Gap(_ string, _ hub.Position, reason string) {
+	w.mu.Lock()
+	w.gap = reason
+	w.mu.Unlock()
 }
 
 func (w *pollWaiter) Deliver(p *hub.Publication) {

@@ -35,6 +35,12 @@ type sseSink struct {
 
 func (k *sseSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
 
+// Gap tells the client that the topic's epoch changed under the stream.
+func (k *sseSink) Gap(topic string, now hub.Position, reason string) {
+	b, _ := json.Marshal(map[string]any{"topic": topic, "offset": now.Offset, "epoch": now.Epoch, "reason": reason})
+	k.c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+}
+
 func (c *sseConn) appendItem(buf []byte, it item) []byte {
 	if it.pub == nil {
 		return append(buf, it.raw...)
@@ -225,6 +231,11 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 	}
 	// The head goes first; the connection is tracked (keepalive, shutdown) only after it.
 	c.w.sendRaw(append(head, failed...))
+	if len(subs) == 0 {
+		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
+		c.w.close(Reason{Code: "unavailable", Text: "no topic could be subscribed, retry", Reconnect: true}, true)
+		return
+	}
 	if tracked = s.track(c.w, metrics.SSE); !tracked {
 		c.w.close(ReasonShutdown, true)
 		return
@@ -238,7 +249,7 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		}
 		c.mu.Unlock()
 		if !res.Recovered {
-			b, _ := json.Marshal(map[string]any{"topic": t, "since": opts.Since, "epoch": res.Top.Epoch, "reason": res.Reason})
+			b, _ := json.Marshal(map[string]any{"topic": t, "offset": res.Top.Offset, "epoch": res.Top.Epoch, "reason": res.Reason})
 			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
 		}
 		st.sub.Start()

@@ -80,6 +80,22 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 	k.c.w.send(item{pub: p, sub: k})
 }
 
+// Gap tells the client that the topic's epoch changed under the subscription.
+func (k *stompSub) Gap(topic string, now hub.Position, reason string) {
+	k.c.sendFrame(gapFrame(k.dest, k.id, topic, now.Offset, now.Epoch, reason))
+}
+
+// gapFrame is the MESSAGE that tells a subscription its history is gone.
+func gapFrame(dest, id, topic string, offset uint64, epoch, reason string) *stomp.Frame {
+	body, _ := json.Marshal(map[string]any{"topic": topic, "offset": offset, "epoch": epoch, "reason": reason})
+	return &stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
+		{Key: "destination", Value: dest}, {Key: "subscription", Value: id},
+		{Key: "message-id", Value: id + ":gap"}, {Key: "gap", Value: "true"},
+		{Key: "reason", Value: reason}, {Key: "epoch", Value: epoch},
+		{Key: "content-type", Value: "application/json"},
+	}, Body: body}
+}
+
 // encSTOMPTail is the part of a MESSAGE shared by every subscription: the headers after the
 // per-subscription ones, the blank line, the body and the NUL.
 func encSTOMPTail(p *hub.Publication) []byte {
@@ -264,6 +280,9 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	msg := err.Error()
 	if code == "internal" {
 		msg = "internal error"
+	}
+	if code == "unavailable" {
+		wsCode = 1013 // try again later: the broker is away, not the client's fault
 	}
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
@@ -509,13 +528,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	c.subs[id] = k
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(res.Top.Offset, 10)}, stomp.Header{Key: "epoch", Value: res.Top.Epoch})
 	if !res.Recovered {
-		body, _ := json.Marshal(map[string]any{"topic": topic, "since": opts.Since, "epoch": res.Top.Epoch, "reason": res.Reason})
-		c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
-			{Key: "destination", Value: dest}, {Key: "subscription", Value: id},
-			{Key: "message-id", Value: id + ":gap"}, {Key: "gap", Value: "true"},
-			{Key: "reason", Value: res.Reason}, {Key: "epoch", Value: res.Top.Epoch},
-			{Key: "content-type", Value: "application/json"},
-		}, Body: body})
+		c.sendFrame(gapFrame(dest, id, topic, res.Top.Offset, res.Top.Epoch, res.Reason))
 	}
 	sub.Start()
 	return true

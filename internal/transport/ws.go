@@ -65,6 +65,15 @@ type wsSink struct {
 
 func (k *wsSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
 
+// Gap tells a native client that the topic's epoch changed under its subscription.
+func (k *wsSink) Gap(topic string, now hub.Position, reason string) {
+	if k.dataOnly {
+		return // seed sockets have no way to say it; they get the data as it comes
+	}
+	b, _ := json.Marshal(map[string]any{"op": "gap", "topic": topic, "offset": now.Offset, "epoch": now.Epoch, "reason": reason})
+	k.c.w.sendRaw(appendWSText(nil, b))
+}
+
 func (c *wsConn) appendItem(buf []byte, it item) []byte {
 	if it.pub == nil {
 		return append(buf, it.raw...)

@@ -1,0 +1,922 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/stomp"
+)
+
+// TestMultiNode runs two rtlab nodes on one external broker (as two `rtlab serve --broker URL`
+// would) with clients of every transport on both, over real sockets:
+//
+//   - ordering: publishers on both nodes at once; every client on either node receives every
+//     publication exactly once, offsets 1..N in one epoch;
+//   - broker restart: /readyz goes 503 then 200 on both nodes, publishes in between are
+//     refused with 503, and clients end up with every acknowledged publication exactly once in
+//     order; where the broker lost its data (Redis without persistence), they see a new epoch;
+//   - node dies: the clients of a node that shuts down resume on the other with no loss and no
+//     duplicates.
+//
+// Each broker's server is started once and shared by its three subtests (RabbitMQ takes ~5 s
+// to boot). A missing server binary skips the broker, or fails with RTLAB_REQUIRE_BROKERS set.
+func TestMultiNode(t *testing.T) {
+	for _, bk := range []struct {
+		name    string
+		start   func(testing.TB) *brokertest.Server
+		durable bool // history survives a server restart
+	}{
+		{"redis", brokertest.StartRedis, false},
+		{"nats", brokertest.StartNATS, true},
+		{"amqp", brokertest.StartRabbit, true},
+	} {
+		t.Run(bk.name, func(t *testing.T) {
+			srv := bk.start(t)
+			nodes := []*testServer{startNode(t, srv.URL), startNode(t, srv.URL)}
+			t.Run("Ordering", func(t *testing.T) { testMultiNodeOrdering(t, nodes) })
+			t.Run("BrokerRestart", func(t *testing.T) { testMultiNodeBrokerRestart(t, srv, nodes, bk.durable) })
+			t.Run("NodeDies", func(t *testing.T) { testMultiNodeNodeDies(t, nodes) })
+		})
+	}
+}
+
+// startNode starts an App on brokerURL as `rtlab serve --broker brokerURL` does, with history
+// large enough that no test publication falls out of it.
+func startNode(t *testing.T, brokerURL string) *testServer {
+	t.Helper()
+	return startServer(t, func(c *Config) {
+		c.Broker = brokerURL
+		c.HistorySize = 5000
+		c.Logger = brokertest.Logger()
+	})
+}
+
+func testMultiNodeOrdering(t *testing.T, nodes []*testServer) {
+	const topic, per = "multi/order", 40
+	fs := followAll(t, topic, nodes, clientPos{})
+	var (
+		wg   sync.WaitGroup
+		acks = &acked{}
+	)
+	for i, n := range nodes {
+		wg.Add(4)
+		for k := range 2 {
+			go func() {
+				defer wg.Done()
+				for j := range per {
+					pos, code, err := publishHTTP(n, topic, fmt.Sprintf(`{"n":%d,"http":%d,"j":%d}`, i, k, j))
+					if err != nil || code != 200 {
+						t.Errorf("node %d: publish: %d %v", i, code, err)
+						return
+					}
+					acks.add(pos)
+				}
+			}()
+		}
+		go func() { defer wg.Done(); acks.addAll(publishWS(t, n, topic, per)) }()
+		go func() { defer wg.Done(); acks.addAll(publishSTOMP(t, n, topic, per)) }()
+	}
+	wg.Wait()
+	const total = 2 * 4 * per
+	top := agreedTop(t, topic, nodes)
+	if top.Offset != total {
+		t.Fatalf("top is %d, want %d", top.Offset, total)
+	}
+	awaitAll(t, fs, top)
+	acks.checkUnique(t, top)
+	for _, f := range fs {
+		f.checkExactly(t, top, acks.list())
+	}
+}
+
+func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*testServer, durable bool) {
+	const topic = "multi/restart"
+	fs := followAll(t, topic, nodes, clientPos{})
+	pubs := startPublishers(t, topic, nodes)
+	pubs.await(t, 20, "publications before the restart")
+	first := agreedTop(t, topic, nodes)
+
+	srv.Stop()
+	stopped := time.Now()
+	for i, n := range nodes {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d not ready", i), func() bool { return readyz(n) == 503 })
+	}
+	for i, n := range nodes {
+		checkPublishRefused(t, n, topic, fmt.Sprintf("node %d during the outage", i))
+	}
+	srv.Start()
+	started := time.Now()
+	for i, n := range nodes {
+		eventually(t, 30*time.Second, fmt.Sprintf("node %d ready again", i), func() bool { return readyz(n) == 200 })
+	}
+	t.Logf("broker down for %v; both nodes ready %v after it restarted", started.Sub(stopped).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+	before := pubs.count()
+	pubs.await(t, before+10, "publications after the restart")
+	// Clients that were away during the outage come back with the position they had before it.
+	late := followAll(t, topic, nodes, first)
+	pubs.await(t, before+20, "publications after the restart")
+	pubs.stop(t)
+	if pubs.refused() == 0 {
+		t.Errorf("no publication was refused during the outage")
+	}
+	top := agreedTop(t, topic, nodes)
+	awaitAll(t, append(fs, late...), top)
+	acks := pubs.acks.list()
+	if durable {
+		if top.Epoch != first.Epoch {
+			t.Fatalf("epoch changed from %s to %s across a restart of a durable broker", first.Epoch, top.Epoch)
+		}
+		pubs.acks.checkUnique(t, top)
+		for _, f := range append(fs, late...) {
+			f.checkExactly(t, top, acks)
+		}
+		return
+	}
+	if top.Epoch == first.Epoch {
+		t.Fatalf("epoch %s kept across a restart of a Redis without persistence", top.Epoch)
+	}
+	for _, f := range fs {
+		f.checkNewEpoch(t, first.Epoch, top, acks)
+	}
+	for _, f := range late {
+		f.checkToldNewEpoch(t, top)
+	}
+}
+
+func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
+	const topic = "multi/failover"
+	fs := followAll(t, topic, nodes, clientPos{})
+	pubs := startPublishers(t, topic, nodes)
+	pubs.await(t, 20, "publications before the node dies")
+
+	dead, alive := nodes[0], nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := dead.app.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	dead.Close()
+	before := pubs.count()
+	pubs.await(t, before+20, "publications after the node died")
+	for _, f := range fs[:len(fs)/2] {
+		eventually(t, 20*time.Second, f.name+" moved to the other node", func() bool { return f.on() == alive })
+		t.Logf("%s: %s", f.name, f.summary())
+	}
+	pubs.stop(t)
+	top := agreedTop(t, topic, []*testServer{alive})
+	awaitAll(t, fs, top)
+	pubs.acks.checkUnique(t, top)
+	for _, f := range fs {
+		f.checkExactly(t, top, pubs.acks.list())
+	}
+}
+
+// clientPos is a publication's position as a client sees it.
+type clientPos struct {
+	Offset uint64 `json:"offset"`
+	Epoch  string `json:"epoch"`
+}
+
+func (p clientPos) String() string { return fmt.Sprintf("%d:%s", p.Offset, p.Epoch) }
+
+// readyz returns the status of GET /readyz (0 when the node does not answer).
+func readyz(n *testServer) int {
+	resp, err := http.Get(n.URL + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// agreedTop waits until every node reports the same position for topic, and returns it.
+func agreedTop(t *testing.T, topic string, nodes []*testServer) clientPos {
+	t.Helper()
+	var tops []clientPos
+	eventually(t, 10*time.Second, "nodes agreeing on the position of "+topic, func() bool {
+		tops = tops[:0]
+		for _, n := range nodes {
+			var ans pollAnswer
+			if n.get(t, "/api/poll/"+topic, &ans) != 200 {
+				return false
+			}
+			tops = append(tops, clientPos{ans.Offset, ans.Epoch})
+		}
+		for _, p := range tops {
+			if p != tops[0] {
+				return false
+			}
+		}
+		return true
+	})
+	return tops[0]
+}
+
+// publishHTTP publishes data to topic on node over HTTP. err is set when the node did not
+// answer at all.
+func publishHTTP(n *testServer, topic, data string) (clientPos, int, error) {
+	resp, err := http.Post(n.URL+"/api/publish/"+topic, "application/json", strings.NewReader(data))
+	if err != nil {
+		return clientPos{}, 0, err
+	}
+	defer resp.Body.Close()
+	var pos clientPos
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 {
+		err = json.Unmarshal(b, &pos)
+	}
+	return pos, resp.StatusCode, err
+}
+
+// publishWS publishes n times over one WebSocket and returns the acknowledged positions.
+func publishWS(t *testing.T, node *testServer, topic string, n int) []clientPos {
+	c, err := dialWSErr(context.Background(), node.ws("/api/ws"))
+	if err != nil {
+		t.Errorf("ws publisher: %v", err)
+		return nil
+	}
+	defer c.conn.Close()
+	for j := range n {
+		msg := fmt.Sprintf(`{"op":"publish","topic":%q,"id":%d,"data":{"ws":%d}}`, topic, j, j)
+		if err := wsutil.WriteClientText(c.conn, []byte(msg)); err != nil {
+			t.Errorf("ws publisher: %v", err)
+			return nil
+		}
+	}
+	var out []clientPos
+	for len(out) < n {
+		b, err := c.read(10 * time.Second)
+		if err != nil {
+			t.Errorf("ws publisher: %v", err)
+			return out
+		}
+		var m pubMsg
+		_ = json.Unmarshal(b, &m)
+		switch m.Op {
+		case "ack":
+			out = append(out, clientPos{m.Offset, m.Epoch})
+		case "error":
+			t.Errorf("ws publisher: %s %s", m.Code, m.Reason)
+			return out
+		}
+	}
+	return out
+}
+
+// publishSTOMP sends n times with receipts over one STOMP session and returns the positions the
+// receipts carry.
+func publishSTOMP(t *testing.T, node *testServer, topic string, n int) []clientPos {
+	c, err := dialWSErr(context.Background(), node.ws("/api/stomp"), "v12.stomp")
+	if err != nil {
+		t.Errorf("stomp publisher: %v", err)
+		return nil
+	}
+	defer c.conn.Close()
+	var b strings.Builder
+	b.WriteString("CONNECT\naccept-version:1.2\n\n\x00")
+	for j := range n {
+		fmt.Fprintf(&b, "SEND\ndestination:/topic/%s\nreceipt:%d\n\n{\"stomp\":%d}\x00", topic, j, j)
+	}
+	if err := wsutil.WriteClientText(c.conn, []byte(b.String())); err != nil {
+		t.Errorf("stomp publisher: %v", err)
+		return nil
+	}
+	p := stomp.NewParser(stomp.Limits{MaxFrame: 1 << 20})
+	var out []clientPos
+	for len(out) < n {
+		f, err := nextFrame(c, p, 10*time.Second)
+		if err != nil {
+			t.Errorf("stomp publisher: %v", err)
+			return out
+		}
+		switch f.Command {
+		case "RECEIPT":
+			out = append(out, framePos(f))
+		case "ERROR":
+			msg, _ := f.Get("message")
+			t.Errorf("stomp publisher: ERROR %s", msg)
+			return out
+		}
+	}
+	return out
+}
+
+func framePos(f stomp.Frame) clientPos {
+	v, _ := f.Get("offset")
+	e, _ := f.Get("epoch")
+	off, _ := strconv.ParseUint(v, 10, 64)
+	return clientPos{off, e}
+}
+
+// checkPublishRefused publishes over HTTP, WebSocket and STOMP and expects each to be refused
+// as unavailable: HTTP 503, a WebSocket error, a STOMP ERROR.
+func checkPublishRefused(t *testing.T, n *testServer, topic, what string) {
+	t.Helper()
+	var ans struct{ Error, Reason string }
+	if code := n.post(t, "/api/publish/"+topic, `{"outage":true}`, &ans); code != 503 || ans.Error != "unavailable" {
+		t.Errorf("%s: POST /api/publish/%s answered %d %+v, want 503 unavailable", what, topic, code, ans)
+	}
+	c := dialWS(t, n.ws("/api/ws"))
+	c.expectOp("connected")
+	c.send(`{"op":"publish","topic":"` + topic + `","id":1,"data":{"outage":true}}`)
+	if m := c.readJSON(10 * time.Second); m.Op != "error" || m.Code != "unavailable" {
+		t.Errorf("%s: WebSocket publish answered %+v, want an error with code unavailable", what, m)
+	}
+	st := dialSTOMP(t, n.ws("/api/stomp"))
+	st.sendFrame("CONNECT\naccept-version:1.2\n\n\x00SEND\ndestination:/topic/" + topic + "\nreceipt:1\n\n{\"outage\":true}\x00")
+	st.expect("CONNECTED")
+	if f := st.frame(10 * time.Second); f.Command != "ERROR" {
+		t.Errorf("%s: STOMP SEND answered %s, want ERROR", what, f.Command)
+	}
+}
+
+// acked collects acknowledged positions from several publishers.
+type acked struct {
+	mu  sync.Mutex
+	pos []clientPos // guarded by mu
+}
+
+func (a *acked) add(p clientPos) {
+	a.mu.Lock()
+	a.pos = append(a.pos, p)
+	a.mu.Unlock()
+}
+
+func (a *acked) addAll(ps []clientPos) {
+	for _, p := range ps {
+		a.add(p)
+	}
+}
+
+func (a *acked) list() []clientPos {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]clientPos(nil), a.pos...)
+}
+
+// checkUnique checks that no two publishes were acknowledged with the same position, and that
+// all are within top's epoch and offset.
+func (a *acked) checkUnique(t *testing.T, top clientPos) {
+	t.Helper()
+	seen := make(map[clientPos]bool)
+	for _, p := range a.list() {
+		if seen[p] {
+			t.Errorf("two publishes acknowledged at %v", p)
+		}
+		seen[p] = true
+		if p.Epoch != top.Epoch || p.Offset == 0 || p.Offset > top.Offset {
+			t.Errorf("acknowledged %v, outside the topic's %v", p, top)
+		}
+	}
+}
+
+// publishers publish over HTTP on every node until stopped: one per node, each on its own node
+// only, stopping when its node no longer answers.
+type publishers struct {
+	acks     acked
+	mu       sync.Mutex
+	failures []string // answers other than 200 and 503; guarded by mu
+	n503     int      // guarded by mu
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func startPublishers(t *testing.T, topic string, nodes []*testServer) *publishers {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &publishers{cancel: cancel}
+	for i, n := range nodes {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for j := 0; ctx.Err() == nil; j++ {
+				pos, code, err := publishHTTP(n, topic, fmt.Sprintf(`{"node":%d,"j":%d}`, i, j))
+				switch {
+				case err != nil && code == 0:
+					return // the node is gone
+				case code == 200 && err == nil:
+					p.acks.add(pos)
+				case code == 503:
+					p.mu.Lock()
+					p.n503++
+					p.mu.Unlock()
+				default:
+					p.mu.Lock()
+					p.failures = append(p.failures, fmt.Sprintf("node %d: %d %v", i, code, err))
+					p.mu.Unlock()
+				}
+				// A steady pace keeps the topic within history however long an outage lasts.
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func (p *publishers) count() int { return len(p.acks.list()) }
+
+func (p *publishers) refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n503
+}
+
+func (p *publishers) await(t *testing.T, n int, what string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
+}
+
+// stop stops publishing and fails the test if any publish got an answer other than 200 or 503.
+func (p *publishers) stop(t *testing.T) {
+	t.Helper()
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.failures {
+		t.Errorf("publish: %s", f)
+	}
+	p.failures = nil
+}
+
+// follower is a client of one transport that follows a topic after a position (from the first
+// publication when from is zero), reconnecting after the server closes it, as a real client
+// would: to the same node, or, when that node refuses or is gone, to the next one, resuming
+// after the last offset it received.
+type follower struct {
+	name  string
+	kind  string // ws, stomp, sse or poll
+	topic string
+	from  clientPos     // where it starts
+	nodes []*testServer // nodes[0] is its home node
+	ctx   context.Context
+	stop  context.CancelFunc
+	done  chan struct{}
+
+	mu          sync.Mutex
+	got         []clientPos // every publication received, in order of arrival; guarded by mu
+	told        []string    // what the client was told about lost history; guarded by mu
+	toldSince   bool        // told since the last publication; guarded by mu
+	unannounced []string    // epoch changes nobody told the client about; guarded by mu
+	node        *testServer // the node of the current session; guarded by mu
+	sessions    int         // sessions that subscribed; guarded by mu
+	ended       []string    // why sessions ended; guarded by mu
+	sseID       string      // SSE: the last event id, sent back as Last-Event-ID; run goroutine only
+}
+
+// followAll starts a follower of each transport on each node, from position from, and waits
+// until all subscribed.
+func followAll(t *testing.T, topic string, nodes []*testServer, from clientPos) []*follower {
+	t.Helper()
+	var fs []*follower
+	for i := range nodes {
+		order := append(append([]*testServer(nil), nodes[i:]...), nodes[:i]...)
+		for _, kind := range []string{"ws", "stomp", "sse", "poll"} {
+			ctx, cancel := context.WithCancel(context.Background())
+			f := &follower{name: fmt.Sprintf("%s@node%d", kind, i), kind: kind, topic: topic, from: from,
+				nodes: order, ctx: ctx, stop: cancel, done: make(chan struct{})}
+			if from.Epoch != "" {
+				f.name += fmt.Sprintf("(from %v)", from)
+				f.sseID = topic + "=" + strconv.FormatUint(from.Offset, 10) + ":" + from.Epoch
+			}
+			go f.run()
+			t.Cleanup(func() { f.stop(); <-f.done })
+			fs = append(fs, f)
+		}
+	}
+	for _, f := range fs {
+		eventually(t, 10*time.Second, f.name+" subscribed", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.sessions > 0
+		})
+	}
+	return fs
+}
+
+// awaitAll waits until every follower has received top.
+func awaitAll(t *testing.T, fs []*follower, top clientPos) {
+	t.Helper()
+	for _, f := range fs {
+		ok := false
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok && time.Now().Before(deadline) {
+			f.mu.Lock()
+			ok = len(f.got) > 0 && f.got[len(f.got)-1] == top
+			f.mu.Unlock()
+			if !ok {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		f.stop()
+		<-f.done
+		if !ok {
+			t.Errorf("%s did not receive %v: %s", f.name, top, f.summary())
+		}
+	}
+}
+
+func (f *follower) on() *testServer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.node
+}
+
+func (f *follower) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last []clientPos
+	if n := len(f.got); n > 5 {
+		last = f.got[n-5:]
+	} else {
+		last = f.got
+	}
+	return fmt.Sprintf("%d received (last %v), %d sessions (ended: %q), told %q", len(f.got), last, f.sessions, f.ended, f.told)
+}
+
+// checkExactly checks that the follower received from+1..top in top's epoch exactly once, in
+// order, including every acknowledged publication after from, and was never told of lost
+// history.
+func (f *follower) checkExactly(t *testing.T, top clientPos, acks []clientPos) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.told) > 0 {
+		t.Errorf("%s was told history is lost: %q", f.name, f.told)
+	}
+	base := f.from.Offset
+	for i, p := range f.got {
+		if want := (clientPos{base + uint64(i+1), top.Epoch}); p != want {
+			t.Errorf("%s: publication %d is %v, want %v (%d sessions, ended: %q)", f.name, i, p, want, f.sessions, f.ended)
+			return
+		}
+	}
+	if base+uint64(len(f.got)) != top.Offset {
+		t.Errorf("%s received %d publications, want %d", f.name, len(f.got), top.Offset-base)
+	}
+	for _, a := range acks {
+		if a.Epoch != top.Epoch || a.Offset > top.Offset {
+			t.Errorf("%s lacks acknowledged %v", f.name, a)
+		}
+	}
+}
+
+// checkToldNewEpoch checks a follower that resumed from a position whose history is gone: it was
+// told so plainly, then received the new epoch 1..top exactly once, in order.
+func (f *follower) checkToldNewEpoch(t *testing.T, top clientPos) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.told) == 0 {
+		t.Errorf("%s resumed from a lost epoch without being told (received %v...)", f.name, f.got[:min(len(f.got), 3)])
+	}
+	for i, p := range f.got {
+		if want := (clientPos{uint64(i + 1), top.Epoch}); p != want {
+			t.Errorf("%s: publication %d is %v, want %v", f.name, i, p, want)
+			return
+		}
+	}
+	if uint64(len(f.got)) != top.Offset {
+		t.Errorf("%s received %d publications, want %d", f.name, len(f.got), top.Offset)
+	}
+}
+
+// checkNewEpoch checks a follower across a broker restart that lost the topic's history: it
+// received the old epoch's publications in order, then saw the epoch change, then received
+// the new epoch 1..top exactly once, including every publication acknowledged in it.
+func (f *follower) checkNewEpoch(t *testing.T, old string, top clientPos, acks []clientPos) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := 0
+	for ; i < len(f.got) && f.got[i].Epoch == old; i++ {
+		if f.got[i].Offset != uint64(i+1) {
+			t.Errorf("%s: publication %d of the old epoch is %v", f.name, i, f.got[i])
+			return
+		}
+	}
+	oldSeen := uint64(i)
+	for j, p := range f.got[i:] {
+		if want := (clientPos{uint64(j + 1), top.Epoch}); p != want {
+			t.Errorf("%s: publication %d of the new epoch is %v, want %v (told %q)", f.name, j, p, want, f.told)
+			return
+		}
+	}
+	if n := uint64(len(f.got) - i); n != top.Offset {
+		t.Errorf("%s received %d publications of the new epoch, want %d", f.name, n, top.Offset)
+	}
+	lost := 0
+	for _, a := range acks {
+		switch {
+		case a.Epoch == old && a.Offset > oldSeen:
+			lost++
+		case a.Epoch != old && a.Epoch != top.Epoch:
+			t.Errorf("acknowledged %v, in neither the old epoch %s nor the new %s", a, old, top.Epoch)
+		}
+	}
+	// Every client must be told of the change before the new epoch's publications.
+	if len(f.unannounced) > 0 {
+		t.Errorf("%s: epoch changed without being told: %q", f.name, f.unannounced)
+	}
+	t.Logf("%s: %d of the old epoch, then %d of the new; told %q; unannounced epoch changes %q; %d acknowledged in the old epoch never arrived",
+		f.name, oldSeen, top.Offset, f.told, f.unannounced, lost)
+}
+
+func (f *follower) add(p clientPos) {
+	f.mu.Lock()
+	if n := len(f.got); n > 0 && f.got[n-1].Epoch != p.Epoch && !f.toldSince {
+		f.unannounced = append(f.unannounced, fmt.Sprintf("%v -> %v", f.got[n-1], p))
+	}
+	f.got = append(f.got, p)
+	f.toldSince = false
+	f.mu.Unlock()
+}
+
+func (f *follower) tell(s string) {
+	f.mu.Lock()
+	f.told = append(f.told, s)
+	f.toldSince = true
+	f.mu.Unlock()
+}
+
+func (f *follower) subscribed(n *testServer) {
+	f.mu.Lock()
+	f.sessions++
+	f.node = n
+	f.mu.Unlock()
+}
+
+// resume returns where to resume: after the last publication received, else from.
+func (f *follower) resume() (uint64, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.got) == 0 {
+		return f.from.Offset, f.from.Epoch
+	}
+	p := f.got[len(f.got)-1]
+	return p.Offset, p.Epoch
+}
+
+func (f *follower) run() {
+	defer close(f.done)
+	i := 0
+	for f.ctx.Err() == nil {
+		var subscribed bool
+		var err error
+		n := f.nodes[i]
+		switch f.kind {
+		case "ws":
+			subscribed, err = f.sessionWS(n)
+		case "stomp":
+			subscribed, err = f.sessionSTOMP(n)
+		case "sse":
+			subscribed, err = f.sessionSSE(n)
+		case "poll":
+			subscribed, err = f.sessionPoll(n)
+		}
+		if f.ctx.Err() != nil {
+			return
+		}
+		f.mu.Lock()
+		f.ended = append(f.ended, fmt.Sprintf("%s: %v", n.URL, err))
+		f.mu.Unlock()
+		if !subscribed {
+			i = (i + 1) % len(f.nodes) // refused, or gone: try the next node
+		}
+		select {
+		case <-f.ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// dialWSErr dials a WebSocket, returning errors instead of failing the test.
+func dialWSErr(ctx context.Context, url string, protocols ...string) (*wsClient, error) {
+	conn, br, _, err := ws.Dialer{Protocols: protocols, Timeout: 5 * time.Second}.Dial(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		br = bufio.NewReader(conn)
+	}
+	return &wsClient{conn: conn, br: br}, nil
+}
+
+func (f *follower) sessionWS(n *testServer) (bool, error) {
+	c, err := dialWSErr(f.ctx, n.ws("/api/ws"))
+	if err != nil {
+		return false, err
+	}
+	defer c.conn.Close()
+	defer context.AfterFunc(f.ctx, func() { c.conn.Close() })()
+	since, epoch := f.resume()
+	sub, _ := json.Marshal(map[string]any{"op": "subscribe", "topic": f.topic, "since": since, "epoch": epoch})
+	if err := wsutil.WriteClientText(c.conn, sub); err != nil {
+		return false, err
+	}
+	subscribed := false
+	for {
+		b, err := c.read(time.Minute)
+		if err != nil {
+			return subscribed, err
+		}
+		var m pubMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			return subscribed, fmt.Errorf("ws message %q: %w", b, err)
+		}
+		switch m.Op {
+		case "subscribed":
+			subscribed = true
+			f.subscribed(n)
+			if m.Recovered != nil && !*m.Recovered {
+				f.tell("subscribed: " + m.Reason)
+			}
+		case "gap":
+			f.tell("gap: " + m.Reason)
+		case "message":
+			f.add(clientPos{m.Offset, m.Epoch})
+		case "error", "disconnect":
+			return subscribed, fmt.Errorf("%s %s: %s", m.Op, m.Code, m.Reason)
+		}
+	}
+}
+
+func (f *follower) sessionSTOMP(n *testServer) (bool, error) {
+	c, err := dialWSErr(f.ctx, n.ws("/api/stomp"), "v12.stomp")
+	if err != nil {
+		return false, err
+	}
+	defer c.conn.Close()
+	defer context.AfterFunc(f.ctx, func() { c.conn.Close() })()
+	since, epoch := f.resume()
+	frames := fmt.Sprintf("CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/%s\nreceipt:sub\nsince:%d\n", f.topic, since)
+	if epoch != "" {
+		frames += "epoch:" + epoch + "\n"
+	}
+	if err := wsutil.WriteClientText(c.conn, []byte(frames+"\n\x00")); err != nil {
+		return false, err
+	}
+	p := stomp.NewParser(stomp.Limits{MaxFrame: 1 << 20})
+	subscribed := false
+	for {
+		fr, err := nextFrame(c, p, time.Minute)
+		if err != nil {
+			return subscribed, err
+		}
+		switch fr.Command {
+		case "RECEIPT":
+			subscribed = true
+			f.subscribed(n)
+		case "MESSAGE":
+			if gap, _ := fr.Get("gap"); gap == "true" {
+				reason, _ := fr.Get("reason")
+				f.tell("gap: " + reason)
+				continue
+			}
+			f.add(framePos(fr))
+		case "ERROR":
+			msg, _ := fr.Get("message")
+			return subscribed, errors.New("ERROR " + msg)
+		}
+	}
+}
+
+// nextFrame returns the next STOMP frame read from c.
+func nextFrame(c *wsClient, p *stomp.Parser, timeout time.Duration) (stomp.Frame, error) {
+	for {
+		f, ok, err := p.Next()
+		if err != nil || ok {
+			return f, err
+		}
+		b, err := c.read(timeout)
+		if err != nil {
+			return stomp.Frame{}, err
+		}
+		p.Feed(b)
+	}
+}
+
+func (f *follower) sessionSSE(n *testServer) (bool, error) {
+	since, _ := f.resume()
+	u := n.URL + "/api/sse?topic=" + url.QueryEscape(f.topic)
+	req, _ := http.NewRequestWithContext(f.ctx, "GET", u, nil)
+	if f.sseID != "" {
+		req.Header.Set("Last-Event-ID", f.sseID) // as a browser's EventSource does
+	} else {
+		req.URL.RawQuery += "&since=" + strconv.FormatUint(since, 10)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return false, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	br := bufio.NewReader(resp.Body)
+	subscribed := false
+	var ev sseEvent
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return subscribed, err
+		}
+		line = strings.TrimRight(line, "\n")
+		if line != "" {
+			// "field: value", or ": comment" with an empty field.
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "":
+				if value == "connected" { // sent once the subscription exists
+					subscribed = true
+					f.subscribed(n)
+				}
+			case "id":
+				ev.ID = value
+			case "event":
+				ev.Event = value
+			case "data":
+				ev.Data += value
+			}
+			continue
+		}
+		// A blank line ends an event.
+		switch {
+		case ev.Data == "":
+		case ev.Event == "":
+			var p clientPos
+			if err := json.Unmarshal([]byte(ev.Data), &p); err != nil {
+				return subscribed, fmt.Errorf("sse data %q: %w", ev.Data, err)
+			}
+			f.add(p)
+			f.sseID = ev.ID
+		case ev.Event == "gap":
+			f.tell("gap: " + ev.Data)
+		default: // error, disconnect
+			return subscribed, fmt.Errorf("event %s: %s", ev.Event, ev.Data)
+		}
+		ev = sseEvent{}
+	}
+}
+
+// sessionPoll long-polls n until it fails; its first request is a short poll, so the follower
+// counts as subscribed at once. Like the clients docs/protocol.md describes, it resumes after
+// the last publication, or from the answer's position when the list is empty.
+func (f *follower) sessionPoll(n *testServer) (bool, error) {
+	subscribed := false
+	since, epoch := f.resume()
+	for {
+		u := fmt.Sprintf("%s/api/poll/%s?since=%d&epoch=%s&limit=1000", n.URL, f.topic, since, epoch)
+		if subscribed {
+			u += "&wait=5s"
+		}
+		req, _ := http.NewRequestWithContext(f.ctx, "GET", u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return subscribed, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return subscribed, err
+		}
+		if resp.StatusCode != 200 {
+			return subscribed, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		var ans pollAnswer
+		if err := json.Unmarshal(b, &ans); err != nil {
+			return subscribed, err
+		}
+		if !subscribed {
+			subscribed = true
+			f.subscribed(n)
+		}
+		if !ans.Recovered {
+			f.tell("recovered:false: " + ans.Reason)
+		}
+		for _, p := range ans.Publications {
+			f.add(clientPos{p.Offset, p.Epoch})
+		}
+		since, epoch = ans.Offset, ans.Epoch
+		if n := len(ans.Publications); n > 0 {
+			since, epoch = ans.Publications[n-1].Offset, ans.Publications[n-1].Epoch
+		}
+	}
+}
