@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/rtlab/rtlab/internal/broker/reconnect"
 	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
 )
@@ -125,7 +126,7 @@ type Broker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the connection loop exits
 
-	ready   atomic.Bool
+	conn    reconnect.Loop          // the connection; ready once caught up with the log
 	session atomic.Pointer[session] // current connection; nil between connections
 
 	// next is the log offset to resume from; -1 means from the start. Owned by the log consumer.
@@ -177,6 +178,14 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		done: make(chan struct{}), next: -1, waiting: make(map[string]chan *hub.Publication),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.conn = reconnect.Loop{
+		Name: "amqp", Log: b.log, Metrics: b.m.Metrics, Backoff: 100 * time.Millisecond,
+		Session:      b.runSession,
+		Resubscribed: func() { b.handler.HandleResubscribed() },
+		Down:         func() { b.m.sequencer.Set(0) },
+		// A recreated log is replayed from its start at once.
+		Immediate: func(err error) bool { return errors.Is(err, errLogReset) },
+	}
 	// Check the URL and the server now, so a wrong --broker fails at start.
 	conn, err := b.dial()
 	if err != nil {
@@ -233,7 +242,10 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
 	context.AfterFunc(ctx, func() { _ = b.Close() })
 	up := make(chan struct{})
-	go b.loop(up)
+	go func() {
+		defer close(b.done)
+		b.conn.Run(b.ctx, up)
+	}()
 	go b.rep.SweepEvery(b.ctx, time.Minute)
 	select {
 	case <-up:
@@ -260,7 +272,7 @@ func (b *Broker) Close() error {
 }
 
 // Ready reports whether the node is connected and caught up with the log.
-func (b *Broker) Ready() bool { return b.ready.Load() }
+func (b *Broker) Ready() bool { return b.conn.Ready() }
 
 // History answers from the replica.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
@@ -274,8 +286,8 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 // applied it from the log.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	s := b.session.Load()
-	if !b.ready.Load() || s == nil {
-		b.m.publishErrs.Inc()
+	if !b.conn.Ready() || s == nil {
+		b.m.PublishErrors.Inc()
 		return nil, &unavailableError{cause: errors.New("not connected")}
 	}
 	start := time.Now()
@@ -302,18 +314,18 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		Body:       replica.AppendTail(nil, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data),
 	})
 	if err != nil {
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		return nil, &unavailableError{cause: fmt.Errorf("send request: %w", err)}
 	}
 	select {
 	case p := <-ch:
-		b.m.publish.Observe(time.Since(start).Seconds())
+		b.m.Publish.Observe(time.Since(start).Seconds())
 		return p, nil
 	case <-s.ctx.Done():
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		return nil, &unavailableError{cause: errors.New("connection lost while publishing")}
 	case <-ctx.Done():
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
 		}

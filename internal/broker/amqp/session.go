@@ -16,56 +16,6 @@ import (
 // errLogReset ends a session whose log went back: RabbitMQ lost the stream and recreated it.
 var errLogReset = errors.New("amqp broker: the log was recreated")
 
-// loop keeps a connection up until Close, reconnecting with backoff. up is closed when the
-// first connection has caught up with the log.
-func (b *Broker) loop(up chan struct{}) {
-	defer close(b.done)
-	var (
-		first     = true
-		downSince time.Time
-		backoff   = 100 * time.Millisecond
-	)
-	for b.ctx.Err() == nil {
-		connected := false
-		err := b.runSession(func() {
-			connected = true
-			backoff = 100 * time.Millisecond
-			b.ready.Store(true)
-			b.m.ready.Set(1)
-			if first {
-				first = false
-				close(up)
-				return
-			}
-			b.m.reconnects.Inc()
-			b.m.outage.Observe(time.Since(downSince).Seconds())
-			b.log.Info("amqp connection restored", "down_for", time.Since(downSince).Round(time.Millisecond))
-			go b.handler.HandleResubscribed()
-		})
-		b.ready.Store(false)
-		b.m.ready.Set(0)
-		b.m.sequencer.Set(0)
-		if b.ctx.Err() != nil {
-			return
-		}
-		if connected || downSince.IsZero() {
-			downSince = time.Now()
-			b.log.Warn("amqp connection lost", "err", err)
-		} else {
-			b.log.Debug("amqp reconnect failed", "err", err)
-		}
-		if errors.Is(err, errLogReset) {
-			continue // reconnect at once and replay the new log from its start
-		}
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-}
-
 // runSession runs one connection: it resumes the log, joins the sequencer queue, catches up
 // with a marker, declares the node ready, and returns when anything fails.
 func (b *Broker) runSession(onReady func()) error {

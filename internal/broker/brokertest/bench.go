@@ -35,11 +35,7 @@ func Bench(b *testing.B, h Harness) {
 
 func benchHistory(b *testing.B, h Harness) {
 	ns := Namespace()
-	a := StartNode(b, h, ns, hub.HistoryPolicy{Size: 100})
-	r := a
-	if h.Shared {
-		r = StartNode(b, h, ns, hub.HistoryPolicy{Size: 100})
-	}
+	a, r := startPair(b, h, ns, hub.HistoryPolicy{Size: 100})
 	topic := "bench/history"
 	var last *hub.Publication
 	for range 100 {

@@ -75,11 +75,19 @@ func (r *Recorder) WaitCount(tb testing.TB, topic string, n int, timeout time.Du
 // CheckOrder reports whether topic's deliveries are in offset order: each publication is the
 // next offset of the same epoch, or the start of a new epoch.
 func (r *Recorder) CheckOrder(topic string) error {
-	ps := r.Get(topic)
+	if err := checkOrder(r.Get(topic)); err != nil {
+		return fmt.Errorf("%s: delivered %w", topic, err)
+	}
+	return nil
+}
+
+// checkOrder reports whether ps are in offset order: each publication is the next offset of the
+// same epoch, or the start of a new epoch.
+func checkOrder(ps []*hub.Publication) error {
 	for i := 1; i < len(ps); i++ {
 		a, b := ps[i-1], ps[i]
 		if a.Epoch == b.Epoch && b.Offset != a.Offset+1 {
-			return fmt.Errorf("%s: delivered offset %d after %d in epoch %s", topic, b.Offset, a.Offset, a.Epoch)
+			return fmt.Errorf("offset %d after %d in epoch %s", b.Offset, a.Offset, a.Epoch)
 		}
 	}
 	return nil

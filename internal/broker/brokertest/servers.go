@@ -23,6 +23,9 @@ type Server struct {
 	Name string // "redis", "nats" or "rabbitmq"
 	URL  string // what a broker's New takes, e.g. redis://127.0.0.1:40001/0
 	Addr string // host:port clients dial
+	// Durable is true when the server keeps its data over Stop and Start (NATS and RabbitMQ
+	// store it in their data directory; Redis runs without persistence).
+	Durable bool
 
 	tb      testing.TB
 	startUp time.Duration // how long a start may take
@@ -44,18 +47,11 @@ type Server struct {
 func StartRedis(tb testing.TB) *Server {
 	tb.Helper()
 	bin := lookPath(tb, "redis-server", "apt-get install redis-server")
-	port := freePort(tb)
-	dir := tb.TempDir()
-	s := &Server{
-		Name: "redis", tb: tb, dir: dir, startUp: 10 * time.Second,
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		argv: []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--protected-mode", "no", "--daemonize", "no"},
-	}
+	s, port := newServer(tb, "redis", 10*time.Second)
+	s.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no"}
 	s.URL = "redis://" + s.Addr + "/0"
-	s.Start()
-	tb.Cleanup(s.Stop)
-	return s
+	return s.launch()
 }
 
 // StartNATS starts nats-server with JetStream storing in a temporary directory that survives
@@ -63,17 +59,11 @@ func StartRedis(tb testing.TB) *Server {
 func StartNATS(tb testing.TB) *Server {
 	tb.Helper()
 	bin := lookPath(tb, "nats-server", "apt-get install nats-server")
-	port := freePort(tb)
-	dir := tb.TempDir()
-	s := &Server{
-		Name: "nats", tb: tb, dir: dir, startUp: 15 * time.Second,
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		argv: []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "js")},
-	}
+	s, port := newServer(tb, "nats", 15*time.Second)
+	s.Durable = true
+	s.argv = []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(s.dir, "js")}
 	s.URL = "nats://" + s.Addr
-	s.Start()
-	tb.Cleanup(s.Stop)
-	return s
+	return s.launch()
 }
 
 // StartRabbit starts a private RabbitMQ node (own node name, epmd, distribution port, Mnesia and
@@ -86,29 +76,27 @@ func StartRabbit(tb testing.TB) *Server {
 		bin = lookPath(tb, "rabbitmq-server", "apt-get install rabbitmq-server")
 	}
 	epmd := lookPath(tb, "epmd", "apt-get install erlang-base (comes with rabbitmq-server)")
-	port, dist, epmdPort := freePort(tb), freePort(tb), freePort(tb)
-	dir := tb.TempDir()
+	s, port := newServer(tb, "rabbitmq", 60*time.Second)
+	s.Durable = true
+	dist, epmdPort := freePort(tb), freePort(tb)
+	dir := s.dir
 	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{
-		Name: "rabbitmq", tb: tb, dir: dir, startUp: 60 * time.Second,
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		argv: []string{bin},
-		env: []string{
-			"HOME=" + dir,
-			"RABBITMQ_NODENAME=rtlabtest" + strconv.Itoa(port) + "@localhost",
-			"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-			"RABBITMQ_NODE_PORT=" + strconv.Itoa(port),
-			"RABBITMQ_DIST_PORT=" + strconv.Itoa(dist),
-			"RABBITMQ_MNESIA_BASE=" + filepath.Join(dir, "mnesia"),
-			"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"),
-			"RABBITMQ_LOGS=-",
-			"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
-			"RABBITMQ_CONFIG_FILE=" + filepath.Join(dir, "rabbitmq"),
-			"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(dir, "advanced.config"),
-			"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
-		},
+	s.argv = []string{bin}
+	s.env = []string{
+		"HOME=" + dir,
+		"RABBITMQ_NODENAME=rtlabtest" + strconv.Itoa(port) + "@localhost",
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT=" + strconv.Itoa(port),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(dist),
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"),
+		"RABBITMQ_LOGS=-",
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(dir, "rabbitmq"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(dir, "advanced.config"),
+		"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
 	}
 	s.URL = "amqp://guest:guest@" + s.Addr + "/"
 	// A private epmd, so the node registers its name without touching a system-wide one and the
@@ -120,14 +108,31 @@ func StartRabbit(tb testing.TB) *Server {
 	}
 	s.extra = append(s.extra, e)
 	waitPort(tb, net.JoinHostPort("127.0.0.1", strconv.Itoa(epmdPort)), 5*time.Second, nil)
-	s.Start()
-	tb.Cleanup(func() {
+	return s.launch()
+}
+
+// newServer returns a Server named name, not started, on a free loopback port (returned too)
+// with its own data directory.
+func newServer(tb testing.TB, name string, startUp time.Duration) (*Server, int) {
+	port := freePort(tb)
+	return &Server{
+		Name: name, tb: tb, dir: tb.TempDir(), startUp: startUp,
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+	}, port
+}
+
+// launch starts s, and stops it and its helper processes when the test ends (also when it
+// fails to start).
+func (s *Server) launch() *Server {
+	s.tb.Helper()
+	s.tb.Cleanup(func() {
 		s.Stop()
 		for _, c := range s.extra {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 			_ = c.Wait()
 		}
 	})
+	s.Start()
 	return s
 }
 

@@ -45,6 +45,34 @@ type Harness struct {
 	Flush func(tb testing.TB, namespace string)
 }
 
+// External returns the Harness of a broker whose nodes share srv. open makes one node, not yet
+// running, whose topics live under namespace ns and follow policy; wipe deletes ns's data on the
+// server while nodes stay connected (nil skips that test).
+func External(srv *Server, open func(ns string, policy func(topic string) hub.HistoryPolicy) (hub.Broker, error), wipe func(ns string) error) Harness {
+	h := Harness{
+		Server:  srv,
+		Shared:  true,
+		Durable: srv.Durable,
+		NewNode: func(tb testing.TB, ns string, policy hub.HistoryPolicy) hub.Broker {
+			tb.Helper()
+			b, err := open(ns, func(string) hub.HistoryPolicy { return policy })
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return b
+		},
+	}
+	if wipe != nil {
+		h.Flush = func(tb testing.TB, ns string) {
+			tb.Helper()
+			if err := wipe(ns); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return h
+}
+
 // Run runs the conformance suite as subtests of t.
 func Run(t *testing.T, h Harness) {
 	t.Run("OffsetsStartAtOneAndAreContiguous", func(t *testing.T) { testOffsets(t, h) })
@@ -88,6 +116,23 @@ func StartNode(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) *N
 		}
 	})
 	return &Node{Broker: b, Rec: rec}
+}
+
+// startNodes starts two nodes on namespace ns, or one when h is not Shared.
+func startNodes(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) []*Node {
+	tb.Helper()
+	nodes := []*Node{StartNode(tb, h, ns, policy)}
+	if h.Shared {
+		nodes = append(nodes, StartNode(tb, h, ns, policy))
+	}
+	return nodes
+}
+
+// startPair returns two nodes that share namespace ns, or one node twice when h is not Shared.
+func startPair(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) (a, b *Node) {
+	tb.Helper()
+	nodes := startNodes(tb, h, ns, policy)
+	return nodes[0], nodes[len(nodes)-1]
 }
 
 // Publish publishes data to topic and fails the test on error.
@@ -279,11 +324,7 @@ func testTTL(t *testing.T, h Harness) {
 
 func testTopicNames(t *testing.T, h Harness) {
 	ns := Namespace()
-	a := StartNode(t, h, ns, hub.HistoryPolicy{})
-	b := a
-	if h.Shared {
-		b = StartNode(t, h, ns, hub.HistoryPolicy{})
-	}
+	a, b := startPair(t, h, ns, hub.HistoryPolicy{})
 	// Every topic character, and names that differ only where a naive encoding would collide.
 	topics := []string{"a.b", "a/b", "a:b", "a_b", "a-b", "a@b", "a..b", ".a.", "A.b", "x", "0",
 		"notify/alice@example.com", "chat/room-1_2.3:4", "ab", "ab.", longName()}
@@ -326,10 +367,7 @@ func longName() string {
 func testConcurrent(t *testing.T, h Harness) {
 	ns := Namespace()
 	policy := hub.HistoryPolicy{Size: 1000}
-	nodes := []*Node{StartNode(t, h, ns, policy)}
-	if h.Shared {
-		nodes = append(nodes, StartNode(t, h, ns, policy))
-	}
+	nodes := startNodes(t, h, ns, policy)
 	topics := []string{"chat/c1", "location/c.2", "notify/c@3"}
 	for _, n := range nodes {
 		for _, tp := range topics {
@@ -419,11 +457,7 @@ func samePub(a, b *hub.Publication) bool {
 // History call does not show is delivered.
 func testSubscribeThenHistory(t *testing.T, h Harness) {
 	ns := Namespace()
-	pub := StartNode(t, h, ns, hub.HistoryPolicy{Size: 1000})
-	sub := pub
-	if h.Shared {
-		sub = StartNode(t, h, ns, hub.HistoryPolicy{Size: 1000})
-	}
+	pub, sub := startPair(t, h, ns, hub.HistoryPolicy{Size: 1000})
 	topic := "chat/race"
 	const total = 300
 	half := make(chan struct{})
@@ -628,11 +662,8 @@ func testRestart(t *testing.T, h Harness) {
 			return nil
 		})
 		got := n.sink.get()
-		for i := 1; i < len(got); i++ {
-			a, b := got[i-1], got[i]
-			if a.Epoch == b.Epoch && b.Offset != a.Offset+1 {
-				t.Fatalf("node %d: subscriber saw offset %d then %d in epoch %s: a silent gap", ni, a.Offset, b.Offset, a.Epoch)
-			}
+		if err := checkOrder(got); err != nil {
+			t.Fatalf("node %d: subscriber saw %v: a silent gap", ni, err)
 		}
 		if h.Durable {
 			// Everything acknowledged was delivered, exactly once.
@@ -801,11 +832,8 @@ func testFlush(t *testing.T, h Harness) {
 			return nil
 		})
 		got := n.sink.get()
-		for i := 1; i < len(got); i++ {
-			a, b := got[i-1], got[i]
-			if a.Epoch == b.Epoch && b.Offset != a.Offset+1 {
-				t.Fatalf("node %d: subscriber saw offset %d then %d in epoch %s", ni, a.Offset, b.Offset, a.Epoch)
-			}
+		if err := checkOrder(got); err != nil {
+			t.Fatalf("node %d: subscriber saw %v", ni, err)
 		}
 	}
 }

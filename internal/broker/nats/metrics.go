@@ -1,44 +1,24 @@
 package nats
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// metrics are the broker's collectors, labelled broker="nats". They work unregistered when
-// Config.Registerer is nil.
+	"github.com/rtlab/rtlab/internal/broker/brokermetrics"
+)
+
+// metrics are the broker's collectors, labelled broker="nats": the common ones and the offset
+// conflicts. They work unregistered when Config.Registerer is nil.
 type metrics struct {
-	publish     prometheus.Histogram // publish until acknowledged
-	publishErrs prometheus.Counter
-	conflicts   prometheus.Counter   // offset compare-and-set conflicts (another node published first)
-	reconnects  prometheus.Counter   // connections re-established after a loss
-	outage      prometheus.Histogram // from losing the connection to caught up again
-	ready       prometheus.Gauge
+	*brokermetrics.Metrics
+	conflicts prometheus.Counter // offset compare-and-set conflicts (another node published first)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	labels := prometheus.Labels{"broker": "nats"}
+	common := brokermetrics.New("nats")
 	m := &metrics{
-		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "rtlab_broker_publish_seconds", Help: "Time to publish to the broker (offset assigned, stored, sent).",
-			ConstLabels: labels, Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}),
-		publishErrs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rtlab_broker_publish_errors_total", Help: "Publishes the broker refused or could not complete.", ConstLabels: labels,
-		}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rtlab_broker_publish_conflicts_total", Help: "Publishes retried because another node took the offset first.", ConstLabels: labels,
-		}),
-		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rtlab_broker_reconnects_total", Help: "Times the broker connection was re-established after a loss.", ConstLabels: labels,
-		}),
-		outage: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "rtlab_broker_resubscribe_seconds", Help: "Time from losing the broker connection to deliveries resumed.",
-			ConstLabels: labels, Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rtlab_broker_ready", Help: "1 when the broker can publish and deliver.", ConstLabels: labels,
-		}),
+		Metrics:   common,
+		conflicts: common.Counter("rtlab_broker_publish_conflicts_total", "Publishes retried because another node took the offset first."),
 	}
-	if reg != nil {
-		reg.MustRegister(m.publish, m.publishErrs, m.conflicts, m.reconnects, m.outage, m.ready)
-	}
+	common.Register(reg, m.conflicts)
 	return m
 }

@@ -247,7 +247,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	}
 	b.synced.Store(true)
 	b.running.Store(true)
-	b.m.ready.Set(1)
+	b.m.Ready.Set(1)
 	go b.rep.SweepEvery(b.ctx, time.Minute)
 	go b.watch()
 	return nil
@@ -277,7 +277,7 @@ func (b *Broker) watch() {
 		if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
 			b.log.Warn("nats stream was deleted or recreated", "stream", b.cfg.Stream)
 			b.synced.Store(false)
-			b.m.ready.Set(0)
+			b.m.Ready.Set(0)
 			b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 			b.resync(b.resyncs.Add(1))
 		}
@@ -373,7 +373,7 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 // node has applied the publication (or 2 s passed: it is stored either way).
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	if !b.Ready() {
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		return nil, &unavailableError{cause: errors.New("not connected")}
 	}
 	start := time.Now()
@@ -404,22 +404,22 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_ = b.waitApplied(wctx, ack.Sequence)
 			cancel()
-			b.m.publish.Observe(time.Since(start).Seconds())
+			b.m.Publish.Observe(time.Since(start).Seconds())
 			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
 				Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
 		}
 		if scope.ctx.Err() != nil {
-			b.m.publishErrs.Inc()
+			b.m.PublishErrors.Inc()
 			return nil, &unavailableError{cause: errors.New("connection lost while publishing")}
 		}
 		if !isWrongLastSeq(err) || attempt >= 20 {
-			b.m.publishErrs.Inc()
+			b.m.PublishErrors.Inc()
 			return nil, b.wrap("publish to "+req.Topic, err)
 		}
 		// Another node published to the topic since this node last saw it: read its latest.
 		b.m.conflicts.Inc()
 		if last, known, err = b.fetchLast(ctx, req.Topic, subj, pol, start); err != nil {
-			b.m.publishErrs.Inc()
+			b.m.PublishErrors.Inc()
 			return nil, err
 		}
 	}
@@ -535,7 +535,7 @@ func (b *Broker) onDisconnect(err error) {
 	b.connected.Store(false)
 	b.synced.Store(false)
 	b.conn.Load().cancel()
-	b.m.ready.Set(0)
+	b.m.Ready.Set(0)
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	b.log.Warn("nats connection lost", "err", err)
 }
@@ -570,11 +570,11 @@ func (b *Broker) resync(gen int64) {
 			return
 		}
 		b.synced.Store(true)
-		b.m.ready.Set(1)
-		b.m.reconnects.Inc()
+		b.m.Ready.Set(1)
+		b.m.Reconnects.Inc()
 		if since := b.downSince.Swap(0); since != 0 {
 			d := time.Since(time.Unix(0, since))
-			b.m.outage.Observe(d.Seconds())
+			b.m.Outage.Observe(d.Seconds())
 			b.log.Info("nats node caught up with the stream again", "down_for", d.Round(time.Millisecond))
 		}
 		b.handler.HandleResubscribed()

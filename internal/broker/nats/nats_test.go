@@ -14,33 +14,22 @@ import (
 
 func harness(tb testing.TB) brokertest.Harness {
 	srv := brokertest.StartNATS(tb)
-	return brokertest.Harness{
-		Server:  srv,
-		Shared:  true,
-		Durable: true,
-		Flush: func(tb testing.TB, ns string) {
-			nc, err := natsgo.Connect(srv.URL)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			defer nc.Close()
-			js, _ := jetstream.New(nc)
-			if err := js.DeleteStream(context.Background(), ns); err != nil {
-				tb.Fatal(err)
-			}
-		},
-		NewNode: func(tb testing.TB, ns string, policy hub.HistoryPolicy) hub.Broker {
-			b, err := nats.New(context.Background(), srv.URL, nats.Config{
-				Stream: ns,
-				Policy: func(string) hub.HistoryPolicy { return policy },
-				Logger: brokertest.Logger(),
-			})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return b
-		},
+	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return nats.New(context.Background(), srv.URL, nats.Config{Stream: ns, Policy: policy, Logger: brokertest.Logger()})
 	}
+	deleteStream := func(ns string) error {
+		nc, err := natsgo.Connect(srv.URL)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		return js.DeleteStream(context.Background(), ns)
+	}
+	return brokertest.External(srv, open, deleteStream)
 }
 
 func TestConformance(t *testing.T) { brokertest.Run(t, harness(t)) }

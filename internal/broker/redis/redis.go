@@ -20,23 +20,22 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/rtlab/rtlab/internal/broker/brokermetrics"
+	"github.com/rtlab/rtlab/internal/broker/reconnect"
+	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -79,10 +78,10 @@ type Broker struct {
 	cfg     Config
 	client  *goredis.Client
 	log     *slog.Logger
-	m       *metrics
+	m       *brokermetrics.Metrics
 	handler hub.Handler // set by Run before the pub/sub loop starts
 
-	ready  atomic.Bool
+	conn   reconnect.Loop  // the pub/sub connection; ready when subscribed
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the pub/sub loop has exited
@@ -134,11 +133,19 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("redis broker: connect to %s: %w", opt.Addr, err)
 	}
 	bctx, cancel := context.WithCancel(context.Background())
-	return &Broker{
+	m := brokermetrics.New("redis")
+	m.Register(cfg.Registerer)
+	b := &Broker{
 		cfg: cfg, client: client, log: cfg.Logger.With("broker", "redis", "addr", opt.Addr),
-		m: newMetrics(cfg.Registerer), ctx: bctx, cancel: cancel, done: make(chan struct{}),
+		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error),
-	}, nil
+	}
+	b.conn = reconnect.Loop{
+		Name: "redis pub/sub", Log: b.log, Metrics: m, Backoff: 50 * time.Millisecond,
+		Session:      b.session,
+		Resubscribed: func() { b.handler.HandleResubscribed() },
+	}
+	return b, nil
 }
 
 // Run starts the pub/sub connection and returns once it is established, or with an error when
@@ -153,7 +160,10 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 		case <-b.ctx.Done():
 		}
 	}()
-	go b.loop(up)
+	go func() {
+		defer close(b.done)
+		b.conn.Run(b.ctx, up)
+	}()
 	select {
 	case <-up:
 		return nil
@@ -187,7 +197,7 @@ func (b *Broker) Close() error {
 }
 
 // Ready reports whether the pub/sub connection is up with every subscription in place.
-func (b *Broker) Ready() bool { return b.ready.Load() }
+func (b *Broker) Ready() bool { return b.conn.Ready() }
 
 func (b *Broker) keys(topic string) (stream, meta string) {
 	return b.cfg.Prefix + ":s:{" + topic + "}", b.cfg.Prefix + ":m:{" + topic + "}"
@@ -208,8 +218,8 @@ func (b *Broker) policy(topic string) hub.HistoryPolicy {
 
 // Publish stores and publishes req in one script run.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
-	if !b.ready.Load() {
-		b.m.publishErrs.Inc()
+	if !b.conn.Ready() {
+		b.m.PublishErrors.Inc()
 		return nil, &unavailableError{cause: errors.New("pub/sub connection down")}
 	}
 	start := time.Now()
@@ -219,21 +229,21 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	t := req.Time.Truncate(time.Millisecond)
 	pol := b.policy(req.Topic)
 	stream, meta := b.keys(req.Topic)
-	body := appendBody(nil, t, req.Sender, req.Type, req.Data)
+	body := replica.AppendTail(nil, t, req.Sender, req.Type, req.Data)
 	res, err := publishScript.Run(ctx, b.client, []string{stream, meta},
-		b.channel(req.Topic), newEpoch(), pol.Size, pol.TTL.Milliseconds(), (pol.TTL + b.cfg.IdleTTL).Milliseconds(),
+		b.channel(req.Topic), replica.NewEpoch(), pol.Size, pol.TTL.Milliseconds(), (pol.TTL + b.cfg.IdleTTL).Milliseconds(),
 		start.Add(-pol.TTL).UnixMilli(), t.UnixMilli(), body).Slice()
 	if err != nil {
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		return nil, b.wrap("publish", err)
 	}
 	if len(res) != 2 {
-		b.m.publishErrs.Inc()
+		b.m.PublishErrors.Inc()
 		return nil, fmt.Errorf("redis broker: publish: unexpected script result %v", res)
 	}
 	off, _ := res[0].(int64)
 	epoch, _ := res[1].(string)
-	b.m.publish.Observe(time.Since(start).Seconds())
+	b.m.Publish.Observe(time.Since(start).Seconds())
 	return &hub.Publication{Topic: req.Topic, Offset: uint64(off), Epoch: epoch, Time: t,
 		Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
 }
@@ -250,7 +260,7 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 		limit = 0
 	}
 	res, err := historyScript.Run(ctx, b.client, []string{stream, meta},
-		newEpoch(), first, limit, time.Now().Add(-pol.TTL).UnixMilli(), (pol.TTL + b.cfg.IdleTTL).Milliseconds()).Slice()
+		replica.NewEpoch(), first, limit, time.Now().Add(-pol.TTL).UnixMilli(), (pol.TTL + b.cfg.IdleTTL).Milliseconds()).Slice()
 	if err != nil {
 		return hub.HistoryResult{}, b.wrap("history of "+topic, err)
 	}
@@ -265,7 +275,7 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 		hr.Publications = make([]*hub.Publication, 0, len(res)-3)
 		for _, v := range res[3:] {
 			s, _ := v.(string)
-			p, err := decode(topic, s)
+			p, err := replica.Decode(topic, s)
 			if err != nil {
 				return hub.HistoryResult{}, fmt.Errorf("redis broker: history of %s: %w", topic, err)
 			}
@@ -350,50 +360,6 @@ func (b *Broker) Unsubscribe(ctx context.Context, topic string) error {
 func (b *Broker) drop(ps *goredis.PubSub, err error) {
 	b.log.Warn("redis pub/sub write failed", "err", err)
 	_ = ps.Close()
-}
-
-// loop keeps a pub/sub connection up until Close, reconnecting with backoff. up is closed when
-// the first connection is established.
-func (b *Broker) loop(up chan struct{}) {
-	defer close(b.done)
-	var (
-		first     = true
-		downSince time.Time
-		backoff   = 50 * time.Millisecond
-	)
-	for b.ctx.Err() == nil {
-		connected := false
-		err := b.session(func() {
-			connected = true
-			backoff = 50 * time.Millisecond
-			b.ready.Store(true)
-			b.m.ready.Set(1)
-			if first {
-				first = false
-				close(up)
-				return
-			}
-			b.m.reconnects.Inc()
-			b.m.outage.Observe(time.Since(downSince).Seconds())
-			b.log.Info("redis pub/sub connection restored", "down_for", time.Since(downSince).Round(time.Millisecond))
-			go b.handler.HandleResubscribed()
-		})
-		b.ready.Store(false)
-		b.m.ready.Set(0)
-		if b.ctx.Err() != nil {
-			return
-		}
-		if connected || downSince.IsZero() {
-			downSince = time.Now()
-			b.log.Warn("redis pub/sub connection lost", "err", err)
-		}
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
 }
 
 // session runs one pub/sub connection: it subscribes every wanted channel, marks the broker
@@ -498,60 +464,10 @@ func (b *Broker) deliver(m *goredis.Message) {
 	if !ok {
 		return
 	}
-	p, err := decode(topic, m.Payload)
+	p, err := replica.Decode(topic, m.Payload)
 	if err != nil {
 		b.log.Error("redis broker: undecodable publication", "topic", topic, "err", err)
 		return
 	}
 	b.handler.HandlePublication(p)
-}
-
-// appendBody encodes what the script appends after offset and epoch.
-func appendBody(dst []byte, t time.Time, sender, typ string, data []byte) []byte {
-	dst = strconv.AppendInt(dst, t.UnixMilli(), 10)
-	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, int64(len(sender)), 10)
-	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, int64(len(typ)), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, sender...)
-	dst = append(dst, typ...)
-	return append(dst, data...)
-}
-
-var errFormat = errors.New("malformed publication")
-
-// decode parses "<offset> <epoch> <time-ms> <len(sender)> <len(type)> <sender><type><data>".
-func decode(topic, s string) (*hub.Publication, error) {
-	var f [5]string
-	for i := range f {
-		j := strings.IndexByte(s, ' ')
-		if j < 0 {
-			return nil, errFormat
-		}
-		f[i], s = s[:j], s[j+1:]
-	}
-	off, err1 := strconv.ParseUint(f[0], 10, 64)
-	ms, err2 := strconv.ParseInt(f[2], 10, 64)
-	ls, err3 := strconv.Atoi(f[3])
-	lt, err4 := strconv.Atoi(f[4])
-	if err := errors.Join(err1, err2, err3, err4); err != nil || ls < 0 || lt < 0 || ls+lt > len(s) {
-		return nil, errFormat
-	}
-	return &hub.Publication{
-		Topic:  topic,
-		Offset: off,
-		Epoch:  f[1],
-		Time:   time.UnixMilli(ms),
-		Sender: s[:ls],
-		Type:   s[ls : ls+lt],
-		Data:   []byte(s[ls+lt:]),
-	}, nil
-}
-
-// newEpoch returns a short random epoch name, as the memory broker's.
-func newEpoch() string {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }

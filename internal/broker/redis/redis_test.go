@@ -13,29 +13,19 @@ import (
 
 func harness(tb testing.TB) brokertest.Harness {
 	srv := brokertest.StartRedis(tb)
-	return brokertest.Harness{
-		Server: srv,
-		Shared: true,
-		Flush: func(tb testing.TB, _ string) {
-			opt, _ := goredis.ParseURL(srv.URL)
-			c := goredis.NewClient(opt)
-			defer c.Close()
-			if err := c.FlushAll(context.Background()).Err(); err != nil {
-				tb.Fatal(err)
-			}
-		},
-		NewNode: func(tb testing.TB, ns string, policy hub.HistoryPolicy) hub.Broker {
-			b, err := redis.New(context.Background(), srv.URL, redis.Config{
-				Prefix: ns,
-				Policy: func(string) hub.HistoryPolicy { return policy },
-				Logger: brokertest.Logger(),
-			})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return b
-		},
+	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return redis.New(context.Background(), srv.URL, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
 	}
+	flushAll := func(string) error {
+		opt, err := goredis.ParseURL(srv.URL)
+		if err != nil {
+			return err
+		}
+		c := goredis.NewClient(opt)
+		defer c.Close()
+		return c.FlushAll(context.Background()).Err()
+	}
+	return brokertest.External(srv, open, flushAll)
 }
 
 func TestConformance(t *testing.T) { brokertest.Run(t, harness(t)) }

@@ -11,9 +11,10 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // The braces make both keys of a topic hash to the same Redis Cluster slot, as scripts need.
 //
-// The encoded publication is "<offset> <epoch> <time-ms> <len(sender)> <len(type)> " followed by
-// sender, type and data with no separators. The node builds everything after the epoch; the
-// script prepends offset and epoch, which only it knows.
+// The encoded publication is package replica's: "<offset> <epoch> <time-ms> <len(sender)>
+// <len(type)> " followed by sender, type and data with no separators. The node builds the tail
+// (everything after the epoch, replica.AppendTail); the script prepends the head, offset and
+// epoch, which only it knows. replica.Decode reads it back.
 
 // trimLua drops the expired head of a stream (entries whose t is before cutoff) and returns the
 // offset of the oldest entry left, 0 when none is. Publication times come from the nodes'

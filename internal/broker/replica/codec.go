@@ -57,12 +57,12 @@ func TailTime(tail []byte) (time.Time, error) {
 	return time.UnixMilli(ms), nil
 }
 
-// Decode parses a head followed by a tail into a publication of topic. The data is copied, so
-// b may be reused.
-func Decode(topic string, b []byte) (*hub.Publication, error) {
-	var f [5][]byte
+// Decode parses a head followed by a tail into a publication of topic. It takes the bytes of a
+// log entry or the string that Redis returns, and copies what it keeps, so b may be reused.
+func Decode[B ~string | ~[]byte](topic string, b B) (*hub.Publication, error) {
+	var f [5]B
 	for i := range f {
-		j := bytes.IndexByte(b, ' ')
+		j := indexSpace(b)
 		if j < 0 {
 			return nil, ErrFormat
 		}
@@ -84,6 +84,17 @@ func Decode(topic string, b []byte) (*hub.Publication, error) {
 		Type:   string(b[ls : ls+lt]),
 		Data:   append([]byte(nil), b[ls+lt:]...),
 	}, nil
+}
+
+// indexSpace returns the index of the first ' ' in b, or -1. The fields it looks through are
+// short numbers and the epoch.
+func indexSpace[B ~string | ~[]byte](b B) int {
+	for i := 0; i < len(b); i++ {
+		if b[i] == ' ' {
+			return i
+		}
+	}
+	return -1
 }
 
 // NewEpoch returns a short random epoch name, as the memory broker's.

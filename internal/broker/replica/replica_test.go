@@ -25,6 +25,11 @@ func TestCodecRoundTrip(t *testing.T) {
 			p.Sender != tc.sender || p.Type != tc.typ || string(p.Data) != tc.data {
 			t.Fatalf("%+v: decoded %+v", tc, p)
 		}
+		if ps, err := Decode("chat/lobby", string(b)); err != nil ||
+			ps.Offset != p.Offset || ps.Epoch != p.Epoch || !ps.Time.Equal(p.Time) || ps.Sender != p.Sender ||
+			ps.Type != p.Type || string(ps.Data) != string(p.Data) {
+			t.Fatalf("%+v: decoded from a string (as Redis returns it) %+v, %v", tc, ps, err)
+		}
 		b[len(b)-1] = 'X' // Decode copied the data
 		if string(p.Data) != tc.data {
 			t.Fatalf("data shares the payload's buffer")
@@ -37,6 +42,9 @@ func TestCodecRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "1 e 2 3", "x e 1 0 0 {}", "1 e 1 5 0 {}", "1 e 1 -1 0 {}"} {
 		if _, err := Decode("t", []byte(bad)); !errors.Is(err, ErrFormat) {
 			t.Errorf("Decode(%q) = %v, want ErrFormat", bad, err)
+		}
+		if _, err := Decode("t", bad); !errors.Is(err, ErrFormat) {
+			t.Errorf("Decode(string %q) = %v, want ErrFormat", bad, err)
 		}
 	}
 	if _, err := TailTime([]byte("nospace")); !errors.Is(err, ErrFormat) {
