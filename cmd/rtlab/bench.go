@@ -24,10 +24,19 @@ const benchUsage = `usage: rtlab bench [flags]
 Runs the load lab: for every transport and user level it starts a fresh rtlab server (or uses
 --target), ramps virtual users through the stages, and writes results.json, report.html and a
 terminal summary into --out. Each user behaves as a browser client would: shortpoll polls every
---interval, longpoll loops on wait=25s, sse keeps one stream, ws and stomp one socket; every user
-publishes its position every --interval. Polling and SSE users publish over a shared pool of
---publish-conns keep-alive connections: one socket per user, since 10,000 users with two each
-would not fit a 20,000 open-file limit. See docs/bench.md for what is measured and how.
+--interval (poll-1s every second), longpoll loops on wait=25s, sse keeps one stream, ws and stomp
+one socket. Polling and SSE users publish over a shared pool of --publish-conns keep-alive
+connections: one socket per user, since 10,000 users with two each would not fit a 20,000
+open-file limit. See docs/bench.md for what is measured and how.
+
+Scenarios:
+  location  every user shares its position with its group every --interval (3s)
+  chat      login, connect, subscribe to the room, ENTER, --talks TALKs one per --interval (5s),
+            LEAVE, disconnect, and again; --hold keeps one session TALKing until ramp-down
+  notify    a TALK alarms the room's owner (NOTIFY on notify/{owner}); measures TALK → owner;
+            all = poll-1s, poll-5s, longpoll, sse, ws, stomp
+Spawned servers run in open dev mode (tokens identify users, none are required) unless
+--auth-secret is given.
 
 Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
 stopped.
@@ -40,14 +49,18 @@ flags:
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rtlab bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, or all")
+	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, poll-<interval> (short polling at its own interval, like poll-1s), or all")
 	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
 	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
-	scenario := fs.String("scenario", "location", "scenario: location (chat and notify are not implemented yet)")
+	scenario := fs.String("scenario", "location", "scenario: location, chat or notify")
 	groupSize := fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
 	groups := fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
-	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
-	grace := fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means interval + 1s")
+	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval (default 3s for location, 5s for chat and notify)")
+	grace := fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means the longest of interval and the poll-<interval>s, plus 1s")
+	roomSize := fs.Int("room-size", 0, "chat and notify: users per room (default 50 for chat, 10 for notify)")
+	talks := fs.Int("talks", 10, "chat: TALKs per session, one every --interval, before LEAVE")
+	hold := fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
+	authSecret := fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
 	longWait := fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
 	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
@@ -78,9 +91,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 
 	o := &bench.Options{
 		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
-		Interval: *interval, Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
+		Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
 		ServerArgs: strings.Fields(*serverArgs), Broker: *broker, Nodes: *nodes, PubConns: *pubConns,
-		Args: append([]string{"rtlab", "bench"}, args...), Version: version, Status: stderr,
+		RoomSize: *roomSize, Talks: *talks, Hold: *hold, AuthSecret: *authSecret,
+		Args: append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
+	}
+	if set["interval"] { // else the scenario's default
+		o.Interval = *interval
 	}
 	if *transport != "all" {
 		for _, t := range strings.Split(*transport, ",") {
@@ -148,6 +165,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// redactSecret returns args with the value of --auth-secret replaced, so the command line
+// recorded in results.json does not carry it.
+func redactSecret(args []string) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i := 0; i < len(out); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || name != "auth-secret" {
+			continue
+		}
+		if hasValue {
+			out[i] = out[i][:strings.Index(out[i], "=")+1] + "REDACTED"
+		} else if i+1 < len(out) {
+			out[i+1] = "REDACTED"
+			i++
+		}
+	}
+	return out
 }
 
 // writeResults writes results.json and report.html into dir.

@@ -28,7 +28,9 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--stages", "20s:300,30s"}, "--stages"},
 		{[]string{"--stages", "abc:10"}, "--stages"},
 		{[]string{"--users", "1000,lots"}, "--users"},
-		{[]string{"--scenario", "chat"}, "--scenario"},
+		{[]string{"--scenario", "gossip"}, "--scenario"},
+		{[]string{"--scenario", "notify", "--room-size", "1"}, "--room-size"},
+		{[]string{"--hold"}, "--hold"},
 		{[]string{"--target", dead}, "--target"},
 		{[]string{"--target", "ftp://x"}, "--target"},
 		{[]string{"--nodes", "2"}, "--nodes"},
@@ -56,9 +58,16 @@ func TestBenchHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, f := range []string{"-transport", "-users", "-stages", "-scenario", "-group-size", "-groups", "-interval",
-		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes"} {
+		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes", "-room-size", "-talks", "-hold", "-auth-secret"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("help does not document %s", f)
 		}
+	}
+}
+
+func TestRedactSecret(t *testing.T) {
+	got := strings.Join(redactSecret([]string{"--scenario", "chat", "--auth-secret", "s3cret", "-auth-secret=x", "--users", "10"}), " ")
+	if want := "--scenario chat --auth-secret REDACTED -auth-secret=REDACTED --users 10"; got != want {
+		t.Errorf("redactSecret = %q, want %q", got, want)
 	}
 }

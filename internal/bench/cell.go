@@ -21,6 +21,9 @@ type driver interface {
 	run(a *activity)
 	// publish sends one publication of job.v. Workers call it; w is the worker's state.
 	publish(w *pubWorker, job pubJob)
+	// leave sends the LEAVE that ends job.a's chat session and ends the session once it is
+	// answered (or at once when there is nothing to leave).
+	leave(w *pubWorker, job pubJob)
 	// httpPublish reports whether publications go through the shared HTTP pool.
 	httpPublish() bool
 }
@@ -46,8 +49,14 @@ type cell struct {
 	vus       []*vu
 	drv       driver
 	spread    bool
-	groups    int
+	groups    int          // location groups, or chat rooms
+	tag       string       // chat and notify: prefix of room and user names, unique per cell
 	connected atomic.Int64 // users with a confirmed subscription right now
+
+	// notify: ownerIn[r] is closed once the owner of room r has entered it, so that the owner
+	// is the room's first member. ownerOnce guards the close.
+	ownerIn   []chan struct{}
+	ownerOnce []sync.Once
 
 	lateStarts   atomic.Int64 // publications that waited more than lateStart for a worker
 	maxStartWait atomic.Int64 // longest such wait, ns
@@ -56,6 +65,7 @@ type cell struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // activity goroutines
 	pubq    []chan pubJob  // per node: scheduler → publish workers; never closed
+	httpq   []chan pubJob  // per node: the shared HTTP pool (logins, positions); pubq for HTTP transports
 	pubStop chan struct{}  // closed when the workers should finish
 	pubwg   sync.WaitGroup // publish workers
 }
@@ -65,9 +75,10 @@ func newCell(ctx context.Context, o *Options, transport string, plan *Plan, node
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.col = newCollector(2 * runtime.GOMAXPROCS(0))
 	c.spread = plan.Peak+o.PubConns > spreadAbove
+	if every, ok := pollEvery(transport, o.Interval); ok {
+		c.drv = &pollDriver{c: c, every: every}
+	}
 	switch transport {
-	case "shortpoll":
-		c.drv = &pollDriver{c: c}
 	case "longpoll":
 		c.drv = &pollDriver{c: c, long: true}
 	case "sse":
@@ -78,22 +89,48 @@ func newCell(ctx context.Context, o *Options, transport string, plan *Plan, node
 		c.drv = &stompDriver{c: c}
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
+	if o.chatLike() {
+		// Names unique to the cell, so that runs against one --target never share a room (the
+		// server keeps chat history, owners included, across runs).
+		c.tag = "b" + strconv.FormatUint(uint64(rand.Uint32()), 36)
+		c.ownerIn = make([]chan struct{}, c.groups)
+		c.ownerOnce = make([]sync.Once, c.groups)
+		for r := range c.ownerIn {
+			c.ownerIn[r] = make(chan struct{})
+		}
+	}
 	c.vus = make([]*vu, plan.Peak)
 	for i := range c.vus {
 		g := i % c.groups
 		v := &vu{
 			id: i, group: g, node: i % len(nodes), c: c,
-			sh:    c.col.shards[i%len(c.col.shards)],
-			topic: "location/" + strconv.Itoa(g),
-			phase: time.Duration(rng.Int64N(int64(o.Interval/phaseSlot))) * phaseSlot,
+			sh:       c.col.shards[i%len(c.col.shards)],
+			topic:    "location/" + strconv.Itoa(g),
+			phase:    time.Duration(rng.Int64N(int64(o.Interval/phaseSlot))) * phaseSlot,
+			measured: true, talker: true,
 		}
-		// One record per publication the user can make: one per interval it is active, plus one
-		// for each activity's partial interval.
-		n := 0
-		for _, iv := range plan.Activity[i] {
-			n += int((iv.Stop-iv.Start)/o.Interval) + 2
+		if o.chatLike() {
+			v.name = c.tag + "-u" + strconv.Itoa(i)
+			v.room = "chat/" + c.tag + "-r" + strconv.Itoa(g)
+			v.topic = v.room
+			if o.Scenario == ScenarioNotify {
+				// User g starts first of room g (users start in id order) and leaves last.
+				v.owner = i == g
+				v.measured, v.talker = v.owner, !v.owner
+				if v.owner {
+					v.topic = "notify/" + v.name
+				}
+			}
 		}
-		v.pubs = make([]pubRecord, n)
+		if v.talker {
+			// One record per publication the user can make: one per interval it is active, plus
+			// one for each activity's partial interval.
+			n := 0
+			for _, iv := range plan.Activity[i] {
+				n += int((iv.Stop-iv.Start)/o.Interval) + 2
+			}
+			v.pubs = make([]pubRecord, n)
+		}
 		c.vus[i] = v
 	}
 	return c
@@ -115,7 +152,7 @@ func (c *cell) pubRecord(id, seq int64) *pubRecord {
 // start begins an activity of v that the plan ends at leave.
 func (c *cell) start(v *vu, leave time.Duration) {
 	a := &activity{v: v, leave: c.clk.at(leave)}
-	a.cutoff = a.leave - int64(c.opts.Grace)
+	a.cutoff.Store(a.leave - int64(c.opts.Grace))
 	a.ctx, a.cancel = context.WithCancel(c.ctx)
 	prev := v.done
 	done := make(chan struct{})
@@ -129,10 +166,12 @@ func (c *cell) start(v *vu, leave time.Duration) {
 			<-prev // a user restarted quickly waits for its previous life to end
 		}
 		v.last, v.mask, v.epoch = 0, 0, ""
-		c.drv.run(a)
-		if e := a.estab.Load(); e != 0 {
-			v.windows = append(v.windows, window{from: e, to: a.cutoff})
+		if c.opts.chatLike() {
+			c.runChat(a)
+			return
 		}
+		c.drv.run(a)
+		a.closeWindow()
 	}()
 }
 
@@ -201,7 +240,7 @@ func (c *cell) connTried(v *vu) { v.sh.update(func(k *counters) { k.connTried++ 
 // connFailed counts a connection attempt that did not get to usable: a failure, or, when the
 // user was leaving anyway, an abandoned attempt.
 func (c *cell) connFailed(a *activity, err error) {
-	if a.stopping.Load() || a.ctx.Err() != nil {
+	if a.ending() || a.ctx.Err() != nil {
 		c.connAbandoned(a.v)
 		return
 	}
@@ -220,7 +259,7 @@ func (c *cell) connOpened(v *vu, took time.Duration) {
 
 // connDropped counts an open connection lost while the user was staying.
 func (c *cell) connDropped(a *activity, err error) {
-	if a.stopping.Load() || a.ctx.Err() != nil {
+	if a.ending() || a.ctx.Err() != nil {
 		return
 	}
 	a.v.sh.fail(fmt.Errorf("dropped: %w", err), func(k *counters) { k.connDropped++ })

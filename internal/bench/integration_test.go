@@ -154,3 +154,113 @@ func TestBenchInterrupted(t *testing.T) {
 		t.Errorf("delivery %+v", r.Delivery)
 	}
 }
+
+// TestBenchChatAndNotify runs short chat and notify scenarios against the real server, the two
+// side by side to keep the test short: with no fault every expected TALK reaches every room
+// member (chat) and every expected NOTIFY its room's owner (notify), on every transport.
+func TestBenchChatAndNotify(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs for about 30 s")
+	}
+	bin := buildRTLab(t)
+	tests := []struct {
+		name string
+		o    Options
+	}{
+		// Sessions of 4 TALKs at 300 ms with a pause of one interval: each user goes through
+		// login … LEAVE twice or more in the 3 s hold, so session churn is covered. The grace
+		// covers a 300 ms short poll and leaves each session a window of about 0.5 s.
+		{"chat", Options{Scenario: ScenarioChat, Users: []int{50}, RoomSize: 10, Talks: 4,
+			Stages: "1s:PEAK,3s:PEAK,1s:0", Interval: 300 * time.Millisecond, Grace: 700 * time.Millisecond}},
+		// (go test runs two of these at a time on two cores: the short one goes second.)
+		{"chat-hold", Options{Scenario: ScenarioChat, Users: []int{50}, RoomSize: 25, Hold: true,
+			Transports: []string{"ws"}, Stages: "1s:PEAK,3s:PEAK,1s:0", Interval: 400 * time.Millisecond}},
+		// poll-1s stands for the interval polls (poll-5s is the same client at another
+		// interval, and would need a grace over 5 s); the grace covers one 1 s poll.
+		{"notify", Options{Scenario: ScenarioNotify, Users: []int{50}, RoomSize: 10,
+			Transports: []string{"poll-1s", "longpoll", "sse", "ws", "stomp"},
+			Stages:     "1s:PEAK,3s:PEAK,1s:0", Interval: 300 * time.Millisecond, Grace: 2 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := tt.o
+			o.Seed, o.ServerBinary = 3, bin
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := Execute(ctx, &o, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Results
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(o.Transports) {
+				t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
+			}
+			if c := got.Config; c.Scenario != o.Scenario || c.RoomSize != o.RoomSize || c.Auth != "open" || c.Hold != o.holds() {
+				t.Errorf("config %+v", c)
+			}
+			secs := int(math.Ceil(o.stageSpecs[0].Duration.Seconds() + o.stageSpecs[1].Duration.Seconds() + o.stageSpecs[2].Duration.Seconds()))
+			for _, r := range got.Runs {
+				t.Run(r.Transport, func(t *testing.T) {
+					d := r.Delivery
+					if d.Expected == 0 || d.Ratio != 1 || d.Received != d.Expected || d.Duplicates != 0 || d.OutOfOrder != 0 || d.Gaps != 0 {
+						t.Errorf("delivery %+v; want every expected message once", d)
+					}
+					if d.Latency.Count == 0 || d.Latency.P50 <= 0 || d.Latency.Max < d.Latency.P99 || d.Other == 0 {
+						t.Errorf("delivery latency %+v, other %d", d.Latency, d.Other)
+					}
+					if r.Rooms != (50+o.RoomSize-1)/o.RoomSize {
+						t.Errorf("%d rooms", r.Rooms)
+					}
+					c := r.Connections
+					if c.Opened < 50 || c.Failed != 0 || c.Dropped != 0 || len(c.Errors) != 0 {
+						t.Errorf("connections %+v", c)
+					}
+					l := r.Login
+					// One login per session; a session the stages end before it connects has no
+					// connection attempt.
+					if l == nil || l.Tried < c.Tried || l.Tried > c.Tried+50 || l.Failed != 0 || l.Latency.Count != l.Tried || l.Latency.P50 <= 0 {
+						t.Errorf("login %+v; want one per session (%d connection attempts)", l, c.Tried)
+					}
+					if o.Scenario == ScenarioChat && !o.Hold && c.Tried < 2*50 {
+						t.Errorf("%d sessions; want every user to come back at least once", c.Tried)
+					}
+					if p := r.Publish; p.Sent == 0 || p.Failed != 0 || p.Latency.P50 <= 0 {
+						t.Errorf("publish %+v", p)
+					}
+					s := r.Series
+					for name, n := range map[string]int{
+						"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
+						"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
+						"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
+						"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
+						"logins": len(s.Logins),
+					} {
+						if n != secs {
+							t.Errorf("series %s has %d points, want %d", name, n, secs)
+						}
+					}
+					var sent, received, logins int64
+					for i := range s.Sent {
+						sent += s.Sent[i]
+						received += s.Received[i]
+						logins += s.Logins[i]
+					}
+					if sent != r.Publish.Sent || received != d.Latency.Count || logins != l.Tried {
+						t.Errorf("series sums: sent %d received %d logins %d; totals %d, %d and %d", sent, received, logins, r.Publish.Sent, d.Latency.Count, l.Tried)
+					}
+				})
+			}
+		})
+	}
+}

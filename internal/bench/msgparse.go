@@ -23,6 +23,7 @@ type wireMsg struct {
 	code      []byte // error / disconnect code
 	reason    []byte
 	pubs      []byte // poll answer: the publications array, raw
+	token     []byte // login answer
 	data      dataFields
 }
 
@@ -61,6 +62,8 @@ func parseMsg(b []byte, m *wireMsg) error {
 			m.reason = unquote(val)
 		case "publications":
 			m.pubs = val
+		case "token":
+			m.token = unquote(val)
 		case "data":
 			m.data = parseData(val)
 		}
@@ -69,14 +72,17 @@ func parseMsg(b []byte, m *wireMsg) error {
 	return err
 }
 
-// parseData picks vu, seq and ts from a publication's data object. Data that is not ours
-// (another client publishing on the topic) comes back with ok false.
+// parseData picks vu, seq and ts from a publication's data object, or, failing that, from its
+// "message" text ("vu=17 seq=4 ts=…", which is what a NOTIFY carries of the TALK behind it).
+// Data that is not ours (another client publishing on the topic, ENTER, LEAVE) comes back with
+// ok false.
 func parseData(b []byte) dataFields {
 	var d dataFields
 	var seen uint8
 	if len(b) == 0 || b[0] != '{' {
 		return d
 	}
+	var msg []byte
 	_, err := walkObject(b, 0, func(key, val []byte) error {
 		var dst *int64
 		var bit uint8
@@ -87,6 +93,9 @@ func parseData(b []byte) dataFields {
 			dst, bit = &d.seq, 2
 		case "ts":
 			dst, bit = &d.ts, 4
+		case "message":
+			msg = unquote(val)
+			return nil
 		default:
 			return nil
 		}
@@ -99,6 +108,48 @@ func parseData(b []byte) dataFields {
 		return nil
 	})
 	d.ok = err == nil && seen == 7
+	if err == nil && !d.ok && msg != nil {
+		return parseTalkText(msg)
+	}
+	return d
+}
+
+// parseTalkText reads "vu=17 seq=4 ts=1795383601123000000" (appendTalkText).
+func parseTalkText(b []byte) dataFields {
+	var d dataFields
+	for i, key := range [3]string{"vu=", "seq=", "ts="} {
+		if i > 0 {
+			if len(b) == 0 || b[0] != ' ' {
+				return dataFields{}
+			}
+			b = b[1:]
+		}
+		if len(b) < len(key) || string(b[:len(key)]) != key {
+			return dataFields{}
+		}
+		b = b[len(key):]
+		j := 0
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		n, err := strconv.ParseInt(string(b[:j]), 10, 64)
+		if err != nil {
+			return dataFields{}
+		}
+		switch i {
+		case 0:
+			d.vu = n
+		case 1:
+			d.seq = n
+		case 2:
+			d.ts = n
+		}
+		b = b[j:]
+	}
+	if len(b) != 0 {
+		return dataFields{}
+	}
+	d.ok = true
 	return d
 }
 

@@ -17,26 +17,66 @@ import (
 	"time"
 )
 
-// Transports returns the transports the bench drives, in the order "all" runs them.
+// Transports returns the transports the bench drives, in the order "all" runs them for the
+// location and chat scenarios.
 func Transports() []string { return []string{"shortpoll", "longpoll", "sse", "ws", "stomp"} }
 
-// Scenarios. Only location is implemented; chat and notify are accepted names that are refused
-// with a clear message until they exist.
+// NotifyTransports returns what "all" runs for the notify scenario: short polling at a 1 s and
+// a 5 s interval, then the other transports.
+func NotifyTransports() []string {
+	return []string{"poll-1s", "poll-5s", "longpoll", "sse", "ws", "stomp"}
+}
+
+// TransportsFor returns what "all" runs for scenario.
+func TransportsFor(scenario string) []string {
+	if scenario == ScenarioNotify {
+		return NotifyTransports()
+	}
+	return Transports()
+}
+
+// pollEvery returns the polling interval of a short-polling transport: "shortpoll" polls every
+// interval, "poll-<duration>" (poll-1s, poll-500ms) at its own. ok is false for the others.
+func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
+	if t == "shortpoll" {
+		return interval, true
+	}
+	s, found := strings.CutPrefix(t, "poll-")
+	if !found {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 10*time.Millisecond || d > 10*time.Minute {
+		return 0, false
+	}
+	return d, true
+}
+
+// Scenarios.
 const (
 	ScenarioLocation = "location"
+	ScenarioChat     = "chat"
+	ScenarioNotify   = "notify"
 )
+
+// Scenarios returns the scenarios the bench runs.
+func Scenarios() []string { return []string{ScenarioLocation, ScenarioChat, ScenarioNotify} }
 
 // Options configure a bench run. cmd/rtlab fills them from flags; the zero value of each field
 // means the default stated beside it. Validate checks them once and names the offending flag.
 type Options struct {
 	Scenario   string        // zero means "location"
-	Transports []string      // zero means all of Transports
+	Transports []string      // zero means all of TransportsFor(Scenario)
 	Users      []int         // peak users, one run per value; zero means {1000}
 	Stages     string        // zero means DefaultStages
-	GroupSize  int           // users per group; zero means 10 (ignored when Groups is set)
-	Groups     int           // fixed number of groups; zero means peak/GroupSize
-	Interval   time.Duration // publish and short-poll interval; zero means 3 s
-	Grace      time.Duration // delivery grace (see docs/bench.md); zero means Interval + 1 s
+	GroupSize  int           // users per location group; zero means 10 (ignored when Groups is set)
+	Groups     int           // fixed number of location groups; zero means peak/GroupSize
+	Interval   time.Duration // publish and short-poll interval; zero means 3 s (location), 5 s (chat, notify)
+	Grace      time.Duration // delivery grace (see docs/bench.md); zero means the longest of Interval and the poll intervals, plus 1 s
+	RoomSize   int           // chat and notify: users per room; zero means 50 (chat), 10 (notify)
+	Talks      int           // chat: TALKs per session; zero means 10
+	Hold       bool          // chat: keep the connection and TALK until the stages remove the user
+	AuthSecret string        // --auth-secret of spawned servers; empty runs them in open dev mode
 	LongWait   time.Duration // long-poll wait; zero means 25 s
 	Target     string        // base URL of a running server; empty starts one per run cell
 	Seed       int64         // seeds phases and positions
@@ -76,20 +116,16 @@ func (o *Options) Validate() error {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioLocation
 	}
-	switch o.Scenario {
-	case ScenarioLocation:
-	case "chat", "notify":
-		return usageErr("--scenario", "%q is not implemented yet; want location", o.Scenario)
-	default:
-		return usageErr("--scenario", "unknown scenario %q; want location", o.Scenario)
+	if !slices.Contains(Scenarios(), o.Scenario) {
+		return usageErr("--scenario", "unknown scenario %q; want %s", o.Scenario, strings.Join(Scenarios(), ", "))
 	}
 	if len(o.Transports) == 0 {
-		o.Transports = Transports()
+		o.Transports = TransportsFor(o.Scenario)
 	}
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
-		if !slices.Contains(Transports(), t) {
-			return usageErr("--transport", "unknown transport %q; want a comma list of %s, or all", t, strings.Join(Transports(), ", "))
+		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) {
+			return usageErr("--transport", "unknown transport %q; want a comma list of %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "))
 		}
 		if seen[t] {
 			return usageErr("--transport", "%q given twice", t)
@@ -127,15 +163,52 @@ func (o *Options) Validate() error {
 	}
 	if o.Interval == 0 {
 		o.Interval = 3 * time.Second
+		if o.Scenario != ScenarioLocation {
+			o.Interval = 5 * time.Second
+		}
 	}
 	if o.Interval < 10*time.Millisecond || o.Interval > 10*time.Minute {
 		return usageErr("--interval", "%s: want a duration between 10ms and 10m", o.Interval)
 	}
 	if o.Grace == 0 {
-		o.Grace = o.Interval + time.Second
+		// The longest a healthy delivery can take on the slowest transport of the run: a short
+		// poll waits up to its polling interval.
+		longest := o.Interval
+		for _, t := range o.Transports {
+			if d, ok := pollEvery(t, o.Interval); ok {
+				longest = max(longest, d)
+			}
+		}
+		o.Grace = longest + time.Second
 	}
 	if o.Grace < 0 {
 		return usageErr("--grace", "%s: want a positive duration", o.Grace)
+	}
+	if o.RoomSize == 0 {
+		o.RoomSize = 50
+		if o.Scenario == ScenarioNotify {
+			o.RoomSize = 10
+		}
+	}
+	switch {
+	case o.RoomSize < 1:
+		return usageErr("--room-size", "%d: want a positive number of users per room", o.RoomSize)
+	case o.RoomSize < 2 && o.Scenario == ScenarioNotify:
+		return usageErr("--room-size", "%d: a notify room needs its owner and at least one member; want 2 or more", o.RoomSize)
+	}
+	if o.Hold && o.Scenario == ScenarioLocation {
+		return usageErr("--hold", "applies to the chat scenario (location users always hold their connection)")
+	}
+	if o.Talks == 0 {
+		o.Talks = 10
+	}
+	if o.Talks < 1 {
+		return usageErr("--talks", "%d: want a positive number of TALKs per session", o.Talks)
+	}
+	if o.Scenario == ScenarioChat && !o.Hold && time.Duration(o.Talks)*o.Interval <= o.Grace {
+		// A session leaves one interval after its last TALK turn; a receiver must stay the grace
+		// period after a publication for it to be expected.
+		return usageErr("--talks", "%d TALKs every %s make sessions no longer than the grace period (%s): no TALK would be expected anywhere; raise --talks or --interval, lower --grace, or use --hold", o.Talks, o.Interval, o.Grace)
 	}
 	if o.LongWait == 0 {
 		o.LongWait = 25 * time.Second
@@ -167,6 +240,9 @@ func (o *Options) Validate() error {
 		if len(o.ServerArgs) > 0 {
 			return usageErr("--server-args", "given with --target: the bench starts no server")
 		}
+		if o.AuthSecret != "" {
+			return usageErr("--auth-secret", "given with --target: the bench starts no server (tokens from the target's /api/login work either way)")
+		}
 	} else if o.Nodes > 1 && o.Broker == "memory" {
 		return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
 	}
@@ -188,12 +264,33 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// groupsFor returns the number of groups for a run with peak users.
+// groupsFor returns the number of location groups, or chat rooms, for a run with peak users.
 func (o *Options) groupsFor(peak int) int {
+	if o.Scenario != ScenarioLocation {
+		return max(1, (peak+o.RoomSize-1)/o.RoomSize)
+	}
 	if o.Groups > 0 {
 		return o.Groups
 	}
 	return max(1, (peak+o.GroupSize-1)/o.GroupSize)
+}
+
+// chatLike reports whether the scenario logs users in and publishes chat messages.
+func (o *Options) chatLike() bool { return o.Scenario == ScenarioChat || o.Scenario == ScenarioNotify }
+
+// holds reports whether users keep their session until the stages remove them: --hold, and
+// always in the notify scenario.
+func (o *Options) holds() bool { return o.Hold || o.Scenario == ScenarioNotify }
+
+// authMode is Config.Auth: how the servers authenticate.
+func (o *Options) authMode() string {
+	switch {
+	case o.Target != "":
+		return "target"
+	case o.AuthSecret != "":
+		return "secret"
+	}
+	return "open"
 }
 
 // statusW returns where progress lines go.

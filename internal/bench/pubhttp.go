@@ -57,11 +57,16 @@ func (w *pubWorker) httpPublish(job pubJob) {
 	v := a.v
 	c := w.c
 	p := &v.pubs[job.seq]
-	w.body = appendData(w.body[:0], c.opts.Seed, v, job.seq, p.ts)
+	w.body = c.appendPub(w.body[:0], v, job.seq, p.ts)
 	w.buf = append(w.buf[:0], "/api/publish/"...)
-	w.buf = append(w.buf, v.topic...)
+	if c.opts.chatLike() {
+		w.buf = append(w.buf, v.room...)
+		w.buf = append(w.buf, "?type=TALK"...)
+	} else {
+		w.buf = append(w.buf, v.topic...)
+	}
 	path := len(w.buf)
-	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], "", w.body)
+	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)
 	req := w.buf[path:]
 	p.state.Store(pubSent)
 	v.sh.update(func(k *counters) { k.pubSent++ })
@@ -91,8 +96,8 @@ func (w *pubWorker) fetchPosition(job pubJob) {
 	w.buf = append(w.buf[:0], "/api/poll/"...)
 	w.buf = append(w.buf, v.topic...)
 	path := len(w.buf)
-	w.buf = appendRequest(w.buf, "GET", w.c.nodes[w.node], w.buf[:path], "", nil)
-	var res posResult
+	w.buf = appendRequest(w.buf, "GET", w.c.nodes[w.node], w.buf[:path], v.authHeader(), nil)
+	var res jobResult
 	err := w.do(w.buf[path:], func(status int, body []byte) error {
 		if status != http.StatusOK {
 			return &StatusError{Code: status, Body: string(body[:min(len(body), 200)])}
@@ -106,5 +111,5 @@ func (w *pubWorker) fetchPosition(job pubJob) {
 	})
 	v.sh.update(func(k *counters) { k.requests++ })
 	res.err = err
-	job.fetch <- res
+	job.reply(res)
 }

@@ -32,6 +32,7 @@ const (
 	histDelivery = iota // publisher's intended send time → receiver
 	histPublish         // intended send time → ack or HTTP response
 	histConnect         // dial → transport ready
+	histLogin           // login asked → token answered (chat, notify)
 	numHists
 )
 
@@ -46,6 +47,8 @@ type counters struct {
 	bytesIn                                        int64
 	errors                                         int64 // failures of any kind
 	foreign                                        int64 // messages without our vu/seq/ts
+	other                                          int64 // chat messages outside the measurement (ENTER, LEAVE; notify members' chat)
+	loginTried, loginFailed                        int64
 }
 
 func (c *counters) add(o *counters) {
@@ -64,6 +67,9 @@ func (c *counters) add(o *counters) {
 	c.bytesIn += o.bytesIn
 	c.errors += o.errors
 	c.foreign += o.foreign
+	c.other += o.other
+	c.loginTried += o.loginTried
+	c.loginFailed += o.loginFailed
 }
 
 // shard is where a group of virtual users records what happens. Users are spread over a few

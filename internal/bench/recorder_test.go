@@ -99,7 +99,8 @@ func TestDeliveryAccounting(t *testing.T) {
 func TestReceiveCountsDuplicatesAndOrder(t *testing.T) {
 	c := testCell(t, 2, 1)
 	v := c.vus[1]
-	a := &activity{v: v, cutoff: math.MaxInt64}
+	a := &activity{v: v}
+	a.cutoff.Store(math.MaxInt64)
 	a.established(100, 10, []byte("e1"))
 	src := c.vus[0]
 	src.seq = 5

@@ -45,6 +45,15 @@ type Config struct {
 	LongPollWait Duration `json:"longPollWait"` // wait= of long polls
 	PublishConns int      `json:"publishConns"` // shared HTTP publish pool, per node (upper bound)
 	ServerArgs   []string `json:"serverArgs,omitempty"`
+
+	// Chat and notify scenarios (zero for location).
+	RoomSize int  `json:"roomSize,omitempty"` // users per room
+	Talks    int  `json:"talks,omitempty"`    // chat: TALKs per session (ignored with Hold)
+	Hold     bool `json:"hold,omitempty"`     // users keep one session until the stages remove them (always in notify)
+	// Auth is how the spawned servers authenticate: "open" (open dev mode: tokens identify
+	// users but are not required) or "secret" (--auth-secret; the secret is not recorded);
+	// "target" with --target, whose setting the bench cannot see.
+	Auth string `json:"auth,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -72,6 +81,13 @@ type Run struct {
 	Traffic     Traffic     `json:"traffic"`
 	Server      Usage       `json:"server"`    // from /proc of the server process(es) and /metrics
 	Generator   Usage       `json:"generator"` // the bench process itself
+
+	// Chat and notify scenarios. Transport may also be poll-<interval>: short polling at its own
+	// interval (poll-1s, poll-5s in the notify scenario). Publish is about the TALKs. Delivery is
+	// the TALKs at every room member (chat), or the NOTIFY publications at the room owners
+	// (notify: the alarm latency, from the TALK's intended send time to the owner).
+	Rooms int    `json:"rooms,omitempty"` // chat rooms; in notify also the owners, the users measured
+	Login *Login `json:"login,omitempty"`
 
 	// GeneratorSaturated is set when the generator's CPU was near its budget, so latency figures
 	// may be the generator's, not the server's. The summary says so.
@@ -113,6 +129,16 @@ type Delivery struct {
 	Gaps       int64     `json:"gaps"`    // server said history was gone
 	Ratio      float64   `json:"ratio"`   // Received / Expected (1 when Expected is 0)
 	Latency    Latencies `json:"latency"` // publisher's send time → receiver
+	// Other counts messages received outside the measurement: chat ENTER and LEAVE, and in the
+	// notify scenario the room traffic the members see. Not in Latency or MessagesPerSec.
+	Other int64 `json:"other,omitempty"`
+}
+
+// Login describes POST /api/login, once per chat session.
+type Login struct {
+	Tried   int64     `json:"tried"`
+	Failed  int64     `json:"failed"`
+	Latency Latencies `json:"latency"` // asked → token (includes waiting for a pool connection)
 }
 
 // Traffic is throughput over the whole run.
@@ -167,6 +193,8 @@ type Series struct {
 	ServerGorout []int64   `json:"serverGoroutines"`
 	GeneratorCPU []float64 `json:"generatorCpu"` // percent
 	GeneratorRSS []uint64  `json:"generatorRss"` // bytes
+
+	Logins []int64 `json:"logins,omitempty"` // chat, notify: logins answered that second
 }
 
 // Duration marshals as a Go duration string ("30s") so results files stay readable.

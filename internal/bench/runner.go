@@ -36,11 +36,14 @@ func Probe(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, nil)
+	s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, o.AuthSecret, nil)
 	if err != nil {
 		flag := "--server-args"
 		if o.Broker != "memory" {
 			flag = "--broker/--server-args"
+		}
+		if o.AuthSecret != "" {
+			flag = "--auth-secret/" + flag
 		}
 		return usageErr(flag, "the server did not start with them: %v", err)
 	}
@@ -63,13 +66,20 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
 			Target: o.Target, Broker: o.Broker, Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			Grace: Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
-			ServerArgs: o.ServerArgs,
+			ServerArgs: o.ServerArgs, Auth: o.authMode(),
 		},
 		Machine: Machine{
 			Hostname: host, CPUs: runtime.NumCPU(), GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
 			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0),
 		},
 		Generator: "rtlab bench (Go, one process)",
+	}
+	if o.chatLike() {
+		res.Config.RoomSize, res.Config.Hold = o.RoomSize, o.holds()
+		if !o.holds() {
+			res.Config.Talks = o.Talks
+		}
+		res.Config.GroupSize = 0
 	}
 	status := o.Status
 	if status == nil {
@@ -128,7 +138,7 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 				defer f.Close()
 				logw = f
 			}
-			s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, logw)
+			s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, o.AuthSecret, logw)
 			if err != nil {
 				for _, s := range servers {
 					s.stop()
@@ -170,6 +180,9 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 	}()
 
 	run := &Run{Transport: transport, Peak: peak, Started: time.Now()}
+	if o.chatLike() {
+		run.Rooms = c.groups
+	}
 	if plan.Peak != peak {
 		run.Notes = append(run.Notes, fmt.Sprintf("the stages reach %d users, more than the peak of %d: a fixed stage target is above PEAK; memory per user divides by %d", plan.Peak, peak, plan.Peak))
 	}
@@ -240,7 +253,10 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	exp, rcv := c.delivery(cut)
 	d := Delivery{
 		Expected: exp, Received: rcv, Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
-		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]),
+		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
+	}
+	if c.opts.chatLike() {
+		run.Login = &Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
 	}
 	if exp > 0 {
 		d.Ratio = float64(rcv) / float64(exp)
@@ -275,8 +291,11 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 		run.Notes = append(run.Notes, fmt.Sprintf("%d publications (%.1f%%) waited more than %s to be sent (longest %s): %s; latency counts that wait",
 			n, 100*float64(n)/float64(max(k.pubSent, 1)), lateStart, time.Duration(c.maxStartWait.Load()).Round(time.Millisecond), why))
 	}
-	if c.drv.httpPublish() {
-		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node", min(c.opts.PubConns, max(2, c.plan.Peak/8))))
+	switch {
+	case c.drv.httpPublish():
+		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node", c.poolConns()))
+	case c.opts.chatLike():
+		run.Notes = append(run.Notes, fmt.Sprintf("logging in over a shared pool of %d keep-alive connections per node", c.poolConns()))
 	}
 }
 

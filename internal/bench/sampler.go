@@ -265,6 +265,9 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	}
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
+	if c.opts.chatLike() {
+		ser.Logins = append(ser.Logins, sec.loginTried)
+	}
 	if b, t := machineCPU(); t > s.machTotal {
 		if float64(b-s.machBusy)/float64(t-s.machTotal) >= machineBusyShare {
 			s.machineBusy++
@@ -294,6 +297,9 @@ func (s *sampler) final(run *Run) {
 		ser.Errors[n-1] += sec.errors
 		ser.BytesIn[n-1] += sec.bytesIn
 		ser.Requests[n-1] += sec.requests
+		if len(ser.Logins) == n {
+			ser.Logins[n-1] += sec.loginTried
+		}
 	}
 }
 

@@ -13,19 +13,40 @@ import (
 // scheduler goroutine wakes at most once per millisecond for all users.
 const phaseSlot = time.Millisecond
 
-// pubJob asks a publish worker to send publication seq of a.v, or, with fetch set, to read
-// the current position of a.v's topic over the shared HTTP pool.
+// jobKind says what a worker does for a pubJob.
+type jobKind uint8
+
+const (
+	jobPublish jobKind = iota // publication seq of a.v: a position, or a TALK
+	jobFetch                  // read the position of a.v's topic (before an SSE stream), over HTTP
+	jobLogin                  // POST /api/login for a.v, over HTTP
+	jobEnter                  // ENTER a.v's room, over HTTP
+	jobLeave                  // LEAVE a.v's room: over HTTP, or on a.v's own connection
+)
+
+// pubJob asks a worker to do one thing for a.v.
 type pubJob struct {
-	a     *activity
-	seq   int
-	fetch chan<- posResult
+	a    *activity
+	seq  int
+	kind jobKind
+	at   int64            // when it was asked (Unix ns): login latency counts from there
+	done chan<- jobResult // where the answer goes, for a goroutine waiting on it; may be nil
 }
 
-// posResult is a topic's position read before opening an SSE stream.
-type posResult struct {
-	offset uint64
+// jobResult is the answer to a fetch, login, ENTER or LEAVE job.
+type jobResult struct {
+	offset uint64 // fetch: the topic's position
 	epoch  string
+	token  string // login
 	err    error
+}
+
+// reply hands res to whoever waits for job; done channels have room for one answer, so a
+// waiter that gave up does not block the worker.
+func (job pubJob) reply(res jobResult) {
+	if job.done != nil {
+		job.done <- res
+	}
 }
 
 // pubWorker is one publishing goroutine. For HTTP transports it owns one keep-alive connection
@@ -53,6 +74,7 @@ func (c *cell) schedule(ctx context.Context) {
 		phases = append(phases, p)
 	}
 	slices.Sort(phases)
+	chat := c.opts.chatLike()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for cycle := time.Duration(0); ; cycle++ {
@@ -72,15 +94,20 @@ func (c *cell) schedule(ctx context.Context) {
 			ts := c.clk.at(at)
 			for _, v := range byPhase[p] {
 				a := v.act.Load()
+				if a != nil && chat && !c.chatTurn(a, ts, c.pubq[v.node], ctx.Done()) {
+					continue
+				}
 				if a == nil || !a.canPublish() || v.seq >= len(v.pubs) {
 					continue
 				}
 				seq := v.seq
 				v.seq++
 				v.pubs[seq].ts = ts
+				a.inflight.Add(1)
 				select {
 				case c.pubq[v.node] <- pubJob{a: a, seq: seq}:
 				case <-ctx.Done():
+					a.inflight.Add(-1)
 					return
 				}
 			}
@@ -89,28 +116,43 @@ func (c *cell) schedule(ctx context.Context) {
 }
 
 // startWorkers starts the publish workers: the shared HTTP pool per node for transports that
-// publish over HTTP, else a few goroutines that write on the users' own connections.
+// publish over HTTP, else a few goroutines that write on the users' own connections. The chat
+// and notify scenarios log in over HTTP on every transport: ws and stomp get an HTTP pool of
+// the same size too.
 func (c *cell) startWorkers() {
-	per := 4 * runtime.GOMAXPROCS(0)
-	if c.drv.httpPublish() {
-		per = min(c.opts.PubConns, max(2, c.plan.Peak/8))
-	}
-	c.pubq = make([]chan pubJob, len(c.nodes))
 	c.pubStop = make(chan struct{})
+	if c.drv.httpPublish() {
+		c.pubq = c.startPool(c.poolConns())
+		c.httpq = c.pubq
+		return
+	}
+	c.pubq = c.startPool(4 * runtime.GOMAXPROCS(0))
+	if c.opts.chatLike() {
+		c.httpq = c.startPool(c.poolConns())
+	}
+}
+
+// poolConns is the number of keep-alive connections of a shared HTTP pool, per node.
+func (c *cell) poolConns() int { return min(c.opts.PubConns, max(2, c.plan.Peak/8)) }
+
+// startPool starts per workers on every node, fed by one queue per node.
+func (c *cell) startPool(per int) []chan pubJob {
+	qs := make([]chan pubJob, len(c.nodes))
 	for n := range c.nodes {
-		c.pubq[n] = make(chan pubJob, 4096)
+		qs[n] = make(chan pubJob, 4096)
 		for range per {
 			w := &pubWorker{c: c, node: n}
 			c.pubwg.Add(1)
 			go func() {
 				defer c.pubwg.Done()
-				w.loop(c.pubq[n], c.pubStop)
+				w.loop(qs[n], c.pubStop)
 				if w.hc != nil {
 					w.hc.close()
 				}
 			}()
 		}
 	}
+	return qs
 }
 
 // loop handles jobs until stop is closed, then finishes what is queued. The queue is never
@@ -134,11 +176,22 @@ func (w *pubWorker) loop(q <-chan pubJob, stop <-chan struct{}) {
 }
 
 func (w *pubWorker) handle(job pubJob) {
-	if job.fetch != nil {
+	switch job.kind {
+	case jobFetch:
 		w.fetchPosition(job)
+		return
+	case jobLogin:
+		w.login(job)
+		return
+	case jobEnter:
+		job.reply(jobResult{err: w.chatHTTP(job.a, "ENTER")})
+		return
+	case jobLeave:
+		w.c.drv.leave(w, job)
 		return
 	}
 	c := w.c
+	defer job.a.inflight.Add(-1)
 	if wait := c.clk.now() - job.a.v.pubs[job.seq].ts; wait > int64(lateStart) {
 		c.lateStarts.Add(1)
 		for m := c.maxStartWait.Load(); wait > m && !c.maxStartWait.CompareAndSwap(m, wait); m = c.maxStartWait.Load() {
@@ -155,6 +208,14 @@ const lateStart = 100 * time.Millisecond
 func (c *cell) stopWorkers() {
 	close(c.pubStop)
 	c.pubwg.Wait()
+}
+
+// appendPub appends the data of publication seq of v for the cell's scenario.
+func (c *cell) appendPub(dst []byte, v *vu, seq int, ts int64) []byte {
+	if c.opts.chatLike() {
+		return appendTalk(dst, v, seq, ts)
+	}
+	return appendData(dst, c.opts.Seed, v, seq, ts)
 }
 
 // appendData appends the data of one publication: a position plus who sent it, its number and

@@ -35,7 +35,7 @@ type server struct {
 // startServer starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
 // waits until it answers GET /readyz with 200. Its output goes to logw (if not nil) and is
 // kept in a small tail for error messages.
-func startServer(ctx context.Context, bin, broker string, extra []string, logw io.Writer) (*server, error) {
+func startServer(ctx context.Context, bin, broker string, extra []string, secret string, logw io.Writer) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, fmt.Errorf("finding a free port: %w", err)
@@ -53,6 +53,17 @@ func startServer(ctx context.Context, bin, broker string, extra []string, logw i
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	// The secret goes through the environment, not the command line (where ps shows it); an
+	// RTLAB_AUTH_SECRET the bench inherited is not passed on, so the server's mode is the
+	// bench's --auth-secret alone.
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RTLAB_AUTH_SECRET=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	if secret != "" {
+		cmd.Env = append(cmd.Env, "RTLAB_AUTH_SECRET="+secret)
+	}
 	// Own process group: a Ctrl-C in the terminal reaches only the bench, which then stops the
 	// server itself after writing what it measured. Pdeathsig kills the server if the bench
 	// dies without cleaning up.

@@ -125,7 +125,13 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{Options{Stages: "20s"}, "--stages"},
 		{Options{Users: []int{10}, Stages: "5s:10"}, "--stages"},
 		{Options{Users: []int{0}}, "--users"},
-		{Options{Scenario: "chat"}, "--scenario"},
+		{Options{Scenario: "gossip"}, "--scenario"},
+		{Options{Scenario: "notify", RoomSize: 1}, "--room-size"},
+		{Options{Scenario: "chat", Talks: -1}, "--talks"},
+		{Options{Scenario: "chat", Talks: 1}, "--talks"}, // 1 × 5 s ≤ 6 s of grace
+		{Options{Hold: true}, "--hold"},
+		{Options{Transports: []string{"poll-fast"}}, "--transport"},
+		{Options{Target: "http://127.0.0.1:1", AuthSecret: "s"}, "--auth-secret"},
 		{Options{Interval: time.Microsecond}, "--interval"},
 		{Options{Target: "localhost:8080"}, "--target"},
 		{Options{Nodes: 3}, "--nodes"},
@@ -143,5 +149,29 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 	if len(o.Transports) != 5 || o.Users[0] != 1000 || o.Interval != 3*time.Second || o.Grace != 4*time.Second {
 		t.Errorf("defaults not filled: %+v", o)
+	}
+	chat := Options{Scenario: "chat"}
+	if err := chat.Validate(); err != nil {
+		t.Fatalf("chat defaults: %v", err)
+	}
+	if len(chat.Transports) != 5 || chat.Interval != 5*time.Second || chat.Grace != 6*time.Second || chat.RoomSize != 50 || chat.Talks != 10 || chat.holds() {
+		t.Errorf("chat defaults not filled: %+v", chat)
+	}
+	// notify: poll-1s and poll-5s; the grace covers the 5 s poll.
+	notify := Options{Scenario: "notify", Interval: 2 * time.Second}
+	if err := notify.Validate(); err != nil {
+		t.Fatalf("notify defaults: %v", err)
+	}
+	if !reflect.DeepEqual(notify.Transports, NotifyTransports()) || notify.Grace != 6*time.Second || notify.RoomSize != 10 || !notify.holds() {
+		t.Errorf("notify defaults not filled: %+v", notify)
+	}
+}
+
+func TestPollEvery(t *testing.T) {
+	for in, want := range map[string]time.Duration{"shortpoll": 3 * time.Second, "poll-1s": time.Second, "poll-500ms": 500 * time.Millisecond, "poll-0s": 0, "poll-x": 0, "longpoll": 0, "ws": 0} {
+		got, ok := pollEvery(in, 3*time.Second)
+		if got != want || ok != (want != 0) {
+			t.Errorf("pollEvery(%q) = %v, %v; want %v", in, got, ok, want)
+		}
 	}
 }

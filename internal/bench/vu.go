@@ -49,13 +49,22 @@ type window struct{ from, to int64 }
 // vu is one virtual user. Its id is stable for the whole run cell; each time the plan starts
 // it, an activity covers that stretch of its life.
 type vu struct {
-	id, group, node int
+	id, group, node int // group: the location group, or the chat room
 	c               *cell
 	sh              *shard
-	topic           string // location/{group}
+	topic           string // what it subscribes to: location/{g}, chat/{room}, or notify/{name} (an owner in the notify scenario)
 	pubs            []pubRecord
 	seq             int // next publication number; owned by the scheduler
 	phase           time.Duration
+
+	// Chat and notify scenarios. Immutable after newCell.
+	name     string // user name it logs in as
+	room     string // chat/{room} it enters
+	owner    bool   // notify: the room's owner, who watches notify/{name} and does not TALK
+	measured bool   // its receipts are deliveries of the scenario (false for notify members)
+	talker   bool   // it TALKs
+
+	token atomic.Pointer[string] // login token of the current session
 
 	act  atomic.Pointer[activity] // current activity; nil when the user is not active
 	done chan struct{}            // closed when the last activity's goroutine has ended
@@ -64,18 +73,34 @@ type vu struct {
 	last    uint64 // highest offset seen
 	mask    uint64 // bit k set: offset last-k was seen
 	epoch   string
-	windows []window // appended at the end of each activity; read after the run
+	windows []window // appended at the end of each activity (chat: each session); read after the run
 }
 
-// activity is one stretch of a user's life, from its start event to its stop event.
+// activity is one stretch of a user's life, from its start event to its stop event. In the
+// chat scenario it holds one session after another (login … LEAVE); the session fields are
+// reset between them.
 type activity struct {
 	v        *vu
 	ctx      context.Context // done when the activity ends
 	cancel   context.CancelFunc
 	leave    int64        // planned leave time (Unix ns)
-	cutoff   int64        // leave − grace
 	estab    atomic.Int64 // when the subscription was first confirmed (Unix ns); 0 before
 	stopping atomic.Bool
+
+	// The delivery window of the current session: receipts of publications whose intended
+	// send time is in [from, cutoff) count. from is the first subscription confirmation
+	// (location) or the first answered ENTER (chat, notify); cutoff starts at leave − grace and
+	// a chat session that plans its own LEAVE lowers it to that LEAVE − grace.
+	from   atomic.Int64
+	cutoff atomic.Int64
+
+	// Chat session state.
+	entered   atomic.Bool  // the server has answered our ENTER (ws, stomp: on the current connection)
+	talkFrom  atomic.Int64 // first TALK turn (Unix ns); 0 until entered
+	talkUntil atomic.Int64 // no TALK turn at or after this; the session's LEAVE is due then
+	leaving   atomic.Bool  // the session's LEAVE was handed to a worker
+	sessDone  atomic.Bool  // the session has left: the driver closes its connection and returns
+	inflight  atomic.Int32 // publications handed to workers and not yet sent (HTTP: not yet answered)
 
 	mu      sync.Mutex // guards the fields below and serialises writes on conn
 	conn    net.Conn   // current streaming connection; nil between connections
@@ -86,19 +111,42 @@ type activity struct {
 }
 
 // canPublish reports whether the scheduler should publish for a: the user is connected and
-// subscribed and not leaving.
+// subscribed (chat: and has entered its room, and its session is not leaving) and not leaving.
 func (a *activity) canPublish() bool {
-	return a.estab.Load() != 0 && !a.stopping.Load()
+	if a.estab.Load() == 0 || a.stopping.Load() {
+		return false
+	}
+	if a.v.c.opts.chatLike() {
+		return a.entered.Load() && !a.leaving.Load() && !a.sessDone.Load()
+	}
+	return true
 }
 
 // established marks the subscription confirmed at now. The first confirmation of an activity
-// opens its delivery window and sets the receiver's starting position; later ones (after a
-// reconnect that resumed) change nothing.
+// (chat: of a session) sets the receiver's starting position and, for location, opens its
+// delivery window; later ones (after a reconnect that resumed) change nothing.
 func (a *activity) established(now int64, offset uint64, epoch []byte) {
 	v := a.v
 	if a.estab.Load() == 0 {
 		v.last, v.mask, v.epoch = offset, ^uint64(0), string(epoch)
 		a.estab.Store(now)
+		if !v.c.opts.chatLike() {
+			a.from.Store(now)
+		}
+	}
+}
+
+// inWindow reports whether a publication sent at ts is expected at a's user now.
+func (a *activity) inWindow(ts int64) bool {
+	from := a.from.Load()
+	return from != 0 && ts >= from && ts < a.cutoff.Load()
+}
+
+// closeWindow records the current delivery window (if one opened) in the user's windows. Users
+// whose receipts are not measured (notify members) have none.
+func (a *activity) closeWindow() {
+	if from := a.from.Load(); from != 0 && a.v.measured {
+		a.v.windows = append(a.v.windows, window{from: from, to: a.cutoff.Load()})
 	}
 }
 
@@ -121,7 +169,7 @@ func (a *activity) sleep(d time.Duration) bool {
 func (a *activity) setConn(c net.Conn) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.stopping.Load() {
+	if a.ending() {
 		return false
 	}
 	a.conn, a.ready, a.pending = c, false, 0
@@ -138,6 +186,11 @@ func (a *activity) clearConn() {
 	}
 	a.conn, a.ready = nil, false
 	v := a.v
+	if !v.c.drv.httpPublish() {
+		// ENTER on a WebSocket or STOMP connection lasts as long as the connection: the server
+		// publishes LEAVE when it drops, and the next connection enters again.
+		a.entered.Store(false)
+	}
 	for s := a.lowSeq; s < a.highSeq && s < len(v.pubs); s++ {
 		if v.pubs[s].state.CompareAndSwap(pubSent, pubFailed) {
 			v.sh.update(func(c *counters) { c.pubFailed++; c.errors++ })
@@ -145,6 +198,22 @@ func (a *activity) clearConn() {
 	}
 	a.pending = 0
 	a.lowSeq = a.highSeq
+}
+
+// ending reports whether the user is leaving: its activity is being stopped, or its chat
+// session has left.
+func (a *activity) ending() bool { return a.stopping.Load() || a.sessDone.Load() }
+
+// endSession marks the chat session over from outside its reader (a worker got the answer to
+// an HTTP LEAVE) and closes the connection, which wakes the reader even in the middle of a
+// long poll.
+func (a *activity) endSession() {
+	a.sessDone.Store(true)
+	a.mu.Lock()
+	if a.conn != nil {
+		_ = a.conn.Close()
+	}
+	a.mu.Unlock()
 }
 
 // stop ends the activity: no more publications, and the reader is woken up. Streaming
@@ -189,12 +258,16 @@ func (v *vu) receive(a *activity, offset uint64, epoch []byte, d dataFields, siz
 		v.mask |= 1 << back
 		v.sh.update(func(c *counters) { c.outOfOrder++ })
 	}
-	if !d.ok {
-		v.sh.update(func(c *counters) { c.foreign++; c.bytesIn += int64(size) })
+	if !d.ok || !v.measured {
+		if v.c.opts.chatLike() { // ENTER and LEAVE, or a notify member's chat traffic
+			v.sh.update(func(c *counters) { c.other++; c.bytesIn += int64(size) })
+		} else {
+			v.sh.update(func(c *counters) { c.foreign++; c.bytesIn += int64(size) })
+		}
 		return
 	}
 	v.sh.delivered(time.Duration(now-d.ts), size)
-	if d.ts >= a.estab.Load() && d.ts < a.cutoff {
+	if a.inWindow(d.ts) {
 		if p := v.c.pubRecord(d.vu, d.seq); p != nil {
 			p.recv.Add(1)
 		}

@@ -16,12 +16,14 @@ const pollLimit = 1000
 // long-polling user (GET with wait= in a loop). Each user keeps one keep-alive connection and
 // publishes through the shared pool.
 type pollDriver struct {
-	c    *cell
-	long bool
+	c     *cell
+	long  bool
+	every time.Duration // short polling: the polling interval
 }
 
 func (d *pollDriver) httpPublish() bool                { return true }
 func (d *pollDriver) publish(w *pubWorker, job pubJob) { w.httpPublish(job) }
+func (d *pollDriver) leave(w *pubWorker, job pubJob)   { w.httpLeave(job) }
 
 func (d *pollDriver) run(a *activity) {
 	v, c := a.v, d.c
@@ -39,8 +41,9 @@ func (d *pollDriver) run(a *activity) {
 	}
 	defer disconnect()
 	fails := 0
+	chat := c.opts.chatLike()
 	var next time.Time // short polling: when the next poll is due
-	for a.ctx.Err() == nil {
+	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		if hc == nil {
 			c.connTried(v)
 			start := time.Now()
@@ -62,6 +65,16 @@ func (d *pollDriver) run(a *activity) {
 			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
 			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
 		}
+		if chat && a.estab.Load() != 0 && !a.entered.Load() {
+			// Subscribed (the first poll read the position): enter the room.
+			if err := c.enterHTTP(a); err != nil {
+				if !a.sleep(backoff(fails)) {
+					return
+				}
+				fails++
+				continue
+			}
+		}
 		if !d.long && !next.IsZero() {
 			if !a.sleep(time.Until(next)) {
 				return
@@ -77,7 +90,7 @@ func (d *pollDriver) run(a *activity) {
 			}
 		}
 		if err != nil {
-			if a.stopping.Load() || a.ctx.Err() != nil {
+			if a.ending() || a.ctx.Err() != nil {
 				return
 			}
 			if isStatus {
@@ -102,7 +115,7 @@ func (d *pollDriver) run(a *activity) {
 			if next.IsZero() {
 				next = now
 			}
-			next = next.Add(c.opts.Interval)
+			next = next.Add(d.every)
 			if next.Before(now) { // a poll took longer than the interval: poll at once
 				next = now
 			}
@@ -132,7 +145,7 @@ func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
 		}
 	}
 	path := len(b)
-	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], "", nil)
+	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], v.authHeader(), nil)
 	*bp = b
 	deadline := time.Now().Add(requestTimeout)
 	if d.long && !first {

@@ -23,6 +23,7 @@ type sseDriver struct{ c *cell }
 
 func (d *sseDriver) httpPublish() bool                { return true }
 func (d *sseDriver) publish(w *pubWorker, job pubJob) { w.httpPublish(job) }
+func (d *sseDriver) leave(w *pubWorker, job pubJob)   { w.httpLeave(job) }
 
 func (d *sseDriver) run(a *activity) { runStream(a, d.session) }
 
@@ -39,11 +40,11 @@ const (
 func (d *sseDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
 	first := a.estab.Load() == 0
-	var pos posResult
+	var pos jobResult
 	if first {
-		ch := make(chan posResult, 1)
+		ch := make(chan jobResult, 1)
 		select {
-		case c.pubq[v.node] <- pubJob{a: a, fetch: ch}:
+		case c.httpq[v.node] <- pubJob{a: a, kind: jobFetch, done: ch}:
 		case <-a.ctx.Done():
 			return false
 		}
@@ -82,7 +83,9 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			b = append(b, "&epoch="...)
 			b = append(b, pos.epoch...)
 		}
+		b = v.tokenQuery(b, '&')
 	} else {
+		b = v.tokenQuery(b, '&')
 		extra = append(extra, "Last-Event-ID: "...)
 		extra = append(extra, v.topic...)
 		extra = append(extra, '=')
@@ -120,6 +123,12 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 	}
 	c.connected.Add(1)
 	defer c.connected.Add(-1)
+	if c.opts.chatLike() && !a.entered.Load() {
+		// Subscribed: enter the room. Events wait in the socket meanwhile.
+		if err := c.enterHTTP(a); err != nil {
+			return true
+		}
+	}
 
 	event := evMessage
 	var reason string
@@ -189,7 +198,7 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 func (a *activity) noDeadline() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.conn != nil && !a.stopping.Load() {
+	if a.conn != nil && !a.ending() {
 		_ = a.conn.SetDeadline(time.Time{})
 	}
 }

@@ -18,6 +18,28 @@ type stompDriver struct{ c *cell }
 
 func (d *stompDriver) httpPublish() bool { return false }
 
+func (d *stompDriver) leave(w *pubWorker, job pubJob) {
+	w.buf = appendChatSend(w.buf[:0], job.a.v.room, "LEAVE", receiptLeave)
+	w.frame = appendClientFrame(w.frame[:0], ws.OpText, w.buf)
+	streamLeave(job.a, w.frame)
+}
+
+// appendChatSend appends a SEND of an ENTER or LEAVE to room, asking for a receipt.
+func appendChatSend(dst []byte, room, typ, receipt string) []byte {
+	body := `{"message":"` + typ + `"}`
+	dst = append(dst, "SEND\ndestination:/topic/"...)
+	dst = append(dst, room...)
+	dst = append(dst, "\ntype:"...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ncontent-type:application/json\nreceipt:"...)
+	dst = append(dst, receipt...)
+	dst = append(dst, "\ncontent-length:"...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\n\n"...)
+	dst = append(dst, body...)
+	return append(dst, 0)
+}
+
 func (d *stompDriver) run(a *activity) { runStream(a, d.session) }
 
 // subReceipt is the receipt id of the SUBSCRIBE frame; publications use their seq.
@@ -39,17 +61,24 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 	}
 	defer a.endStream(s)
 
-	// The client promises a heart-beat every 10 s when its publications are rarer than that,
-	// so the server's silence check never fires on a healthy user.
+	// The client sends no heart-beats of its own (cx = 0): it publishes at its own pace, a
+	// notify owner never does, and the WebSocket pings the server sends idle connections are
+	// answered, which is what keeps a quiet session open. Promising heart-beats it does not send
+	// would get a user with an --interval over 20 s cut off.
 	cx := 0
-	if c.opts.Interval >= 10*time.Second {
-		cx = 10000
-	}
 	f := append(make([]byte, 0, 256), "CONNECT\naccept-version:1.2\nhost:"...)
 	f = append(f, c.nodes[v.node]...)
 	f = append(f, "\nheart-beat:"...)
 	f = strconv.AppendInt(f, int64(cx), 10)
-	f = append(f, ",10000\n\n\x00"...)
+	f = append(f, ",10000\n"...)
+	if t := v.token.Load(); t != nil {
+		f = append(f, "login:"...)
+		f = append(f, v.name...)
+		f = append(f, "\npasscode:"...)
+		f = append(f, *t...)
+		f = append(f, '\n')
+	}
+	f = append(f, "\n\x00"...)
 	if err := a.writeFrame(ws.OpText, f); err != nil {
 		c.connFailed(a, fmt.Errorf("stomp: CONNECT: %w", err))
 		return false
@@ -103,6 +132,14 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 				v.receive(a, offset, []byte(epoch), parseData(fr.Body), len(p), now)
 			case stomp.CmdReceipt:
 				id, _ := fr.Get("receipt-id")
+				switch id {
+				case receiptEnter:
+					c.enteredAt(a, now)
+					continue
+				case receiptLeave:
+					a.sessDone.Store(true)
+					return true
+				}
 				if id == subReceipt {
 					a.mu.Lock()
 					a.ready = true
@@ -114,6 +151,13 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 					if !counted {
 						counted = true
 						c.connected.Add(1)
+					}
+					if c.opts.chatLike() && !a.entered.Load() && !a.leaving.Load() {
+						f := appendChatSend(nil, v.room, "ENTER", receiptEnter)
+						if err := a.writeFrame(ws.OpText, f); err != nil {
+							c.connDropped(a, fmt.Errorf("stomp: ENTER: %w", err))
+							return true
+						}
 					}
 					continue
 				}
@@ -132,8 +176,16 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 				msg, _ := fr.Get("message")
 				err := fmt.Errorf("stomp: ERROR %s", msg)
 				if rid, ok := fr.Get("receipt-id"); ok {
-					if seq, perr := strconv.ParseInt(rid, 10, 64); perr == nil {
-						a.answered(seq, false, err)
+					switch rid {
+					case receiptEnter, receiptLeave:
+						err = fmt.Errorf("chat: %w", err)
+						if rid == receiptLeave {
+							a.sessDone.Store(true)
+						}
+					default:
+						if seq, perr := strconv.ParseInt(rid, 10, 64); perr == nil {
+							a.answered(seq, false, err)
+						}
 					}
 				}
 				if opened {
@@ -168,9 +220,15 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	a := job.a
 	v := a.v
 	p := &v.pubs[job.seq]
-	w.body = appendData(w.body[:0], d.c.opts.Seed, v, job.seq, p.ts)
+	chat := d.c.opts.chatLike()
+	w.body = d.c.appendPub(w.body[:0], v, job.seq, p.ts)
 	b := append(w.buf[:0], "SEND\ndestination:/topic/"...)
-	b = append(b, v.topic...)
+	if chat {
+		b = append(b, v.room...)
+		b = append(b, "\ntype:TALK"...)
+	} else {
+		b = append(b, v.topic...)
+	}
 	b = append(b, "\ncontent-type:application/json\nreceipt:"...)
 	b = strconv.AppendInt(b, int64(job.seq), 10)
 	b = append(b, "\ncontent-length:"...)
@@ -181,7 +239,7 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	w.buf = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
 	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() {
+	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
 		a.mu.Unlock()
 		return
 	}

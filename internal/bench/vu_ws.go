@@ -15,15 +15,32 @@ type wsDriver struct{ c *cell }
 
 func (d *wsDriver) httpPublish() bool { return false }
 
+func (d *wsDriver) leave(w *pubWorker, job pubJob) {
+	v := job.a.v
+	b := append(w.body[:0], `{"op":"publish","topic":"`...)
+	b = append(b, v.room...)
+	b = append(b, `","type":"LEAVE","id":`...)
+	b = strconv.AppendInt(b, idLeave, 10)
+	b = append(b, `,"data":{"message":"LEAVE"}}`...)
+	w.body = b
+	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
+	streamLeave(job.a, w.frame)
+}
+
 func (d *wsDriver) run(a *activity) { runStream(a, d.session) }
 
 // runStream reconnects a streaming user's sessions with backoff until its activity ends. A
 // session that got connected resets the backoff.
 func runStream(a *activity, session func(*activity) bool) {
 	fails := 0
-	for a.ctx.Err() == nil {
+	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		opened := session(a)
-		if a.stopping.Load() || a.ctx.Err() != nil {
+		if a.leaving.Load() {
+			// The session's LEAVE was sent and the connection is gone: it is left either way
+			// (the server publishes LEAVE when a connection that entered drops).
+			a.sessDone.Store(true)
+		}
+		if a.ending() || a.ctx.Err() != nil {
 			return
 		}
 		if opened {
@@ -40,7 +57,11 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
 	c.connTried(v)
 	start := time.Now()
-	s, err := c.wsDial(a.ctx, v, "/api/ws", nil)
+	path := "/api/ws"
+	if c.opts.chatLike() {
+		path = string(v.tokenQuery([]byte(path), '?'))
+	}
+	s, err := c.wsDial(a.ctx, v, path, nil)
 	if err != nil {
 		c.connFailed(a, fmt.Errorf("ws: %w", err))
 		return false
@@ -95,11 +116,26 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 		case "message":
 			v.receive(a, m.offset, m.epoch, m.data, len(p), now)
 		case "ack":
-			if a.answered(m.id, true, nil) {
+			switch m.id {
+			case idEnter:
+				c.enteredAt(a, now)
+			case idLeave:
+				a.sessDone.Store(true)
 				return true
+			default:
+				if a.answered(m.id, true, nil) {
+					return true
+				}
 			}
 		case "error":
 			err := fmt.Errorf("ws: error %s: %s", m.code, m.reason)
+			if m.hasID && (m.id == idEnter || m.id == idLeave) {
+				v.sh.fail(fmt.Errorf("chat: %w", err), nil)
+				if m.id == idLeave {
+					a.sessDone.Store(true)
+				}
+				return true // close; an ENTER is tried again on the next connection
+			}
 			if m.hasID {
 				if a.answered(m.id, false, err) {
 					return true
@@ -119,6 +155,12 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 				counted = true
 				c.connected.Add(1)
 			}
+			if c.opts.chatLike() && !a.entered.Load() && !a.leaving.Load() {
+				if err := a.writeFrame(ws.OpText, enterWS(v.room)); err != nil {
+					c.connDropped(a, fmt.Errorf("ws: ENTER: %w", err))
+					return true
+				}
+			}
 		case "disconnect":
 			reason = string(m.code)
 		}
@@ -128,7 +170,7 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 // endStream closes a streaming session: a leaving user says goodbye with a close frame, as a
 // browser closing the page does.
 func (a *activity) endStream(s *wsStream) {
-	if a.stopping.Load() {
+	if a.ending() {
 		a.mu.Lock()
 		if a.conn != nil {
 			_ = a.conn.SetWriteDeadline(time.Now().Add(time.Second))
@@ -147,17 +189,23 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	a := job.a
 	v := a.v
 	p := &v.pubs[job.seq]
+	chat := d.c.opts.chatLike()
 	b := append(w.body[:0], `{"op":"publish","topic":"`...)
-	b = append(b, v.topic...)
+	if chat {
+		b = append(b, v.room...)
+		b = append(b, `","type":"TALK`...)
+	} else {
+		b = append(b, v.topic...)
+	}
 	b = append(b, `","id":`...)
 	b = strconv.AppendInt(b, int64(job.seq), 10)
 	b = append(b, `,"data":`...)
-	b = appendData(b, d.c.opts.Seed, v, job.seq, p.ts)
+	b = d.c.appendPub(b, v, job.seq, p.ts)
 	b = append(b, '}')
 	w.body = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
 	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() {
+	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
 		a.mu.Unlock()
 		return // not connected at its turn: the publication is skipped, not failed
 	}
@@ -165,4 +213,13 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	_ = a.writeLocked(w.frame) // a failed write closes the conn; the reader settles the rest
 	a.mu.Unlock()
 	v.sh.update(func(k *counters) { k.pubSent++ })
+}
+
+// enterWS is the ENTER of a chat session on the native WebSocket protocol.
+func enterWS(room string) []byte {
+	b := append(make([]byte, 0, 128), `{"op":"publish","topic":"`...)
+	b = append(b, room...)
+	b = append(b, `","type":"ENTER","id":`...)
+	b = strconv.AppendInt(b, idEnter, 10)
+	return append(b, `,"data":{"message":"ENTER"}}`...)
 }
