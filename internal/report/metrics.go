@@ -394,13 +394,23 @@ func detailSections() []section {
 	}
 }
 
+// transportBase splits a transport name into the transport and a variant ("longpoll-5s" is
+// longpoll, variant 5s). The notify scenario's interval polls ("poll-1s") are short polling.
+func transportBase(t string) (base, variant string) {
+	base = t
+	if i := strings.IndexAny(t, "-_@:/ "); i > 0 {
+		base, variant = t[:i], t[i+1:]
+	}
+	if base == "poll" {
+		base = "shortpoll"
+	}
+	return base, variant
+}
+
 // transportRank orders the known transports from the oldest technique to the newest, which is
 // how the seed project compares them; unknown names sort after them.
 func transportRank(t string) int {
-	base := t
-	if i := strings.IndexAny(t, "-_@:/ "); i > 0 {
-		base = t[:i]
-	}
+	base, _ := transportBase(t)
 	switch base {
 	case "shortpoll":
 		return 0
@@ -419,10 +429,7 @@ func transportRank(t string) int {
 // transportLabel is a transport's name as a reader says it. Unknown names, such as a variant
 // "longpoll-5s", keep their suffix: "long polling 5s".
 func transportLabel(t string) string {
-	base, rest := t, ""
-	if i := strings.IndexAny(t, "-_@:/ "); i > 0 {
-		base, rest = t[:i], t[i+1:]
-	}
+	base, rest := transportBase(t)
 	var name string
 	switch base {
 	case "shortpoll":
@@ -450,10 +457,8 @@ func transportLabel(t string) string {
 // so no two lines of a chart share one.
 func palette(transports []string) map[string]string {
 	own := func(t string) string {
-		if i := strings.IndexAny(t, "-_@:/ "); i > 0 {
-			t = t[:i]
-		}
-		switch t {
+		base, _ := transportBase(t)
+		switch base {
 		case "shortpoll":
 			return "#d95f02"
 		case "longpoll":
