@@ -200,13 +200,8 @@ func (c *cell) chatTurn(a *activity, ts int64, q chan<- pubJob, done <-chan stru
 func appendTalk(dst []byte, v *vu, seq int, ts int64) []byte {
 	dst = append(dst, `{"message":"`...)
 	dst = appendTalkText(dst, int64(v.id), int64(seq), ts)
-	dst = append(dst, `","vu":`...)
-	dst = strconv.AppendInt(dst, int64(v.id), 10)
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendInt(dst, int64(seq), 10)
-	dst = append(dst, `,"ts":`...)
-	dst = strconv.AppendInt(dst, ts, 10)
-	return append(dst, '}')
+	dst = append(dst, '"')
+	return appendTrace(dst, v, seq, ts)
 }
 
 // appendTalkText appends "vu=17 seq=4 ts=1795383601123000000", which parseTalkText reads back.

@@ -226,6 +226,12 @@ func appendData(dst []byte, seed int64, v *vu, seq int, ts int64) []byte {
 	dst = strconv.AppendFloat(dst, float64(h%10000)/100, 'f', 2, 64)
 	dst = append(dst, `,"y":`...)
 	dst = strconv.AppendFloat(dst, float64((h>>20)%10000)/100, 'f', 2, 64)
+	return appendTrace(dst, v, seq, ts)
+}
+
+// appendTrace ends a published JSON object with what receivers measure by: the publishing
+// user, its sequence number and the intended send time (unix ns).
+func appendTrace(dst []byte, v *vu, seq int, ts int64) []byte {
 	dst = append(dst, `,"vu":`...)
 	dst = strconv.AppendInt(dst, int64(v.id), 10)
 	dst = append(dst, `,"seq":`...)
