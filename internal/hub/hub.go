@@ -347,8 +347,11 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 	empty := t.removeLocked(s)
 	if empty && t.brokerSubscribed {
 		t.brokerSubscribed = false
-		// Best effort: a failed unsubscribe only costs unneeded deliveries, dropped here.
-		_ = h.broker.Unsubscribe(context.Background(), t.name)
+		// Best effort: a failed unsubscribe only costs unneeded deliveries, dropped here. Bounded,
+		// because t.mu is held and a broker connection may hang.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = h.broker.Unsubscribe(ctx, t.name)
+		cancel()
 	}
 	t.mu.Unlock()
 	h.detach(t)
