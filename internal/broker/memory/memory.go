@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/history"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/store"
 )
@@ -60,11 +61,9 @@ type stream struct {
 	appendMu sync.Mutex
 	mu       sync.Mutex
 	epoch    string
-	top      uint64             // last offset assigned
-	visible  uint64             // last offset delivered and readable; below top while durable commits are pending
-	ring     []*hub.Publication // circular, len == cap == policy size
-	head     int                // index of the oldest retained
-	n        int                // retained count
+	top      uint64 // last offset assigned
+	visible  uint64 // last offset delivered and readable; below top while durable commits are pending
+	ring     history.Ring
 	lastUsed time.Time
 	policy   hub.HistoryPolicy
 	durable  bool
@@ -136,7 +135,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		Type:   req.Type,
 		Data:   req.Data,
 	}
-	s.appendLocked(p)
+	s.ring.Append(p)
 	s.visible = p.Offset
 	s.lastUsed = now
 	b.handler.HandlePublication(p)
@@ -168,7 +167,7 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 		if err == nil {
 			s.mu.Lock()
 			s.expireLocked(b.cfg.Now())
-			s.appendLocked(p)
+			s.ring.Append(p)
 			s.visible = p.Offset
 			b.handler.HandlePublication(p)
 			s.mu.Unlock()
@@ -199,28 +198,11 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	}
 	s.expireLocked(now)
 	s.lastUsed = now
-	res := hub.HistoryResult{Top: hub.Position{Offset: s.visible, Epoch: s.epoch}}
-	if s.n == 0 {
-		return res, nil
-	}
-	oldest := s.ring[s.head].Offset
-	res.Oldest = oldest
-	if since >= s.visible {
-		return res, nil
-	}
-	first := 0 // index (from head) of the first publication after since
-	if since >= oldest {
-		first = int(since - oldest + 1)
-	}
-	count := s.n - first
-	if limit > 0 && count > limit {
-		count = limit
-	}
-	res.Publications = make([]*hub.Publication, count)
-	for i := range count {
-		res.Publications[i] = s.ring[(s.head+first+i)%len(s.ring)]
-	}
-	return res, nil
+	return hub.HistoryResult{
+		Top:          hub.Position{Offset: s.visible, Epoch: s.epoch},
+		Oldest:       s.ring.Oldest(),
+		Publications: s.ring.After(since, limit),
+	}, nil
 }
 
 func (b *Broker) stream(topic string, now time.Time) *stream {
@@ -236,7 +218,7 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 		if pol.TTL <= 0 {
 			pol.TTL = 10 * time.Minute
 		}
-		s = &stream{epoch: NewEpoch(), ring: make([]*hub.Publication, pol.Size), policy: pol, lastUsed: now}
+		s = &stream{epoch: NewEpoch(), ring: history.NewRing(pol.Size), policy: pol, lastUsed: now}
 		if b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic) {
 			s.durable = true
 			st, ok, err := b.cfg.Store.Load(topic)
@@ -246,7 +228,7 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 			case ok:
 				s.epoch, s.top, s.visible = st.Epoch, st.Top, st.Top
 				for _, p := range st.Publications {
-					s.appendLocked(p)
+					s.ring.Append(p)
 				}
 			}
 		}
@@ -255,27 +237,12 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 	return s
 }
 
-func (s *stream) appendLocked(p *hub.Publication) {
-	if s.n == len(s.ring) {
-		s.ring[s.head] = p
-		s.head = (s.head + 1) % len(s.ring)
-		return
-	}
-	s.ring[(s.head+s.n)%len(s.ring)] = p
-	s.n++
-}
-
 // expireLocked drops publications older than the TTL (a negative TTL keeps them).
 func (s *stream) expireLocked(now time.Time) {
 	if s.policy.TTL < 0 {
 		return
 	}
-	cutoff := now.Add(-s.policy.TTL)
-	for s.n > 0 && s.ring[s.head].Time.Before(cutoff) {
-		s.ring[s.head] = nil
-		s.head = (s.head + 1) % len(s.ring)
-		s.n--
-	}
+	s.ring.Expire(now.Add(-s.policy.TTL))
 }
 
 // sweep forgets idle topics whose history expired, so memory stays bounded by live topics.
@@ -298,7 +265,7 @@ func (b *Broker) sweep(ctx context.Context) {
 				s.mu.Lock()
 				s.expireLocked(now)
 				// Durable topics may be forgotten too: their state is reloaded from the store.
-				idle := s.n == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
+				idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
 				s.mu.Unlock()
 				if idle {
 					delete(sh.streams, name)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/history"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -45,9 +46,7 @@ type topicLog struct {
 	seq   uint64    // log position of the latest publication
 	last  time.Time // time of the latest publication
 	ttl   time.Duration
-	ring  []*hub.Publication // circular, len == cap == policy size
-	head  int                // index of the oldest retained
-	n     int                // retained count
+	ring  history.Ring
 }
 
 // Last is what a publisher needs to know about a topic's latest publication to assign the next
@@ -101,14 +100,14 @@ func (r *Replica) Apply(p *hub.Publication, seq uint64) bool {
 	}
 	if t == nil {
 		pol := r.policy(p.Topic)
-		t = &topicLog{ring: make([]*hub.Publication, pol.Size), ttl: pol.TTL}
+		t = &topicLog{ring: history.NewRing(pol.Size), ttl: pol.TTL}
 		sh.topics[p.Topic] = t
 	}
 	if t.epoch != p.Epoch || p.Offset != t.top+1 {
-		t.clearLocked()
+		t.ring.Clear()
 	}
 	t.epoch, t.top, t.seq, t.last = p.Epoch, p.Offset, seq, p.Time
-	t.appendLocked(p)
+	t.ring.Append(p)
 	return true
 }
 
@@ -134,30 +133,16 @@ func (r *Replica) History(topic string, since uint64, limit int, now time.Time) 
 	if t == nil {
 		return hub.HistoryResult{}
 	}
-	t.expireLocked(now)
-	if t.n == 0 {
+	t.ring.Expire(now.Add(-t.ttl))
+	if t.ring.Len() == 0 {
 		delete(sh.topics, topic) // every publication expired: forget the topic
 		return hub.HistoryResult{}
 	}
-	res := hub.HistoryResult{Top: hub.Position{Offset: t.top, Epoch: t.epoch}}
-	oldest := t.ring[t.head].Offset
-	res.Oldest = oldest
-	if since >= t.top {
-		return res
+	return hub.HistoryResult{
+		Top:          hub.Position{Offset: t.top, Epoch: t.epoch},
+		Oldest:       t.ring.Oldest(),
+		Publications: t.ring.After(since, limit),
 	}
-	first := 0
-	if since >= oldest {
-		first = int(since - oldest + 1)
-	}
-	count := t.n - first
-	if limit > 0 && count > limit {
-		count = limit
-	}
-	res.Publications = make([]*hub.Publication, count)
-	for i := range count {
-		res.Publications[i] = t.ring[(t.head+first+i)%len(t.ring)]
-	}
-	return res
 }
 
 // Sweep forgets topics whose publications all expired at now, bounding memory to live topics.
@@ -185,30 +170,6 @@ func (r *Replica) SweepEvery(ctx context.Context, interval time.Duration) {
 		case now := <-t.C:
 			r.Sweep(now)
 		}
-	}
-}
-
-func (t *topicLog) clearLocked() {
-	clear(t.ring)
-	t.head, t.n = 0, 0
-}
-
-func (t *topicLog) appendLocked(p *hub.Publication) {
-	if t.n == len(t.ring) {
-		t.ring[t.head] = p
-		t.head = (t.head + 1) % len(t.ring)
-		return
-	}
-	t.ring[(t.head+t.n)%len(t.ring)] = p
-	t.n++
-}
-
-func (t *topicLog) expireLocked(now time.Time) {
-	cutoff := now.Add(-t.ttl)
-	for t.n > 0 && t.ring[t.head].Time.Before(cutoff) {
-		t.ring[t.head] = nil
-		t.head = (t.head + 1) % len(t.ring)
-		t.n--
 	}
 }
 

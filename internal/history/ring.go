@@ -1,0 +1,82 @@
+// Package history holds Ring, a topic's latest publications kept in memory, bounded in count
+// and age. The memory broker and the replicas of the NATS and RabbitMQ brokers keep one per
+// topic.
+package history
+
+import (
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Ring keeps the latest publications of one topic in offset order, at most its size. It relies
+// on the offsets it holds being contiguous (one topic, one epoch). It is not safe for concurrent
+// use: its owner locks it.
+type Ring struct {
+	buf  []*hub.Publication // circular; len == cap == size
+	head int                // index of the oldest retained
+	n    int                // retained count
+}
+
+// NewRing returns a ring holding at most size publications (at least 1).
+func NewRing(size int) Ring {
+	return Ring{buf: make([]*hub.Publication, max(size, 1))}
+}
+
+// Append adds p as the newest, dropping the oldest when full.
+func (r *Ring) Append(p *hub.Publication) {
+	if r.n == len(r.buf) {
+		r.buf[r.head] = p
+		r.head = (r.head + 1) % len(r.buf)
+		return
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = p
+	r.n++
+}
+
+// Expire drops publications published before cutoff.
+func (r *Ring) Expire(cutoff time.Time) {
+	for r.n > 0 && r.buf[r.head].Time.Before(cutoff) {
+		r.buf[r.head] = nil
+		r.head = (r.head + 1) % len(r.buf)
+		r.n--
+	}
+}
+
+// Clear drops everything.
+func (r *Ring) Clear() {
+	clear(r.buf)
+	r.head, r.n = 0, 0
+}
+
+// Len is the number of publications retained.
+func (r *Ring) Len() int { return r.n }
+
+// Oldest is the offset of the oldest retained publication, 0 when empty.
+func (r *Ring) Oldest() uint64 {
+	if r.n == 0 {
+		return 0
+	}
+	return r.buf[r.head].Offset
+}
+
+// After returns the retained publications with offset > since, oldest first, at most limit
+// (limit <= 0 means all).
+func (r *Ring) After(since uint64, limit int) []*hub.Publication {
+	if r.n == 0 || since >= r.buf[(r.head+r.n-1)%len(r.buf)].Offset {
+		return nil
+	}
+	first := 0 // index (from head) of the first publication after since
+	if oldest := r.buf[r.head].Offset; since >= oldest {
+		first = int(since - oldest + 1)
+	}
+	count := r.n - first
+	if limit > 0 && count > limit {
+		count = limit
+	}
+	out := make([]*hub.Publication, count)
+	for i := range count {
+		out[i] = r.buf[(r.head+first+i)%len(r.buf)]
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+package history
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+func offsets(ps []*hub.Publication) string {
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		out[i] = p.Offset
+	}
+	return fmt.Sprint(out)
+}
+
+func TestRing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := NewRing(3)
+	if r.After(0, 0) != nil || r.Oldest() != 0 {
+		t.Fatal("empty ring")
+	}
+	for i := uint64(1); i <= 5; i++ {
+		r.Append(&hub.Publication{Offset: i, Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	cases := []struct {
+		since uint64
+		limit int
+		want  string
+	}{
+		{0, 0, "[3 4 5]"}, {2, 0, "[3 4 5]"}, {3, 0, "[4 5]"}, {4, 1, "[5]"}, {5, 0, "[]"}, {9, 0, "[]"}, {0, 2, "[3 4]"},
+	}
+	for _, c := range cases {
+		if got := offsets(r.After(c.since, c.limit)); got != c.want {
+			t.Errorf("After(%d, %d) = %s, want %s", c.since, c.limit, got, c.want)
+		}
+	}
+	if r.Oldest() != 3 || r.Len() != 3 {
+		t.Fatalf("oldest %d len %d", r.Oldest(), r.Len())
+	}
+	r.Expire(t0.Add(4500 * time.Millisecond))
+	if got := offsets(r.After(0, 0)); got != "[5]" {
+		t.Fatalf("after expiry %s", got)
+	}
+	r.Clear()
+	if r.Len() != 0 || r.After(0, 0) != nil {
+		t.Fatal("clear")
+	}
+}
