@@ -382,14 +382,14 @@ func (a *App) routes() http.Handler {
 
 	// Operations.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		transport.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !a.hub.Ready() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "broker unreachable"})
+			transport.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "broker unreachable"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		transport.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 

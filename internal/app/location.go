@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/transport"
 )
 
 // locations keeps the latest position per member of each group someone asked about. A group
@@ -151,19 +152,8 @@ func (l *locations) serve(w http.ResponseWriter, r *http.Request, group string) 
 	top := g.top
 	g.mu.Unlock()
 	slices.SortFunc(members, func(a, b memberPos) int { return strings.Compare(a.Member, b.Member) })
-	writeJSON(w, http.StatusOK, map[string]any{
+	transport.WriteJSON(w, http.StatusOK, map[string]any{
 		"group": group, "topic": topic, "epoch": top.Epoch, "offset": top.Offset, "members": members,
 	})
 	return nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","reason":"encoding failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }

@@ -23,7 +23,7 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, fmt.Errorf("%w: %v", transport.ErrBadRequest, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"user": c.User, "token": tok, "expires": c.Expires})
+	transport.WriteJSON(w, http.StatusOK, map[string]any{"user": c.User, "token": tok, "expires": c.Expires})
 }
 
 // handleLogout revokes the request's token: POST /api/logout with Authorization: Bearer.
@@ -38,7 +38,7 @@ func (a *App) handleLogout(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, fmt.Errorf("%w: %v", transport.ErrUnauthorized, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "logged out"})
+	transport.WriteJSON(w, http.StatusOK, map[string]string{"status": "logged out"})
 }
 
 func (a *App) handleMembers(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +51,7 @@ func (a *App) handleMembers(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ri)
+	transport.WriteJSON(w, http.StatusOK, ri)
 }
 
 func (a *App) handleOwner(w http.ResponseWriter, r *http.Request) {
@@ -72,5 +72,5 @@ func (a *App) handleOwner(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"room": r.PathValue("room"), "owner": body.Owner, "offset": p.Offset})
+	transport.WriteJSON(w, http.StatusOK, map[string]any{"room": r.PathValue("room"), "owner": body.Owner, "offset": p.Offset})
 }

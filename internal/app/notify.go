@@ -113,7 +113,7 @@ func (a *App) handleNotifications(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var st notificationState
 		if st, err = a.notes.state(r.Context(), user); err == nil {
-			writeJSON(w, http.StatusOK, st)
+			transport.WriteJSON(w, http.StatusOK, st)
 			return
 		}
 	}
@@ -143,5 +143,5 @@ func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	transport.WriteJSON(w, http.StatusOK, st)
 }

@@ -64,10 +64,11 @@ func (s *Server) WriteError(w http.ResponseWriter, err error) {
 	} else {
 		s.log.Warn("request failed", "err", err)
 	}
-	writeJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
+	WriteJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers an HTTP request with v as JSON, uncached.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","reason":"encoding failed"}`)

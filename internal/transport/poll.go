@@ -78,7 +78,7 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		return
 	}
 	s.m.Requests.WithLabelValues("publish", "2xx").Inc()
-	writeJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
+	WriteJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
 }
 
 // pollParams are the query parameters of poll and history reads.

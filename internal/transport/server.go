@@ -254,6 +254,11 @@ func newRateLimiter(l Limits) rateLimiter {
 	return rateLimiter{rate: l.MsgRate, burst: float64(l.MsgBurst), tokens: float64(l.MsgBurst)}
 }
 
+// errRateLimited is the refusal of a publish over the connection's rate.
+func (s *Server) errRateLimited() error {
+	return fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, s.lim.MsgRate)
+}
+
 func (r *rateLimiter) allow(now time.Time) bool {
 	if r.rate < 0 {
 		return true

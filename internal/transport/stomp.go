@@ -217,9 +217,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.wg.Add(1)
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame + 64, pong: func(p []byte) {
-		c.w.sendRaw(append(appendWSHeader(nil, 0xA, len(p)), p...))
-	}})
+	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame + 64, pong: c.w.sendPong})
 }
 
 func (c *stompConn) run(conn net.Conn, rd *wsReader) {
@@ -558,7 +556,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 		data = asJSON(f.Body)
 	}
 	if !c.rl.allow(time.Now()) {
-		c.fail(fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, c.s.lim.MsgRate), f, 4000)
+		c.fail(c.s.errRateLimited(), f, 4000)
 		return false
 	}
 	typ, _ := f.Get("type")

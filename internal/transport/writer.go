@@ -120,6 +120,9 @@ func (w *writer) send(it item) bool {
 // sendRaw queues pre-encoded bytes.
 func (w *writer) sendRaw(b []byte) bool { return w.send(item{raw: b}) }
 
+// sendPong queues the answer to a WebSocket ping.
+func (w *writer) sendPong(payload []byte) { w.sendRaw(wsPong(payload)) }
+
 func (w *writer) startLocked() {
 	if !w.running {
 		w.running = true

@@ -148,11 +148,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 	}
 	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame, pong: c.pong})
-}
-
-func (c *wsConn) pong(payload []byte) {
-	c.w.sendRaw(append(appendWSHeader(nil, 0xA, len(payload)), payload...))
+	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame, pong: c.w.sendPong})
 }
 
 func (c *wsConn) run(conn net.Conn, rd *wsReader) {
@@ -334,7 +330,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 
 func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
 	if !c.rl.allow(time.Now()) {
-		c.replyError(fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, c.s.lim.MsgRate), id, topic)
+		c.replyError(c.s.errRateLimited(), id, topic)
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -401,7 +397,7 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if !c.rl.allow(time.Now()) {
-		c.replyError(fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, c.s.lim.MsgRate), nil, topic)
+		c.replyError(c.s.errRateLimited(), nil, topic)
 		return
 	}
 	if _, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}); err != nil {

@@ -47,6 +47,11 @@ func wsClose(code uint16, reason string) []byte {
 
 var wsPing = appendWSHeader(nil, ws.OpPing, 0)
 
+// wsPong returns the pong frame answering a ping with payload.
+func wsPong(payload []byte) []byte {
+	return append(appendWSHeader(make([]byte, 0, 2+len(payload)), ws.OpPong, len(payload)), payload...)
+}
+
 // wsReader reads client messages: it unmasks, reassembles fragments, answers control frames
 // through pong, and enforces the size limit before reading a payload.
 type wsReader struct {
