@@ -31,6 +31,25 @@ func buildRTLab(t *testing.T) string {
 // TestBenchAgainstRealServer runs a short bench on all five transports against the real
 // server and checks that results.json is consistent: with no fault every expected delivery
 // arrives, latencies are measured, and every series has one point per second.
+// executeJSON runs a bench and returns its results as read back from JSON: what the report
+// reads is the JSON, so the figures are checked after the round trip.
+func executeJSON(ctx context.Context, t *testing.T, o *Options) Results {
+	t.Helper()
+	res, err := Execute(ctx, o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Results
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func TestBenchAgainstRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs for about 30 s")
@@ -53,19 +72,7 @@ func TestBenchAgainstRealServer(t *testing.T) {
 	if err := Probe(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Execute(ctx, o, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What the report reads is the JSON, so check the round trip.
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got Results
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := executeJSON(ctx, t, o)
 	if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(Transports()) {
 		t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
 	}
@@ -191,18 +198,7 @@ func TestBenchChatAndNotify(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			res, err := Execute(ctx, &o, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := json.Marshal(res)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got Results
-			if err := json.Unmarshal(b, &got); err != nil {
-				t.Fatal(err)
-			}
+			got := executeJSON(ctx, t, &o)
 			if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(o.Transports) {
 				t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
 			}
