@@ -1,36 +1,29 @@
 // Package amqp is a hub.Broker on RabbitMQ (3.9 or newer, for stream queues; tested with 3.10)
 // over AMQP 0.9.1, for several rtlab nodes sharing one RabbitMQ.
 //
-// RabbitMQ has no conditional append, so a topic's offsets need a single writer. The design:
+// RabbitMQ has no conditional append, but a stream queue is one ordered log that every
+// consumer reads in the same order. The design:
 //
-//   - The log is a stream queue (<name>.log). Every node consumes all of it, in order, from its
-//     start, and applies it to a replica: each topic's position and latest publications. History
-//     answers from the replica, and the node's handler is called from that consumer. Every node
-//     applies the same log in the same order, so all have the same offsets, epochs and history.
-//   - Publishing sends a request to a queue with a single active consumer (<name>.seq). Every
-//     node consumes it; RabbitMQ lets one at a time receive: the sequencer. It assigns each
-//     request its topic's next offset (a new epoch at 1 when the topic is unknown or its history
-//     expired), appends the publication to the log with publisher confirms, and then acks the
-//     request. The publishing node answers its client once its own consumer has applied the
-//     publication, so a publish is acknowledged only once it is in the log and in the node's
-//     history.
-//   - A node that becomes the sequencer first appends a marker to the log and waits until its
-//     consumer reads it: its replica then holds everything the previous sequencer appended, and
-//     requests the previous one appended but did not ack (they come back) are recognized by
-//     their request id and not appended twice. As a last guard every node ignores a log entry
-//     whose offset its topic already has in that epoch, alike on every node.
+//   - The log is a stream queue (<name>.log). A node publishes straight to it: no node assigns
+//     offsets for the others. Every node consumes the whole log, in order, and counts each
+//     topic's publications as it reads them (see counter): the same log read in the same order
+//     gives every node the same offsets and epochs. Each node applies the log to a replica,
+//     which History answers from, and hands publications to its handler.
+//   - A publish is acknowledged once the publishing node has read its entry back, so it is in
+//     the log and in that node's history, with the offset every node gives it.
+//   - RabbitMQ drops old segments of the log (x-max-age, x-max-length-bytes). A node that starts
+//     on a log whose start is gone cannot count from there: it waits for a checkpoint (the
+//     counting state after some offset), which nodes append every CheckpointEvery entries and
+//     when a starting node asks. If no node answers, the starting node appends a reset: from it
+//     on, every node starts every topic in a new epoch, and clients are told history is gone.
 //
-// The log keeps Retention.TTL of publications (x-max-age) up to MaxBytes (x-max-length-bytes);
-// a node replays what it keeps at start. A topic whose publications have all expired is
-// forgotten; its next publication starts a new epoch. When the connection drops, Ready is false
-// and publishes fail at once; the node reconnects with backoff, resumes the log after the last
-// entry it applied, catches up, and calls Handler.HandleResubscribed.
+// When the connection drops, Ready is false and publishes fail at once; the node reconnects
+// with backoff, resumes the log after the last entry it read, catches up, and calls
+// Handler.HandleResubscribed.
 package amqp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,8 +47,10 @@ type Config struct {
 	// for every topic. A topic's policy cannot keep more than Retention.
 	Policy func(topic string) hub.HistoryPolicy
 	// Retention bounds every topic's history: Size publications kept per topic in each node's
-	// replica, and TTL as the log's x-max-age. Zero fields are taken from Policy(""), then
-	// default to 100 and 10 minutes.
+	// replica, and TTL as the log's x-max-age. A topic whose latest publication is older than
+	// TTL starts a new epoch. Zero fields are taken from Policy(""), then default to 100 and
+	// 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that declares
+	// the log with another.
 	Retention hub.HistoryPolicy
 	// MaxBytes bounds the log (x-max-length-bytes). Zero means 1 GiB. RabbitMQ drops whole
 	// segments of SegmentBytes at a time.
@@ -63,12 +58,19 @@ type Config struct {
 	// SegmentBytes is the log's segment size (x-stream-max-segment-size-bytes). Zero means
 	// MaxBytes/8, at most 64 MiB.
 	SegmentBytes int64
-	// Name prefixes the queues: <Name>.log and <Name>.seq. Zero means "rtlab". Nodes that share
+	// Name names the log: the stream queue <Name>.log. Zero means "rtlab". Nodes that share
 	// topics use the same name. Letters, digits, '_', '-' and '.'.
 	Name string
-	// PublishTimeout bounds how long Publish waits for the sequencer when ctx has no earlier
-	// deadline. Zero means 5 s.
+	// PublishTimeout bounds how long Publish waits to read its entry back from the log when
+	// ctx has no earlier deadline. Zero means 5 s.
 	PublishTimeout time.Duration
+	// CheckpointEvery is how many log entries a node reads between the checkpoints it
+	// appends, so that a node starting after RabbitMQ dropped the log's start can count on.
+	// Zero means 20,000.
+	CheckpointEvery int
+	// CheckpointWait is how long a starting node waits for a running node to answer its
+	// request for a checkpoint before it appends a reset. Zero means 3 s.
+	CheckpointWait time.Duration
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
 	Heartbeat time.Duration
@@ -84,29 +86,15 @@ var (
 	ErrClosed = errors.New("amqp broker: closed")
 )
 
-// unavailableError is returned while RabbitMQ cannot be reached or no sequencer answers. It
-// wraps hub.ErrNotReady (clients get 503 "unavailable") and the cause; its text leaves out the
-// cause, which may carry addresses.
+// unavailableError is returned while RabbitMQ cannot be reached or a publish does not come
+// back from the log in time. It wraps hub.ErrNotReady (clients get 503 "unavailable") and the
+// cause; its text leaves out the cause, which may carry addresses.
 type unavailableError struct{ cause error }
 
 func (e *unavailableError) Error() string   { return "amqp broker unavailable" }
 func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
-
-// A log entry's body is a publication encoded by package replica (head, then tail). A publish
-// request's body is the tail alone: the sequencer prepends the head (offset and epoch) without
-// decoding the rest. The topic travels in a header.
-
-// Header names of log entries and requests.
-const (
-	hdrKind     = "k" // log entry: "p" publication, "m" marker
-	hdrTopic    = "t"
-	hdrRequest  = "r" // request id (publication) or marker id
-	hdrDeadline = "d" // request: unix ms after which the publisher no longer waits
-	kindPub     = "p"
-	kindMarker  = "m"
-)
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
@@ -115,11 +103,9 @@ type Broker struct {
 	cfg     Config
 	url     string
 	logQ    string
-	seqQ    string
 	log     *slog.Logger
 	m       *metrics
 	rep     *replica.Replica
-	reqs    *recentRequests
 	handler hub.Handler // set by Run
 
 	ctx    context.Context // ends at Close
@@ -129,19 +115,24 @@ type Broker struct {
 	conn    reconnect.Loop          // the connection; ready once caught up with the log
 	session atomic.Pointer[session] // current connection; nil between connections
 
-	// next is the log offset to resume from; -1 means from the start. Owned by the log consumer.
-	next int64
+	// reader is what the log consumer owns: where it is, and how it counts.
+	reader reader
+	// counting is true once the reader can count publications: it read the log from its start,
+	// or from a checkpoint or reset. Until then a starting node is not ready.
+	counting atomic.Bool
 
 	waitMu  sync.Mutex
-	waiting map[string]chan *hub.Publication // request or marker id → its waiter; guarded by waitMu
+	waiting map[string]chan *hub.Publication // entry id → its waiter; guarded by waitMu
 }
 
-// session is one AMQP connection and the channels the publish path uses.
+// session is one AMQP connection and the channel the publish path uses.
 type session struct {
-	conn  *amqp.Connection
-	pub   *amqp.Channel // requests and markers
+	pub   *amqp.Channel // publications, markers, checkpoints
 	ctx   context.Context
 	close context.CancelFunc
+	// lastCheckpoint is the log offset of the latest checkpoint read (-1: none yet); a node
+	// about to append one skips it if another node's came first.
+	lastCheckpoint atomic.Int64
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -164,6 +155,12 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = 20000
+	}
+	if cfg.CheckpointWait <= 0 {
+		cfg.CheckpointWait = 3 * time.Second
+	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 2 * time.Second
 	}
@@ -172,17 +169,17 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq",
+		cfg: cfg, url: url, logQ: cfg.Name + ".log",
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
-		rep: replica.New(cfg.Policy), reqs: newRecentRequests(time.Minute),
-		done: make(chan struct{}), next: -1, waiting: make(map[string]chan *hub.Publication),
+		rep: replica.New(cfg.Policy), done: make(chan struct{}),
+		waiting: make(map[string]chan *hub.Publication),
 	}
+	b.reader = reader{next: -1, count: newCounter(b.logTTL())}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.conn = reconnect.Loop{
 		Name: "amqp", Log: b.log, Metrics: b.m.Metrics, Backoff: 100 * time.Millisecond,
 		Session:      b.runSession,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
-		Down:         func() { b.m.sequencer.Set(0) },
 		// A recreated log is replayed from its start at once.
 		Immediate: func(err error) bool { return errors.Is(err, errLogReset) },
 	}
@@ -201,6 +198,11 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// logTTL is the log's x-max-age: whole seconds, as declared.
+func (b *Broker) logTTL() time.Duration {
+	return (b.cfg.Retention.TTL + time.Second - 1).Truncate(time.Second)
+}
+
 func (b *Broker) dial() (*amqp.Connection, error) {
 	return amqp.DialConfig(b.url, amqp.Config{
 		Heartbeat:  b.cfg.Heartbeat,
@@ -210,28 +212,20 @@ func (b *Broker) dial() (*amqp.Connection, error) {
 	})
 }
 
-// declare declares the log and the sequencer queue.
+// declare declares the log.
 func (b *Broker) declare(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("amqp broker: open channel: %w", err)
 	}
 	defer ch.Close()
-	maxAge := int64((b.cfg.Retention.TTL + time.Second - 1) / time.Second)
 	if _, err := ch.QueueDeclare(b.logQ, true, false, false, false, amqp.Table{
 		"x-queue-type":                    "stream",
-		"x-max-age":                       strconv.FormatInt(maxAge, 10) + "s",
+		"x-max-age":                       strconv.FormatInt(int64(b.logTTL()/time.Second), 10) + "s",
 		"x-max-length-bytes":              b.cfg.MaxBytes,
 		"x-stream-max-segment-size-bytes": b.cfg.SegmentBytes,
 	}); err != nil {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.logQ, err)
-	}
-	// Not durable: requests are only worth something to a publisher that is still waiting,
-	// and a RabbitMQ restart ends those waits anyway.
-	if _, err := ch.QueueDeclare(b.seqQ, false, false, false, false, amqp.Table{
-		"x-single-active-consumer": true,
-	}); err != nil {
-		return fmt.Errorf("amqp broker: declare %s: %w", b.seqQ, err)
 	}
 	return nil
 }
@@ -282,8 +276,8 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }
 
-// Publish sends a request to the sequencer and returns the publication once this node has
-// applied it from the log.
+// Publish appends the publication to the log and returns it once this node has read it back,
+// with the offset and epoch every node counts for it.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	s := b.session.Load()
 	if !b.conn.Ready() || s == nil {
@@ -294,28 +288,19 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	if req.Time.IsZero() {
 		req.Time = start
 	}
-	deadline := start.Add(b.cfg.PublishTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()
 	id := newID()
 	ch := b.await(id)
 	defer b.unawait(id)
-	err := s.pub.PublishWithContext(ctx, "", b.seqQ, false, false, amqp.Publishing{
-		Headers: amqp.Table{
-			hdrTopic:    req.Topic,
-			hdrRequest:  id,
-			hdrDeadline: deadline.UnixMilli(),
-		},
-		// RabbitMQ drops the request if no sequencer took it by the deadline.
-		Expiration: strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10),
-		Body:       replica.AppendTail(nil, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data),
+	// No publisher confirm: reading the entry back is the proof that it was appended.
+	err := s.pub.PublishWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{
+		DeliveryMode: amqp.Persistent,
+		Body:         appendPub(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data),
 	})
 	if err != nil {
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: fmt.Errorf("send request: %w", err)}
+		return nil, &unavailableError{cause: fmt.Errorf("append to the log: %w", err)}
 	}
 	select {
 	case p := <-ch:
@@ -329,11 +314,11 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
 		}
-		return nil, &unavailableError{cause: fmt.Errorf("no sequencer answered within %v", b.cfg.PublishTimeout)}
+		return nil, &unavailableError{cause: errors.New("the publication did not come back from the log in time")}
 	}
 }
 
-// await registers interest in the log entry with request or marker id.
+// await registers interest in the log entry with id.
 func (b *Broker) await(id string) <-chan *hub.Publication {
 	ch := make(chan *hub.Publication, 1)
 	b.waitMu.Lock()
@@ -357,10 +342,4 @@ func (b *Broker) notify(id string, p *hub.Publication) {
 	if ch != nil {
 		ch <- p
 	}
-}
-
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -4,20 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/rtlab/rtlab/internal/broker/replica"
-	"github.com/rtlab/rtlab/internal/hub"
 )
 
 // errLogReset ends a session whose log went back: RabbitMQ lost the stream and recreated it.
 var errLogReset = errors.New("amqp broker: the log was recreated")
 
-// runSession runs one connection: it resumes the log, joins the sequencer queue, catches up
-// with a marker, declares the node ready, and returns when anything fails.
+// reader is the log consumer's state. It is owned by the goroutine consuming the log (one
+// session at a time).
+type reader struct {
+	next  int64 // log offset to resume from; -1 means from the start
+	count *counter
+	first int64  // offset of the first entry of a replay from the start
+	held  []held // publications read before the node could count them
+	since int    // entries read since the latest checkpoint
+}
+
+type held struct {
+	off int64
+	e   entry
+}
+
+// runSession runs one connection: it resumes the log, catches up with a marker, declares the
+// node ready, and returns when anything fails.
 func (b *Broker) runSession(onReady func()) error {
 	conn, err := b.dial()
 	if err != nil {
@@ -45,7 +58,8 @@ func (b *Broker) runSession(onReady func()) error {
 	if err := logCh.Qos(1000, 0, false); err != nil {
 		return err
 	}
-	if b.next >= 0 {
+	r := &b.reader
+	if r.next >= 0 {
 		// Resuming: make sure the log is still the one this node read. RabbitMQ attaches a
 		// consumer at exactly the offset asked for, even past the end of a log that was deleted
 		// and declared anew, where it would wait forever.
@@ -53,52 +67,29 @@ func (b *Broker) runSession(onReady func()) error {
 		if err != nil {
 			return err
 		}
-		if end < b.next {
-			b.log.Warn("amqp log is shorter than what this node read: it was recreated; replaying it", "end", end, "next", b.next)
-			b.next = -1
-			b.rep.Reset()
+		if end < r.next {
+			b.log.Warn("amqp log is shorter than what this node read: it was recreated; replaying it", "end", end, "next", r.next)
+			b.restart()
 		}
 	}
 	var from any = "first"
-	if b.next >= 0 {
-		from = b.next
+	if r.next >= 0 {
+		from = r.next
 	}
 	entries, err := logCh.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", b.logQ, err)
 	}
-	seqCh, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := seqCh.Qos(256, 0, false); err != nil {
-		return err
-	}
-	requests, err := seqCh.Consume(b.seqQ, "", false, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", b.seqQ, err)
-	}
-	appendCh, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if err := appendCh.Confirm(false); err != nil {
-		return err
-	}
 
-	s := &session{conn: conn, pub: pub, ctx: ctx, close: cancel}
+	s := &session{pub: pub, ctx: ctx, close: cancel}
+	s.lastCheckpoint.Store(-1)
 	b.session.Store(s)
 	defer b.session.CompareAndSwap(s, nil)
-	errc := make(chan error, 2)
-	wg.Add(2)
+	errc := make(chan error, 1)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		errc <- b.consumeLog(ctx, entries)
-		cancel()
-	}()
-	go func() {
-		defer wg.Done()
-		errc <- b.sequence(ctx, requests, appendCh, pub)
+		errc <- b.consumeLog(ctx, s, entries)
 		cancel()
 	}()
 
@@ -110,6 +101,11 @@ func (b *Broker) runSession(onReady func()) error {
 		default:
 		}
 		return err
+	}
+	if !b.counting.Load() {
+		if err := b.startCounting(ctx, pub); err != nil {
+			return err
+		}
 	}
 	onReady()
 	select {
@@ -125,16 +121,54 @@ func (b *Broker) runSession(onReady func()) error {
 	}
 }
 
+// restart forgets what was read, to replay the log from its start.
+func (b *Broker) restart() {
+	b.reader = reader{next: -1, count: newCounter(b.logTTL())}
+	b.counting.Store(false)
+	b.rep.Reset()
+}
+
+// startCounting is for a node that read the log from a start RabbitMQ had cut: it asks the
+// running nodes for a checkpoint and, if none comes within CheckpointWait, appends a reset.
+func (b *Broker) startCounting(ctx context.Context, pub *amqp.Channel) error {
+	b.log.Info("amqp log starts after entries RabbitMQ dropped: asking for a checkpoint")
+	if err := b.append(ctx, pub, appendSimple(kindRequest, newID())); err != nil {
+		return fmt.Errorf("ask for a checkpoint: %w", err)
+	}
+	deadline := time.Now().Add(b.cfg.CheckpointWait)
+	for !b.counting.Load() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if b.counting.Load() {
+		return nil
+	}
+	b.log.Warn("amqp broker: no node answered with a checkpoint; appending a reset: every topic starts a new epoch")
+	if err := b.append(ctx, pub, appendReset(newID(), time.Now().UnixMilli())); err != nil {
+		return fmt.Errorf("append a reset: %w", err)
+	}
+	if err := b.mark(ctx, pub); err != nil {
+		return err
+	}
+	if !b.counting.Load() {
+		return errors.New("amqp broker: cannot count the log after a reset")
+	}
+	return nil
+}
+
+func (b *Broker) append(ctx context.Context, pub *amqp.Channel, body []byte) error {
+	return pub.PublishWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
+}
+
 // mark appends a marker to the log and waits until this node's consumer reads it.
 func (b *Broker) mark(ctx context.Context, pub *amqp.Channel) error {
 	id := newID()
 	ch := b.await(id)
 	defer b.unawait(id)
-	err := pub.PublishWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{
-		Headers:      amqp.Table{hdrKind: kindMarker, hdrRequest: id},
-		DeliveryMode: amqp.Persistent,
-	})
-	if err != nil {
+	if err := b.append(ctx, pub, appendSimple(kindMarker, id)); err != nil {
 		return fmt.Errorf("append marker: %w", err)
 	}
 	select {
@@ -163,10 +197,7 @@ func (b *Broker) logEnd(ctx context.Context, conn *amqp.Connection, pub *amqp.Ch
 		return 0, fmt.Errorf("probe the end of %s: %w", b.logQ, err)
 	}
 	id := newID()
-	if err := pub.PublishWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{
-		Headers:      amqp.Table{hdrKind: kindMarker, hdrRequest: id},
-		DeliveryMode: amqp.Persistent,
-	}); err != nil {
+	if err := b.append(ctx, pub, appendSimple(kindMarker, id)); err != nil {
 		return 0, fmt.Errorf("append marker: %w", err)
 	}
 	timeout := time.After(30 * time.Second)
@@ -177,7 +208,7 @@ func (b *Broker) logEnd(ctx context.Context, conn *amqp.Connection, pub *amqp.Ch
 				return 0, errors.New("log probe closed")
 			}
 			_ = d.Ack(false)
-			if r, _ := d.Headers[hdrRequest].(string); r == id {
+			if e, err := parseEntry(d.Body); err == nil && e.kind == kindMarker && e.id == id {
 				off, _ := d.Headers["x-stream-offset"].(int64)
 				return off, nil
 			}
@@ -189,8 +220,9 @@ func (b *Broker) logEnd(ctx context.Context, conn *amqp.Connection, pub *amqp.Ch
 	}
 }
 
-// consumeLog applies log entries in order and hands new publications to the hub.
-func (b *Broker) consumeLog(ctx context.Context, entries <-chan amqp.Delivery) error {
+// consumeLog reads log entries in order.
+func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp.Delivery) error {
+	r := &b.reader
 	unacked := 0
 	for {
 		var d amqp.Delivery
@@ -203,174 +235,131 @@ func (b *Broker) consumeLog(ctx context.Context, entries <-chan amqp.Delivery) e
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		off, isOff := d.Headers["x-stream-offset"].(int64)
-		if !isOff {
-			_ = d.Ack(false)
-			continue
-		}
-		if b.next >= 0 && off < b.next {
-			// RabbitMQ starts a consumer exactly at the offset asked for, so an earlier one means
-			// the log is not the one this node read: start over from the new log's start.
-			b.log.Warn("amqp log went back; replaying it from the start", "offset", off, "expected", b.next)
-			b.next = -1
-			b.rep.Reset()
-			return errLogReset
-		}
-		b.next = off + 1
-		b.apply(d, off)
-		if unacked++; unacked >= 64 || len(entries) == 0 {
-			_ = d.Ack(true) // stream consumers ack only to grant credit
+		// Stream consumers ack only to grant credit (the prefetch of 1000): every 256 entries
+		// is enough, and spares RabbitMQ an ack per entry.
+		if unacked++; unacked >= 256 {
+			_ = d.Ack(true)
 			unacked = 0
 		}
+		off, isOff := d.Headers["x-stream-offset"].(int64)
+		if !isOff {
+			continue
+		}
+		if r.next >= 0 && off < r.next {
+			// RabbitMQ starts a consumer exactly at the offset asked for, so an earlier one means
+			// the log is not the one this node read: start over from the new log's start.
+			b.log.Warn("amqp log went back; replaying it from the start", "offset", off, "expected", r.next)
+			b.restart()
+			return errLogReset
+		}
+		if r.next < 0 {
+			// The first entry of a replay. Only a log read from offset 0 can be counted at once.
+			r.first = off
+			b.counting.Store(off == 0)
+		}
+		r.next = off + 1
+		e, err := parseEntry(d.Body)
+		if err != nil {
+			b.m.malformed.Inc()
+			b.log.Error("amqp broker: skipping a malformed log entry", "offset", off)
+			continue
+		}
+		if b.counting.Load() {
+			b.apply(s, off, e)
+		} else {
+			b.hold(s, off, e)
+		}
 	}
 }
 
-func (b *Broker) apply(d amqp.Delivery, off int64) {
-	kind, _ := d.Headers[hdrKind].(string)
-	id, _ := d.Headers[hdrRequest].(string)
-	switch kind {
+// hold handles an entry read before the node can count: publications wait for a checkpoint
+// (or a reset) to give them offsets.
+func (b *Broker) hold(s *session, off int64, e entry) {
+	r := &b.reader
+	switch e.kind {
 	case kindMarker:
-		b.notify(id, nil)
+		b.notify(e.id, nil)
 	case kindPub:
-		topic, _ := d.Headers[hdrTopic].(string)
-		p, err := replica.Decode(topic, d.Body)
-		if err != nil || hub.ValidateTopic(topic) != nil {
-			b.log.Error("amqp broker: undecodable log entry", "offset", off, "topic", topic, "err", err)
+		r.held = append(r.held, held{off: off, e: e})
+	case kindCheckpoint:
+		// It counts the entries up to e.at: usable if this node read everything after that.
+		if e.at < r.first-1 || e.at >= off {
 			return
 		}
-		if !b.rep.Apply(p, uint64(off)) {
-			b.m.rejected.Inc()
+		if err := r.count.restore(e); err != nil {
+			b.m.malformed.Inc()
+			b.log.Error("amqp broker: skipping a malformed checkpoint", "offset", off, "err", err)
 			return
 		}
-		b.reqs.add(id, time.Now())
-		b.handler.HandlePublication(p)
-		b.notify(id, p)
+		b.log.Info("amqp broker: counting from a checkpoint", "offset", off, "at", e.at, "topics", len(r.count.topics))
+		held := r.held
+		r.held = nil
+		b.counting.Store(true)
+		for _, h := range held {
+			if h.off > e.at {
+				b.apply(s, h.off, h.e)
+			}
+		}
+		b.apply(s, off, e)
+	case kindReset:
+		r.held = nil
+		b.counting.Store(true)
+		b.apply(s, off, e)
 	}
 }
 
-// seqState is what the sequencer knows of a topic it assigned offsets to in its current term.
-type seqState struct {
-	epoch  string
-	offset uint64
-	time   time.Time
+// apply handles an entry of a log the node can count.
+func (b *Broker) apply(s *session, off int64, e entry) {
+	r := &b.reader
+	switch e.kind {
+	case kindMarker:
+		b.notify(e.id, nil)
+	case kindPub:
+		// Decode before counting: an undecodable entry is skipped by every node alike.
+		p, err := e.publication(1, "x")
+		if err != nil {
+			b.m.malformed.Inc()
+			b.log.Error("amqp broker: skipping an undecodable publication", "offset", off, "topic", e.topic)
+			return
+		}
+		p.Offset, p.Epoch = r.count.next(e.topic, e.id, p.Time.UnixMilli())
+		b.rep.Apply(p, uint64(off))
+		b.handler.HandlePublication(p)
+		b.notify(e.id, p)
+		if r.since++; r.since >= b.cfg.CheckpointEvery {
+			r.since = 0
+			b.checkpoint(s, off, 500*time.Millisecond)
+		}
+	case kindRequest:
+		b.checkpoint(s, off, 100*time.Millisecond)
+	case kindCheckpoint:
+		r.since = 0
+		s.lastCheckpoint.Store(off)
+	case kindReset:
+		b.log.Warn("amqp broker: the log was reset: every topic starts a new epoch", "offset", off)
+		r.count.reset(e.clock)
+		r.since = 0
+		b.rep.Reset()
+		b.m.resets.Inc()
+	}
 }
 
-// pendingAppend is a log append waiting for its confirm before its request is acked.
-type pendingAppend struct {
-	conf *amqp.DeferredConfirmation
-	req  amqp.Delivery
-}
-
-// sequence consumes publish requests. RabbitMQ delivers them to one node at a time (single
-// active consumer); the first request starts this node's term as the sequencer, which begins
-// by catching up with the log. The term ends with the session.
-func (b *Broker) sequence(ctx context.Context, requests <-chan amqp.Delivery, appendCh, pub *amqp.Channel) error {
-	appended := make(chan pendingAppend, 1024)
-	ackErr := make(chan error, 1)
+// checkpoint appends the counting state after log offset at, unless another node's checkpoint
+// is read first: it waits up to jitter so that nodes reading the same log rarely both write.
+func (b *Broker) checkpoint(s *session, at int64, jitter time.Duration) {
+	body := b.reader.count.appendCheckpoint(nil, newID(), at)
+	wait := rand.N(jitter)
 	go func() {
-		// Acks requests once their log entry is confirmed, in order.
-		for {
-			select {
-			case pa := <-appended:
-				ok, err := pa.conf.WaitContext(ctx)
-				if err != nil {
-					return
-				}
-				if !ok {
-					ackErr <- errors.New("log append refused by RabbitMQ")
-					return
-				}
-				_ = pa.req.Ack(false)
-			case <-ctx.Done():
-				return
-			}
+		select {
+		case <-time.After(wait):
+		case <-s.ctx.Done():
+			return
+		}
+		if s.lastCheckpoint.Load() > at {
+			return
+		}
+		if err := b.append(s.ctx, s.pub, body); err == nil {
+			b.m.checkpoints.Inc()
 		}
 	}()
-	var term map[string]seqState // nil until this node is the sequencer
-	assigned := 0
-	for {
-		var d amqp.Delivery
-		var ok bool
-		select {
-		case d, ok = <-requests:
-			if !ok {
-				return errors.New("sequencer consumer closed")
-			}
-		case err := <-ackErr:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if term == nil {
-			if err := b.mark(ctx, pub); err != nil {
-				return fmt.Errorf("catch up as sequencer: %w", err)
-			}
-			term = make(map[string]seqState)
-			b.m.sequencer.Set(1)
-			b.log.Info("amqp broker: this node is the sequencer")
-		}
-		if err := b.assign(ctx, term, d, appendCh, appended); err != nil {
-			return err
-		}
-		if assigned++; assigned%1024 == 0 {
-			b.pruneTerm(term)
-		}
-	}
-}
-
-// assign gives request d its topic's next offset and appends it to the log.
-func (b *Broker) assign(ctx context.Context, term map[string]seqState, d amqp.Delivery, appendCh *amqp.Channel, appended chan<- pendingAppend) error {
-	topic, _ := d.Headers[hdrTopic].(string)
-	id, _ := d.Headers[hdrRequest].(string)
-	deadline, _ := d.Headers[hdrDeadline].(int64)
-	now := time.Now()
-	t, err := replica.TailTime(d.Body)
-	switch {
-	case err != nil || id == "" || hub.ValidateTopic(topic) != nil:
-		b.log.Error("amqp broker: dropping a malformed publish request", "topic", topic)
-		return d.Ack(false)
-	case deadline != 0 && now.UnixMilli() > deadline-200:
-		return d.Ack(false) // its publisher has given up (or will before it could see the answer)
-	case b.reqs.seen(id):
-		return d.Ack(false) // appended by the previous sequencer, which did not get to ack it
-	}
-	pol := b.cfg.Policy(topic)
-	st, known := term[topic]
-	if !known {
-		if lp, ok := b.rep.Last(topic, now); ok {
-			st, known = seqState{epoch: lp.Epoch, offset: lp.Offset, time: lp.Time}, true
-		}
-	}
-	if !known || now.Sub(st.time) > pol.TTL {
-		st = seqState{epoch: replica.NewEpoch()} // unknown, or its history expired: a new epoch
-	}
-	st.offset++
-	st.time = t
-	term[topic] = st
-	body := replica.AppendHead(make([]byte, 0, len(d.Body)+24), st.offset, st.epoch)
-	body = append(body, d.Body...)
-	conf, err := appendCh.PublishWithDeferredConfirmWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{
-		Headers:      amqp.Table{hdrKind: kindPub, hdrTopic: topic, hdrRequest: id},
-		DeliveryMode: amqp.Persistent,
-		Body:         body,
-	})
-	if err != nil {
-		return fmt.Errorf("append to the log: %w", err)
-	}
-	select {
-	case appended <- pendingAppend{conf: conf, req: d}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// pruneTerm drops topics the replica has caught up with: for them it knows as much.
-func (b *Broker) pruneTerm(term map[string]seqState) {
-	now := time.Now()
-	for topic, st := range term {
-		if lp, ok := b.rep.Last(topic, now); ok && lp.Epoch == st.epoch && lp.Offset >= st.offset {
-			delete(term, topic)
-		}
-	}
 }
