@@ -1,8 +1,8 @@
 package amqp
 
 import (
-	"maps"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 )
