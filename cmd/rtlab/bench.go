@@ -66,8 +66,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
 	out := fs.String("out", "", "output directory (default ./bench-results/<timestamp>)")
 	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
-	broker := fs.String("broker", "memory", "--broker of the spawned servers")
-	nodes := fs.Int("nodes", 1, "spawned servers; users are spread round-robin (needs a shared --broker)")
+	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,nats://…,amqp://…")
+	nodes := fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
 	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
@@ -92,9 +92,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	o := &bench.Options{
 		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
 		Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
-		ServerArgs: strings.Fields(*serverArgs), Broker: *broker, Nodes: *nodes, PubConns: *pubConns,
+		ServerArgs: strings.Fields(*serverArgs), Nodes: *nodes, PubConns: *pubConns,
 		RoomSize: *roomSize, Talks: *talks, Hold: *hold, AuthSecret: *authSecret,
 		Args: append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
+	}
+	for _, b := range strings.Split(*broker, ",") {
+		o.Brokers = append(o.Brokers, strings.TrimSpace(b))
 	}
 	if set["interval"] { // else the scenario's default
 		o.Interval = *interval

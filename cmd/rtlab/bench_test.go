@@ -34,6 +34,9 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--target", dead}, "--target"},
 		{[]string{"--target", "ftp://x"}, "--target"},
 		{[]string{"--nodes", "2"}, "--nodes"},
+		{[]string{"--broker", "memory,memory"}, "--broker"},
+		{[]string{"--broker", "memory,"}, "--broker"},
+		{[]string{"--target", dead, "--broker", "memory,redis://127.0.0.1:1/0"}, "--broker"},
 	}
 	for _, tt := range tests {
 		out := filepath.Join(t.TempDir(), "out")

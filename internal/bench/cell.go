@@ -41,7 +41,8 @@ const spreadAbove = 20000
 type cell struct {
 	opts      *Options
 	transport string
-	level     int // the --users value of this cell (PEAK)
+	name      string // in status lines: the transport, or transport@broker
+	level     int    // the --users value of this cell (PEAK)
 	plan      *Plan
 	clk       clock
 	nodes     []string // host:port of each server
@@ -71,7 +72,7 @@ type cell struct {
 }
 
 func newCell(ctx context.Context, o *Options, transport string, plan *Plan, nodes []string) *cell {
-	c := &cell{opts: o, transport: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
+	c := &cell{opts: o, transport: transport, name: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.col = newCollector(2 * runtime.GOMAXPROCS(0))
 	c.spread = plan.Peak+o.PubConns > spreadAbove

@@ -81,8 +81,8 @@ type Options struct {
 	Target     string        // base URL of a running server; empty starts one per run cell
 	Seed       int64         // seeds phases and positions
 	ServerArgs []string      // extra flags for spawned servers
-	Broker     string        // --broker of spawned servers; zero means "memory"
-	Nodes      int           // spawned servers; zero means 1
+	Brokers    []string      // --broker of spawned servers, the matrix once each; zero means {"memory"}
+	Nodes      int           // spawned servers per cell; zero means 1 (memory always runs one)
 	PubConns   int           // shared keep-alive connections for HTTP publishing; zero means 64
 
 	// ServerBinary is the rtlab executable to spawn; zero means os.Executable().
@@ -213,8 +213,15 @@ func (o *Options) Validate() error {
 	if o.LongWait == 0 {
 		o.LongWait = 25 * time.Second
 	}
-	if o.Broker == "" {
-		o.Broker = "memory"
+	if len(o.Brokers) == 0 {
+		o.Brokers = []string{"memory"}
+	}
+	shared := false
+	for i, b := range o.Brokers {
+		if b == "" || slices.Contains(o.Brokers[:i], b) {
+			return usageErr("--broker", "%q: want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…", strings.Join(o.Brokers, ","))
+		}
+		shared = shared || b != "memory"
 	}
 	if o.Nodes == 0 {
 		o.Nodes = 1
@@ -237,13 +244,16 @@ func (o *Options) Validate() error {
 		if o.Nodes > 1 {
 			return usageErr("--nodes", "%d with --target: the bench only spreads users over servers it starts", o.Nodes)
 		}
+		if len(o.Brokers) > 1 || shared {
+			return usageErr("--broker", "given with --target: the bench starts no server")
+		}
 		if len(o.ServerArgs) > 0 {
 			return usageErr("--server-args", "given with --target: the bench starts no server")
 		}
 		if o.AuthSecret != "" {
 			return usageErr("--auth-secret", "given with --target: the bench starts no server (tokens from the target's /api/login work either way)")
 		}
-	} else if o.Nodes > 1 && o.Broker == "memory" {
+	} else if o.Nodes > 1 && !shared {
 		return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
 	}
 	// Every user holds one socket in the generator (and in the server); publishing goes
@@ -299,4 +309,21 @@ func (o *Options) statusW() io.Writer {
 		return io.Discard
 	}
 	return o.Status
+}
+
+// nodesFor is how many servers a cell on broker starts: memory is per process, so one.
+func (o *Options) nodesFor(broker string) int {
+	if broker == "memory" {
+		return 1
+	}
+	return o.Nodes
+}
+
+// BrokerName is how results name a broker: its URL's scheme ("redis", "nats", "amqp"), or
+// "memory". It never carries addresses or credentials.
+func BrokerName(broker string) string {
+	if scheme, _, ok := strings.Cut(broker, "://"); ok {
+		return scheme
+	}
+	return broker
 }

@@ -69,11 +69,15 @@ type Machine struct {
 
 // Run is one transport at one user level (one cell of the matrix).
 type Run struct {
-	Transport string    `json:"transport"` // shortpoll, longpoll, sse, ws, stomp
-	Peak      int       `json:"peak"`      // peak users
-	Started   time.Time `json:"started"`
-	Duration  Duration  `json:"duration"`
-	Stopped   bool      `json:"stopped,omitempty"`
+	Transport string `json:"transport"` // shortpoll, longpoll, sse, ws, stomp
+	Peak      int    `json:"peak"`      // peak users
+	// Broker and Nodes are set when one run compared several brokers (--broker a,b): the
+	// broker's name (memory, redis, nats, amqp) and how many servers shared it.
+	Broker   string    `json:"broker,omitempty"`
+	Nodes    int       `json:"nodes,omitempty"`
+	Started  time.Time `json:"started"`
+	Duration Duration  `json:"duration"`
+	Stopped  bool      `json:"stopped,omitempty"`
 
 	Connections Connections `json:"connections"`
 	Publish     Publish     `json:"publish"`
@@ -229,4 +233,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(n)
 	return nil
+}
+
+// Key identifies a run's cell within one user level: its transport, with "@broker" when the
+// results compare brokers.
+func (r *Run) Key() string {
+	if r.Broker == "" {
+		return r.Transport
+	}
+	return r.Transport + "@" + r.Broker
 }

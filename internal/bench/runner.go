@@ -36,18 +36,24 @@ func Probe(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, o.AuthSecret, nil)
-	if err != nil {
-		flag := "--server-args"
-		if o.Broker != "memory" {
-			flag = "--broker/--server-args"
+	for _, broker := range o.Brokers {
+		s, err := startServer(ctx, bin, broker, o.ServerArgs, o.AuthSecret, nil)
+		if err != nil {
+			flag := "--server-args"
+			if broker != "memory" {
+				flag = "--broker/--server-args"
+			}
+			if o.AuthSecret != "" {
+				flag = "--auth-secret/" + flag
+			}
+			what := ""
+			if len(o.Brokers) > 1 {
+				what = " (--broker " + BrokerName(broker) + ")"
+			}
+			return usageErr(flag, "the server did not start with them%s: %v", what, err)
 		}
-		if o.AuthSecret != "" {
-			flag = "--auth-secret/" + flag
-		}
-		return usageErr(flag, "the server did not start with them: %v", err)
+		s.stop()
 	}
-	s.stop()
 	return nil
 }
 
@@ -64,7 +70,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 		Config: Config{
 			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
 			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
-			Target: o.Target, Broker: o.Broker, Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
+			Target: o.Target, Broker: strings.Join(o.Brokers, ","), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			Grace: Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
 			ServerArgs: o.ServerArgs, Auth: o.authMode(),
 		},
@@ -85,20 +91,26 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	if status == nil {
 		status = io.Discard
 	}
-	for _, t := range o.Transports {
-		for _, u := range o.Users {
-			if ctx.Err() != nil {
-				break
-			}
-			run, err := runCell(ctx, o, t, u, logDir)
-			if err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", t, u, err))
-				fmt.Fprintf(status, "bench: %s at %d users: %v\n", t, u, err)
-				continue
-			}
-			res.Runs = append(res.Runs, *run)
-			if run.Stopped {
-				res.Stopped = true
+	for _, broker := range o.Brokers {
+		for _, t := range o.Transports {
+			for _, u := range o.Users {
+				if ctx.Err() != nil {
+					break
+				}
+				run, err := runCell(ctx, o, broker, t, u, logDir)
+				if err != nil {
+					name := t
+					if len(o.Brokers) > 1 {
+						name += "@" + BrokerName(broker)
+					}
+					res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
+					fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
+					continue
+				}
+				res.Runs = append(res.Runs, *run)
+				if run.Stopped {
+					res.Stopped = true
+				}
 			}
 		}
 	}
@@ -112,8 +124,14 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	return res, nil
 }
 
-// runCell runs one transport at one peak against fresh servers (or the target).
-func runCell(ctx context.Context, o *Options, transport string, peak int, logDir string) (*Run, error) {
+// runCell runs one transport at one peak against fresh servers on broker (or the target).
+func runCell(ctx context.Context, o *Options, broker, transport string, peak int, logDir string) (*Run, error) {
+	// Runs name their broker only when the matrix runs on several, so that a report keys them
+	// apart ("ws@redis"); a single-broker run stays keyed by its transport.
+	run := &Run{Transport: transport, Peak: peak}
+	if len(o.Brokers) > 1 {
+		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
+	}
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
@@ -127,10 +145,10 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 		if err != nil {
 			return nil, err
 		}
-		for i := range o.Nodes {
+		for i := range o.nodesFor(broker) {
 			var logw io.Writer
 			if logDir != "" {
-				name := fmt.Sprintf("server-%s-%d-node%d.log", transport, peak, i)
+				name := fmt.Sprintf("server-%s-%d-node%d.log", strings.ReplaceAll(run.Key(), "@", "-"), peak, i)
 				f, err := os.Create(filepath.Join(logDir, name))
 				if err != nil {
 					return nil, fmt.Errorf("creating server log: %w", err)
@@ -138,7 +156,7 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 				defer f.Close()
 				logw = f
 			}
-			s, err := startServer(ctx, bin, o.Broker, o.ServerArgs, o.AuthSecret, logw)
+			s, err := startServer(ctx, bin, broker, o.ServerArgs, o.AuthSecret, logw)
 			if err != nil {
 				for _, s := range servers {
 					s.stop()
@@ -159,7 +177,7 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 	runtime.GC()
 	debug.FreeOSMemory()
 	c := newCell(ctx, o, transport, plan, nodes)
-	c.level = peak
+	c.level, c.name = peak, run.Key()
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	smp.baseline()
@@ -179,7 +197,7 @@ func runCell(ctx context.Context, o *Options, transport string, peak int, logDir
 		c.drive(c.ctx)
 	}()
 
-	run := &Run{Transport: transport, Peak: peak, Started: time.Now()}
+	run.Started = time.Now()
 	if o.chatLike() {
 		run.Rooms = c.groups
 	}

@@ -282,7 +282,7 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 		p99all = float64(total.ValueAtQuantile(99)) / 1000
 	}
 	fmt.Fprintf(c.opts.statusW(), "bench %-9s %6d users | %3ds/%ds stage %d/%d | users %6d | msgs/s %7d | p99 %8.1fms | errors %d\n",
-		c.transport, c.level, int(at.Seconds()), int(math.Ceil(plan.Total.Seconds())), plan.StageAt(at-1), len(plan.Stages),
+		c.name, c.level, int(at.Seconds()), int(math.Ceil(plan.Total.Seconds())), plan.StageAt(at-1), len(plan.Stages),
 		c.connected.Load(), sec.received, p99all, c.col.c.errors)
 }
 

@@ -216,7 +216,7 @@ func singlePage(r *bench.Results) *page {
 	for _, l := range levelsOf(r) {
 		pairs := make([]pair, len(l.runs))
 		for i, run := range l.runs {
-			pairs[i] = pair{transport: run.Transport, b: run}
+			pairs[i] = pair{transport: run.Key(), b: run}
 		}
 		colors := palette(transportsOf(pairs))
 		lv := buildLevel(l.users, pairs, colors, false)
@@ -524,9 +524,9 @@ func subtitle(r *bench.Results) string {
 		ts = append(ts, transportLabel(t))
 	}
 	for _, run := range r.Runs {
-		if !seen[run.Transport] {
-			seen[run.Transport] = true
-			ts = append(ts, transportLabel(run.Transport))
+		if !seen[run.Key()] {
+			seen[run.Key()] = true
+			ts = append(ts, transportLabel(run.Key()))
 		}
 	}
 	s := joinNames(ts)

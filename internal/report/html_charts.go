@@ -126,8 +126,8 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 	} else {
 		order := map[string]int{}
 		for _, r := range append(slices.Clone(runs), prev...) {
-			if _, ok := order[r.Transport]; !ok {
-				order[r.Transport] = len(order)
+			if _, ok := order[r.Key()]; !ok {
+				order[r.Key()] = len(order)
 			}
 		}
 		for _, r := range prev {
@@ -136,7 +136,7 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 		for _, r := range runs {
 			lines = append(lines, line{r, "b"})
 		}
-		slices.SortStableFunc(lines, func(x, y line) int { return order[x.run.Transport] - order[y.run.Transport] })
+		slices.SortStableFunc(lines, func(x, y line) int { return order[x.run.Key()] - order[y.run.Key()] })
 	}
 	for _, cm := range chartMetrics() {
 		spec := chartSpec{ID: cm.id, Title: cm.title, Unit: cm.unit}
@@ -151,7 +151,7 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 			if l.side != "" {
 				name += " (" + l.side + ")"
 			}
-			spec.Series = append(spec.Series, chartSeries{Label: name, Color: colors[l.run.Transport], Dash: l.side == "a"})
+			spec.Series = append(spec.Series, chartSeries{Label: name, Color: colors[l.run.Key()], Dash: l.side == "a"})
 			cols = append(cols, vs)
 			n = max(n, len(vs))
 			for _, v := range vs {

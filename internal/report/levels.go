@@ -74,10 +74,10 @@ func pairLevels(a, b *bench.Results) []levelPair {
 	add := func(rs *bench.Results, isB bool) {
 		for i := range rs.Runs {
 			run := &rs.Runs[i]
-			k := key{run.Peak, run.Transport}
+			k := key{run.Peak, run.Key()}
 			p := runs[k]
 			if p == nil {
-				p = &pair{transport: run.Transport}
+				p = &pair{transport: run.Key()}
 				runs[k] = p
 				keys = append(keys, k)
 			}

@@ -429,6 +429,9 @@ func transportRank(t string) int {
 // transportLabel is a transport's name as a reader says it. Unknown names, such as a variant
 // "longpoll-5s", keep their suffix: "long polling 5s".
 func transportLabel(t string) string {
+	if t, broker, ok := strings.Cut(t, "@"); ok {
+		return transportLabel(t) + " · " + brokerLabel(broker)
+	}
 	base, rest := transportBase(t)
 	var name string
 	switch base {
@@ -489,4 +492,17 @@ func palette(transports []string) map[string]string {
 		colors[t] = c
 	}
 	return colors
+}
+
+// brokerLabel is a broker's name as a reader says it.
+func brokerLabel(b string) string {
+	switch b {
+	case "redis":
+		return "Redis"
+	case "nats":
+		return "NATS"
+	case "amqp":
+		return "RabbitMQ"
+	}
+	return b
 }

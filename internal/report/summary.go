@@ -179,11 +179,18 @@ func writeTable(w io.Writer, rows [][]string, left int, lastFree bool) {
 func headline(r *bench.Results) string {
 	parts := []string{nonEmpty(r.Config.Scenario, "unnamed") + " scenario"}
 	ls := levelsOf(r)
-	transports := map[string]bool{}
+	transports, brokers := map[string]bool{}, map[string]bool{}
 	for _, run := range r.Runs {
 		transports[run.Transport] = true
+		if run.Broker != "" {
+			brokers[run.Broker] = true
+		}
 	}
-	parts = append(parts, fmt.Sprintf("%d transport%s × %d user level%s", len(transports), plural(len(transports)), len(ls), plural(len(ls))))
+	matrix := fmt.Sprintf("%d transport%s", len(transports), plural(len(transports)))
+	if len(brokers) > 1 {
+		matrix += fmt.Sprintf(" × %d brokers", len(brokers))
+	}
+	parts = append(parts, fmt.Sprintf("%s × %d user level%s", matrix, len(ls), plural(len(ls))))
 	if !r.Started.IsZero() {
 		parts = append(parts, "started "+r.Started.Format("2006-01-02 15:04:05 MST"))
 	}
@@ -240,8 +247,10 @@ func server(c bench.Config) string {
 		s = "spawned by the bench"
 	}
 	var extra []string
-	if c.Broker != "" {
+	if c.Broker != "" && !strings.Contains(c.Broker, ",") {
 		extra = append(extra, c.Broker+" broker")
+	} else if c.Broker != "" {
+		extra = append(extra, "brokers "+c.Broker+"; memory on one node")
 	}
 	if c.Nodes > 0 {
 		extra = append(extra, fmt.Sprintf("%d node%s", c.Nodes, plural(c.Nodes)))

@@ -69,7 +69,7 @@ func failsThreshold(r *bench.Run) []string {
 }
 
 // label is a run's transport as a reader says it.
-func label(r *bench.Run) string { return transportLabel(r.Transport) }
+func label(r *bench.Run) string { return transportLabel(r.Key()) }
 
 // extremes returns the runs with the lowest and highest measured value of m, and how many runs
 // measured it.

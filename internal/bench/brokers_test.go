@@ -1,0 +1,88 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/report"
+)
+
+// TestBenchComparesBrokers runs one short bench on the memory broker and on two nodes sharing
+// a real Redis, and checks that the results and the report put them side by side.
+func TestBenchComparesBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and Redis")
+	}
+	redis := brokertest.StartRedis(t)
+	bin := os.Getenv("RTLAB_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "rtlab")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/rtlab: %v\n%s", err, out)
+		}
+	}
+	var status bytes.Buffer
+	o := &bench.Options{
+		Transports: []string{"ws"}, Users: []int{40}, Stages: "2s:PEAK,2s:PEAK,1s:0",
+		Interval: 500 * time.Millisecond, Seed: 3, ServerBinary: bin, Status: &status,
+		Brokers: []string{"memory", redis.URL}, Nodes: 2,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := bench.Probe(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bench.Execute(ctx, o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || len(res.Warnings) > 0 {
+		t.Fatalf("%d runs, warnings %v; want ws on memory and on redis", len(res.Runs), res.Warnings)
+	}
+	for i, want := range []struct {
+		key   string
+		nodes int
+	}{{"ws@memory", 1}, {"ws@redis", 2}} {
+		r := res.Runs[i]
+		if r.Key() != want.key || r.Nodes != want.nodes {
+			t.Errorf("run %d is %s on %d nodes, want %s on %d", i, r.Key(), r.Nodes, want.key, want.nodes)
+		}
+		if d := r.Delivery; d.Expected == 0 || d.Ratio != 1 || d.Duplicates != 0 || d.OutOfOrder != 0 {
+			t.Errorf("%s: delivery %+v", r.Key(), d)
+		}
+	}
+	if !strings.Contains(status.String(), "bench ws@redis") {
+		t.Errorf("status lines do not name the broker: %q", status.String())
+	}
+	if !strings.Contains(res.Config.Broker, "memory") || !strings.Contains(res.Config.Broker, redis.URL) {
+		t.Errorf("config broker %q", res.Config.Broker)
+	}
+
+	var sum, page bytes.Buffer
+	report.Summary(&sum, res)
+	if err := report.WriteHTML(&page, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"WebSocket · memory", "WebSocket · Redis"} {
+		if !strings.Contains(sum.String(), label) {
+			t.Errorf("summary lacks %q:\n%s", label, sum.String())
+		}
+		if !strings.Contains(page.String(), label) {
+			t.Errorf("report.html lacks %q", label)
+		}
+	}
+	if !strings.Contains(sum.String(), "1 transport × 2 brokers") {
+		t.Errorf("summary headline does not count the brokers:\n%s", sum.String())
+	}
+}
