@@ -82,6 +82,9 @@ func TestBenchComparesBrokers(t *testing.T) {
 			t.Errorf("report.html lacks %q", label)
 		}
 	}
+	if strings.Contains(page.String(), "WebSocket, WebSocket ·") {
+		t.Error("report.html names the transport alone besides its broker rows")
+	}
 	if !strings.Contains(sum.String(), "1 transport × 2 brokers") {
 		t.Errorf("summary headline does not count the brokers:\n%s", sum.String())
 	}

@@ -519,9 +519,16 @@ func subtitle(r *bench.Results) string {
 	}
 	var ts []string
 	seen := map[string]bool{}
+	for _, run := range r.Runs {
+		if run.Broker != "" {
+			seen[run.Transport] = true // named with its broker below
+		}
+	}
 	for _, t := range r.Config.Transports {
-		seen[t] = true
-		ts = append(ts, transportLabel(t))
+		if !seen[t] {
+			seen[t] = true
+			ts = append(ts, transportLabel(t))
+		}
 	}
 	for _, run := range r.Runs {
 		if !seen[run.Key()] {

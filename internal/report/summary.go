@@ -247,13 +247,19 @@ func server(c bench.Config) string {
 		s = "spawned by the bench"
 	}
 	var extra []string
-	if c.Broker != "" && !strings.Contains(c.Broker, ",") {
-		extra = append(extra, c.Broker+" broker")
-	} else if c.Broker != "" {
-		extra = append(extra, "brokers "+c.Broker+"; memory on one node")
-	}
-	if c.Nodes > 0 {
-		extra = append(extra, fmt.Sprintf("%d node%s", c.Nodes, plural(c.Nodes)))
+	switch {
+	case strings.Contains(c.Broker, ","):
+		extra = append(extra, "brokers "+c.Broker)
+		if c.Nodes > 1 {
+			extra = append(extra, fmt.Sprintf("%d nodes each, memory on one", c.Nodes))
+		}
+	default:
+		if c.Broker != "" {
+			extra = append(extra, c.Broker+" broker")
+		}
+		if c.Nodes > 0 {
+			extra = append(extra, fmt.Sprintf("%d node%s", c.Nodes, plural(c.Nodes)))
+		}
 	}
 	if len(extra) > 0 {
 		s += " (" + strings.Join(extra, ", ") + ")"
