@@ -120,6 +120,9 @@ type Broker struct {
 	// counting is true once the reader can count publications: it read the log from its start,
 	// or from a checkpoint or reset. Until then a starting node is not ready.
 	counting atomic.Bool
+	// rebuilding is true from a replay of a recreated log until the node caught up: until then
+	// History would tell resuming clients their history is gone.
+	rebuilding atomic.Bool
 
 	waitMu  sync.Mutex
 	waiting map[string]chan *hub.Publication // entry id → its waiter; guarded by waitMu
@@ -272,6 +275,9 @@ func (b *Broker) Ready() bool { return b.conn.Ready() }
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
+	}
+	if b.rebuilding.Load() {
+		return hub.HistoryResult{}, &unavailableError{cause: errors.New("replaying the log")}
 	}
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }

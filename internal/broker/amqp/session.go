@@ -107,6 +107,7 @@ func (b *Broker) runSession(onReady func()) error {
 			return err
 		}
 	}
+	b.rebuilding.Store(false)
 	onReady()
 	select {
 	case e := <-closed:
@@ -125,6 +126,7 @@ func (b *Broker) runSession(onReady func()) error {
 func (b *Broker) restart() {
 	b.reader = reader{next: -1, count: newCounter(b.logTTL())}
 	b.counting.Store(false)
+	b.rebuilding.Store(true)
 	b.rep.Reset()
 }
 

@@ -96,10 +96,11 @@ type Broker struct {
 	connected atomic.Bool
 	// conn ends when the connection drops, failing the publishes waiting on it at once instead
 	// of at their timeout. Replaced on reconnect.
-	conn      atomic.Pointer[connScope]
-	synced    atomic.Bool // the consumer caught up with the stream since the last (re)connect
-	resyncs   atomic.Int64
-	downSince atomic.Int64 // unix nanos of the last disconnect; 0 when none pending
+	conn       atomic.Pointer[connScope]
+	synced     atomic.Bool // the consumer caught up with the stream since the last (re)connect
+	rebuilding atomic.Bool // the replica was reset and is replaying the stream: History would mislead
+	resyncs    atomic.Int64
+	downSince  atomic.Int64 // unix nanos of the last disconnect; 0 when none pending
 
 	// pubLocks serialize this node's publishes per topic (by replica shard), so a node never
 	// conflicts with itself on offsets.
@@ -297,6 +298,7 @@ func (b *Broker) startConsumer(reset bool) error {
 	b.consGen++
 	gen := b.consGen
 	if reset {
+		b.rebuilding.Store(true)
 		b.appliedMu.Lock()
 		b.applied = 0
 		b.appliedMu.Unlock()
@@ -365,6 +367,11 @@ func (b *Broker) Ready() bool { return b.connected.Load() && b.synced.Load() && 
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
+	}
+	if b.rebuilding.Load() {
+		// A replica replaying the stream from its start would tell a resuming client that its
+		// history is gone; it may only be further down the stream.
+		return hub.HistoryResult{}, &unavailableError{cause: errors.New("replaying the stream")}
 	}
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }
@@ -601,7 +608,8 @@ func (b *Broker) resyncOnce() error {
 	if !info.Created.Equal(created) || info.State.LastSeq < applied {
 		// The stream was lost and recreated: its sequences start over. Read it from the start;
 		// its publications carry new epochs, which is how clients learn that history is gone.
-		b.log.Warn("nats stream was recreated; starting over", "stream", b.cfg.Stream)
+		b.log.Warn("nats stream was recreated; starting over", "stream", b.cfg.Stream,
+			"created", info.Created, "was_created", created, "last_seq", info.State.LastSeq, "applied", applied)
 		if err := b.startConsumer(true); err != nil {
 			return err // created is unchanged: the next attempt starts over again
 		}
@@ -609,5 +617,9 @@ func (b *Broker) resyncOnce() error {
 		b.created = info.Created
 		b.consMu.Unlock()
 	}
-	return b.catchUp(b.ctx, 30*time.Second)
+	if err := b.catchUp(b.ctx, 30*time.Second); err != nil {
+		return err
+	}
+	b.rebuilding.Store(false)
+	return nil
 }
