@@ -133,6 +133,8 @@ type session struct {
 	pub   *amqp.Channel // publications, markers, checkpoints
 	ctx   context.Context
 	close context.CancelFunc
+	// snapshot asks the log consumer for a checkpoint of what it has read.
+	snapshot chan chan []byte
 	// lastCheckpoint is the log offset of the latest checkpoint read (-1: none yet); a node
 	// about to append one skips it if another node's came first.
 	lastCheckpoint atomic.Int64

@@ -14,6 +14,42 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
+// TestPeriodicCheckpoint: a node alone on a log whose start RabbitMQ dropped counts on from the
+// checkpoints the previous nodes appended every CheckpointEvery entries.
+func TestPeriodicCheckpoint(t *testing.T) {
+	srv := brokertest.StartRabbit(t)
+	ns := brokertest.Namespace()
+	start := func() (*amqp.Broker, *brokertest.Node) {
+		t.Helper()
+		b, err := amqp.New(context.Background(), srv.URL, amqp.Config{
+			Name: ns, MaxBytes: 16 << 10, SegmentBytes: 4 << 10, CheckpointEvery: 20,
+			CheckpointWait: time.Second, Logger: brokertest.Logger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Run(context.Background(), brokertest.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b, &brokertest.Node{Broker: b, Rec: brokertest.NewRecorder()}
+	}
+	a, na := start()
+	var last *hub.Publication
+	for i := range 300 {
+		last = na.Publish(t, "chat/periodic", fmt.Sprintf(`{"i":%d,"pad":"%0100d"}`, i, 0))
+	}
+	// A checkpoint is appended up to half a second after its turn (nodes wait a little so that
+	// one appends, not all); a node that keeps running gets it out.
+	time.Sleep(700 * time.Millisecond)
+	_ = a.Close()
+	_, nb := start()
+	p := nb.Publish(t, "chat/periodic", `{"from":"b"}`)
+	if p.Epoch != last.Epoch || p.Offset != last.Offset+1 {
+		t.Fatalf("alone after a periodic checkpoint: published %d/%s after %d/%s", p.Offset, p.Epoch, last.Offset, last.Epoch)
+	}
+}
+
 // TestStartOnCutLog starts nodes on a log whose start RabbitMQ has dropped (tiny segments and
 // size limit). A node joining running nodes counts from the checkpoint they answer with; a
 // node starting alone counts from a checkpoint still in the log; and when none is left, it

@@ -81,7 +81,7 @@ func (b *Broker) runSession(onReady func()) error {
 		return fmt.Errorf("consume %s: %w", b.logQ, err)
 	}
 
-	s := &session{pub: pub, ctx: ctx, close: cancel}
+	s := &session{pub: pub, ctx: ctx, close: cancel, snapshot: make(chan chan []byte)}
 	s.lastCheckpoint.Store(-1)
 	b.session.Store(s)
 	defer b.session.CompareAndSwap(s, nil)
@@ -234,6 +234,9 @@ func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp
 			if !ok {
 				return errors.New("log consumer closed")
 			}
+		case reply := <-s.snapshot:
+			reply <- b.snapshot()
+			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -346,10 +349,11 @@ func (b *Broker) apply(s *session, off int64, e entry) {
 	}
 }
 
-// checkpoint appends the counting state after log offset at, unless another node's checkpoint
-// is read first: it waits up to jitter so that nodes reading the same log rarely both write.
-func (b *Broker) checkpoint(s *session, at int64, jitter time.Duration) {
-	body := b.reader.count.appendCheckpoint(nil, newID(), at)
+// checkpoint appends a checkpoint after the entry at offset due, unless another node's is read
+// first: it waits up to jitter so that nodes reading the same log rarely both write. The state
+// is taken when the wait is over, from the log consumer, so the checkpoint describes the log up
+// to about where it lands: a stale one could fall before the start of a cut log.
+func (b *Broker) checkpoint(s *session, due int64, jitter time.Duration) {
 	wait := rand.N(jitter)
 	go func() {
 		select {
@@ -357,11 +361,34 @@ func (b *Broker) checkpoint(s *session, at int64, jitter time.Duration) {
 		case <-s.ctx.Done():
 			return
 		}
-		if s.lastCheckpoint.Load() > at {
+		if s.lastCheckpoint.Load() > due {
+			return
+		}
+		reply := make(chan []byte, 1)
+		select {
+		case s.snapshot <- reply:
+		case <-s.ctx.Done():
+			return
+		}
+		var body []byte
+		select {
+		case body = <-reply:
+		case <-s.ctx.Done():
+			return
+		}
+		if body == nil {
 			return
 		}
 		if err := b.append(s.ctx, s.pub, body); err == nil {
 			b.m.checkpoints.Inc()
 		}
 	}()
+}
+
+// snapshot is the checkpoint of what the consumer has read, or nil while it cannot count.
+func (b *Broker) snapshot() []byte {
+	if !b.counting.Load() {
+		return nil
+	}
+	return b.reader.count.appendCheckpoint(nil, newID(), b.reader.next-1)
 }
