@@ -319,6 +319,17 @@ func (o *Options) nodesFor(broker string) int {
 	return o.Nodes
 }
 
+// newRun is the Run of one cell. Runs name their broker only when the matrix runs on several,
+// so that a report keys them apart ("ws@redis"); a single-broker run stays keyed by its
+// transport.
+func (o *Options) newRun(broker, transport string, peak int) *Run {
+	run := &Run{Transport: transport, Peak: peak}
+	if len(o.Brokers) > 1 {
+		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
+	}
+	return run
+}
+
 // BrokerName is how results name a broker: its URL's scheme ("redis", "nats", "amqp"), or
 // "memory". It never carries addresses or credentials.
 func BrokerName(broker string) string {

@@ -99,10 +99,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 				}
 				run, err := runCell(ctx, o, broker, t, u, logDir)
 				if err != nil {
-					name := t
-					if len(o.Brokers) > 1 {
-						name += "@" + BrokerName(broker)
-					}
+					name := o.newRun(broker, t, u).Key()
 					res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
 					fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
 					continue
@@ -126,12 +123,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 
 // runCell runs one transport at one peak against fresh servers on broker (or the target).
 func runCell(ctx context.Context, o *Options, broker, transport string, peak int, logDir string) (*Run, error) {
-	// Runs name their broker only when the matrix runs on several, so that a report keys them
-	// apart ("ws@redis"); a single-broker run stays keyed by its transport.
-	run := &Run{Transport: transport, Peak: peak}
-	if len(o.Brokers) > 1 {
-		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
-	}
+	run := o.newRun(broker, transport, peak)
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
