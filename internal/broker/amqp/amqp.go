@@ -64,7 +64,7 @@ type Config struct {
 	// PublishTimeout bounds how long Publish waits to read its entry back from the log when
 	// ctx has no earlier deadline. Zero means 5 s.
 	PublishTimeout time.Duration
-	// CheckpointEvery is how many log entries a node reads between the checkpoints it
+	// CheckpointEvery is how many publications a node reads between the checkpoints it
 	// appends, so that a node starting after RabbitMQ dropped the log's start can count on.
 	// Zero means 20,000.
 	CheckpointEvery int

@@ -21,7 +21,7 @@ type reader struct {
 	count *counter
 	first int64  // offset of the first entry of a replay from the start
 	held  []held // publications read before the node could count them
-	since int    // entries read since the latest checkpoint
+	since int    // publications read since the latest checkpoint
 }
 
 type held struct {
