@@ -78,3 +78,19 @@ type HistoryPolicy struct {
 	Size int           // publications kept; zero means 100
 	TTL  time.Duration // how long each is kept; zero means 10 minutes, negative forever
 }
+
+// Unavailable is the error a broker returns while it cannot serve (its server is unreachable,
+// or it is catching up): an *UnavailableError.
+func Unavailable(broker string, cause error) error {
+	return &UnavailableError{Broker: broker, Cause: cause}
+}
+
+// UnavailableError wraps ErrNotReady, so clients get 503 "unavailable", and the cause, for
+// errors.Is and logs. Its text names only the broker, since the cause may carry addresses.
+type UnavailableError struct {
+	Broker string
+	Cause  error
+}
+
+func (e *UnavailableError) Error() string   { return e.Broker + " broker unavailable" }
+func (e *UnavailableError) Unwrap() []error { return []error{ErrNotReady, e.Cause} }

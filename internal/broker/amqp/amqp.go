@@ -86,14 +86,6 @@ var (
 	ErrClosed = errors.New("amqp broker: closed")
 )
 
-// unavailableError is returned while RabbitMQ cannot be reached or a publish does not come
-// back from the log in time. It wraps hub.ErrNotReady (clients get 503 "unavailable") and the
-// cause; its text leaves out the cause, which may carry addresses.
-type unavailableError struct{ cause error }
-
-func (e *unavailableError) Error() string   { return "amqp broker unavailable" }
-func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
-
 var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
@@ -254,7 +246,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	case <-b.ctx.Done():
 		return ErrClosed
 	case <-time.After(60 * time.Second):
-		return &unavailableError{cause: errors.New("not caught up with the log after 60 s")}
+		return hub.Unavailable("amqp", errors.New("not caught up with the log after 60 s"))
 	}
 }
 
@@ -279,7 +271,7 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 		return hub.HistoryResult{}, ErrClosed
 	}
 	if b.rebuilding.Load() {
-		return hub.HistoryResult{}, &unavailableError{cause: errors.New("replaying the log")}
+		return hub.HistoryResult{}, hub.Unavailable("amqp", errors.New("replaying the log"))
 	}
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }
@@ -290,7 +282,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	s := b.session.Load()
 	if !b.conn.Ready() || s == nil {
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: errors.New("not connected")}
+		return nil, hub.Unavailable("amqp", errors.New("not connected"))
 	}
 	start := time.Now()
 	if req.Time.IsZero() {
@@ -308,7 +300,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	})
 	if err != nil {
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: fmt.Errorf("append to the log: %w", err)}
+		return nil, hub.Unavailable("amqp", fmt.Errorf("append to the log: %w", err))
 	}
 	select {
 	case p := <-ch:
@@ -316,13 +308,13 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		return p, nil
 	case <-s.ctx.Done():
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: errors.New("connection lost while publishing")}
+		return nil, hub.Unavailable("amqp", errors.New("connection lost while publishing"))
 	case <-ctx.Done():
 		b.m.PublishErrors.Inc()
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
 		}
-		return nil, &unavailableError{cause: errors.New("the publication did not come back from the log in time")}
+		return nil, hub.Unavailable("amqp", errors.New("the publication did not come back from the log in time"))
 	}
 }
 

@@ -68,13 +68,6 @@ var (
 	ErrClosed = errors.New("nats broker: closed")
 )
 
-// unavailableError is returned while NATS cannot be reached. It wraps hub.ErrNotReady (clients
-// get 503 "unavailable") and the cause; its text leaves out the cause, which may carry addresses.
-type unavailableError struct{ cause error }
-
-func (e *unavailableError) Error() string   { return "nats broker unavailable" }
-func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
-
 var validStream = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Broker is a hub.Broker on NATS JetStream. It is safe for concurrent use.
@@ -190,18 +183,18 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
-// withCause adds to an unavailableError the cause its text leaves out, for New's caller: an
+// withCause adds to a hub.UnavailableError the cause its text leaves out, for New's caller: an
 // operator starting a node wants to read why (say, a server without JetStream), not only that
 // NATS is unavailable.
 func withCause(err error) error {
-	var ue *unavailableError
+	var ue *hub.UnavailableError
 	if !errors.As(err, &ue) {
 		return err
 	}
 	if errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-		return fmt.Errorf("%w (%v: is JetStream enabled, nats-server -js?)", err, ue.cause)
+		return fmt.Errorf("%w (%v: is JetStream enabled, nats-server -js?)", err, ue.Cause)
 	}
-	return fmt.Errorf("%w (%v)", err, ue.cause)
+	return fmt.Errorf("%w (%v)", err, ue.Cause)
 }
 
 func (b *Broker) streamConfig() jetstream.StreamConfig {
@@ -340,7 +333,7 @@ func (b *Broker) catchUp(ctx context.Context, timeout time.Duration) error {
 		return nil
 	}
 	if err := b.waitApplied(ctx, info.State.LastSeq); err != nil {
-		return &unavailableError{cause: fmt.Errorf("catching up with the stream to %d: %w", info.State.LastSeq, err)}
+		return hub.Unavailable("nats", fmt.Errorf("catching up with the stream to %d: %w", info.State.LastSeq, err))
 	}
 	return nil
 }
@@ -371,7 +364,7 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	if b.rebuilding.Load() {
 		// A replica replaying the stream from its start would tell a resuming client that its
 		// history is gone; it may only be further down the stream.
-		return hub.HistoryResult{}, &unavailableError{cause: errors.New("replaying the stream")}
+		return hub.HistoryResult{}, hub.Unavailable("nats", errors.New("replaying the stream"))
 	}
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }
@@ -381,7 +374,7 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	if !b.Ready() {
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: errors.New("not connected")}
+		return nil, hub.Unavailable("nats", errors.New("not connected"))
 	}
 	start := time.Now()
 	if req.Time.IsZero() {
@@ -417,7 +410,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		}
 		if scope.ctx.Err() != nil {
 			b.m.PublishErrors.Inc()
-			return nil, &unavailableError{cause: errors.New("connection lost while publishing")}
+			return nil, hub.Unavailable("nats", errors.New("connection lost while publishing"))
 		}
 		if !isWrongLastSeq(err) || attempt >= 20 {
 			b.m.PublishErrors.Inc()
@@ -470,7 +463,7 @@ func (b *Broker) wrap(op string, err error) error {
 	if errors.As(err, &apiErr) && apiErr.Code != 503 {
 		return fmt.Errorf("nats broker: %s: %w", op, err)
 	}
-	return &unavailableError{cause: fmt.Errorf("%s: %w", op, err)}
+	return hub.Unavailable("nats", fmt.Errorf("%s: %w", op, err))
 }
 
 // onMsg applies one stream message from consumer generation gen and hands new publications to

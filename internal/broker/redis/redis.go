@@ -65,14 +65,6 @@ var (
 	ErrClosed = errors.New("redis broker: closed")
 )
 
-// unavailableError is returned while Redis cannot be reached. It wraps hub.ErrNotReady (clients
-// get 503 "unavailable") and the cause, and its text leaves out the cause, which may carry
-// addresses that clients should not see.
-type unavailableError struct{ cause error }
-
-func (e *unavailableError) Error() string   { return "redis broker unavailable" }
-func (e *unavailableError) Unwrap() []error { return []error{hub.ErrNotReady, e.cause} }
-
 // Broker is a hub.Broker on Redis. It is safe for concurrent use.
 type Broker struct {
 	cfg     Config
@@ -172,7 +164,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	case <-b.ctx.Done():
 		return ErrClosed
 	case <-time.After(10 * time.Second):
-		return &unavailableError{cause: errors.New("no pub/sub connection after 10 s")}
+		return hub.Unavailable("redis", errors.New("no pub/sub connection after 10 s"))
 	}
 }
 
@@ -220,7 +212,7 @@ func (b *Broker) policy(topic string) hub.HistoryPolicy {
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	if !b.conn.Ready() {
 		b.m.PublishErrors.Inc()
-		return nil, &unavailableError{cause: errors.New("pub/sub connection down")}
+		return nil, hub.Unavailable("redis", errors.New("pub/sub connection down"))
 	}
 	start := time.Now()
 	if req.Time.IsZero() {
@@ -295,7 +287,7 @@ func (b *Broker) wrap(op string, err error) error {
 	if errors.As(err, &rerr) {
 		return fmt.Errorf("redis broker: %s: %w", op, err)
 	}
-	return &unavailableError{cause: fmt.Errorf("%s: %w", op, err)}
+	return hub.Unavailable("redis", fmt.Errorf("%s: %w", op, err))
 }
 
 // Subscribe subscribes this node to topic's channel and returns once Redis confirmed it: from
@@ -307,7 +299,7 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 	ps := b.ps
 	if ps == nil || b.closed {
 		b.mu.Unlock()
-		return &unavailableError{cause: errors.New("pub/sub connection down")}
+		return hub.Unavailable("redis", errors.New("pub/sub connection down"))
 	}
 	b.channels[ch] = struct{}{}
 	b.pending[ch] = append(b.pending[ch], done)
@@ -316,7 +308,7 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 	if err != nil {
 		b.forget(ch)
 		b.drop(ps, err)
-		return &unavailableError{cause: err}
+		return hub.Unavailable("redis", err)
 	}
 	select {
 	case err := <-done:
@@ -351,7 +343,7 @@ func (b *Broker) Unsubscribe(ctx context.Context, topic string) error {
 		return nil // not subscribed on the next connection either
 	}
 	if err := b.ps.Unsubscribe(ctx, ch); err != nil {
-		return &unavailableError{cause: err}
+		return hub.Unavailable("redis", err)
 	}
 	return nil
 }
@@ -434,7 +426,7 @@ func (b *Broker) endSession() {
 	for ch, waiters := range b.pending {
 		for _, w := range waiters {
 			if w != nil {
-				w <- &unavailableError{cause: errors.New("pub/sub connection lost while subscribing")}
+				w <- hub.Unavailable("redis", errors.New("pub/sub connection lost while subscribing"))
 			}
 		}
 		delete(b.pending, ch)
