@@ -1,6 +1,6 @@
 # The two commands a fresh machine needs are `make run` and `make test` (see README.md).
 GO ?= go
-FUZZTIME ?= 10s
+FUZZEXECS ?= 100000x
 
 .PHONY: run build test test-deps vet fuzz bench-go
 
@@ -26,7 +26,7 @@ vet:
 	$(GO) vet ./...
 
 fuzz:
-	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+	GO=$(GO) FUZZEXECS=$(FUZZEXECS) ./scripts/fuzz.sh
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
