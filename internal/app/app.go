@@ -35,6 +35,7 @@ import (
 type Config struct {
 	Addr            string        // listen address; zero means 127.0.0.1:8080
 	Broker          string        // "memory" (default) or a broker URL
+	AMQPLinger      time.Duration // RabbitMQ: how long a publication waits for others to share its message
 	HistorySize     int           // publications kept per topic; zero means 100
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
@@ -131,7 +132,7 @@ func New(cfg Config) (*App, error) {
 		// External brokers keep history themselves; --durable is the memory broker's.
 		plain := func(string) hub.HistoryPolicy { return history }
 		var err error
-		if b, err = newExternalBroker(bctx, cfg.Broker, plain, cfg.Logger, reg); err != nil {
+		if b, err = newExternalBroker(bctx, cfg, plain, reg); err != nil {
 			return nil, err
 		}
 	}
@@ -238,8 +239,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// newExternalBroker connects to the broker a URL names.
-func newExternalBroker(ctx context.Context, url string, policy func(string) hub.HistoryPolicy, log *slog.Logger, reg prometheus.Registerer) (hub.Broker, error) {
+// newExternalBroker connects to the broker cfg.Broker names.
+func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
+	url, log := cfg.Broker, cfg.Logger
 	scheme, _, _ := strings.Cut(url, "://")
 	var (
 		b   hub.Broker
@@ -251,7 +253,7 @@ func newExternalBroker(ctx context.Context, url string, policy func(string) hub.
 	case "nats":
 		b, err = asBroker(natsbroker.New(ctx, url, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "amqp", "amqps":
-		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Logger: log, Registerer: reg}))
 	default:
 		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", url)
 	}

@@ -21,6 +21,7 @@ import (
 //	q <id>                           a request for a checkpoint, from a node that cannot count yet
 //	c <id> <at> <clock> <topics>     a checkpoint: the counting state after log offset <at>
 //	r <id> <clock>                   a reset: every topic starts a new epoch after this entry
+//	b <len> <p entry><len> <p entry>…  publications appended together, each <len> bytes long
 //
 // A checkpoint's topics are lines "<topic> <epoch> <offset> <last>\n"; clock and last are unix
 // milliseconds of the log clock (see counter).
@@ -30,6 +31,7 @@ const (
 	kindRequest    = 'q'
 	kindCheckpoint = 'c'
 	kindReset      = 'r'
+	kindBatch      = 'b'
 )
 
 // idLen is the length of an entry id: 15 random bytes in base32. A publication's id doubles
@@ -134,6 +136,49 @@ func parseEntry(b []byte) (entry, error) {
 		return e, nil
 	}
 	return entry{}, errEntry
+}
+
+// appendBatch appends a batch of publication entries (each made by appendPub). RabbitMQ's
+// cost is per message, not per byte: a node that has several publications to append sends
+// them as one.
+func appendBatch(dst []byte, pubs [][]byte) []byte {
+	dst = append(dst, kindBatch)
+	for _, p := range pubs {
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, int64(len(p)), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// parseBatch parses a batch into its publications. A batch with any malformed part is
+// malformed as a whole, so that every node skips all of it.
+func parseBatch(b []byte, dst []entry) ([]entry, error) {
+	if len(b) < 2 || b[0] != kindBatch {
+		return dst, errEntry
+	}
+	n := len(dst)
+	for rest := b[1:]; len(rest) > 0; {
+		if rest[0] != ' ' {
+			return dst[:n], errEntry
+		}
+		size, body, ok := cut(rest[1:])
+		l, err := strconv.Atoi(string(size))
+		if !ok || err != nil || l <= 0 || l > len(body) || size[0] == '+' {
+			return dst[:n], errEntry
+		}
+		e, err := parseEntry(body[:l])
+		if err != nil || e.kind != kindPub {
+			return dst[:n], errEntry
+		}
+		dst = append(dst, e)
+		rest = body[l:]
+	}
+	if len(dst) == n {
+		return dst, errEntry
+	}
+	return dst, nil
 }
 
 // publication decodes a publication entry's tail, with the offset and epoch counted for it.

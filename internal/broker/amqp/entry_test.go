@@ -96,8 +96,43 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBatch: a batch gives back its publications in order; a batch with anything but
+// well-formed publications is refused whole.
+func TestBatch(t *testing.T) {
+	at := time.UnixMilli(1767225600123)
+	var pubs [][]byte
+	for i := range 3 {
+		pubs = append(pubs, appendPub(nil, newID(), fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
+	}
+	body := appendBatch(nil, pubs)
+	got, err := parseBatch(body, nil)
+	if err != nil || len(got) != len(pubs) {
+		t.Fatalf("parseBatch: %d entries, %v", len(got), err)
+	}
+	for i, e := range got {
+		want, _ := parseEntry(pubs[i])
+		if e.id != want.id || e.topic != want.topic || string(e.tail) != string(want.tail) {
+			t.Fatalf("entry %d: %+v, want %+v", i, e, want)
+		}
+	}
+	marker := appendSimple(kindMarker, newID())
+	for _, bad := range [][]byte{
+		[]byte("b"), []byte("b "), []byte("b 0 "), []byte("b -1 p"), []byte("b +3 abc"),
+		appendBatch(nil, [][]byte{marker}),
+		appendBatch(nil, [][]byte{pubs[0], marker}),
+		append(appendBatch(nil, pubs[:1]), " 9"...),
+		append(appendBatch(nil, pubs[:1]), 'x'),
+		body[:len(body)-1],
+	} {
+		if _, err := parseBatch(bad, nil); err == nil {
+			t.Errorf("parseBatch(%q) accepted", bad)
+		}
+	}
+}
+
 // FuzzParseEntry: any body parses or is refused without a panic; a checkpoint that parses
-// restores or is refused; a publication that parses decodes with the offset given.
+// restores or is refused; a publication that parses decodes with the offset given; a batch
+// that parses is made of publications and appends back to one that parses the same.
 func FuzzParseEntry(f *testing.F) {
 	id := newID()
 	f.Add(appendPub(nil, id, "location/g1", time.UnixMilli(1), "u", "", []byte(`{}`)))
@@ -106,7 +141,31 @@ func FuzzParseEntry(f *testing.F) {
 	c := newCounter(time.Minute)
 	c.next("a/b", id, 10)
 	f.Add(c.appendCheckpoint(nil, id, 3))
+	f.Add(appendBatch(nil, [][]byte{appendPub(nil, id, "a/b", time.UnixMilli(1), "u", "", []byte(`1`)), appendPub(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
 	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > 0 && body[0] == kindBatch {
+			es, err := parseBatch(body, nil)
+			if err != nil {
+				return
+			}
+			var raws [][]byte
+			for _, e := range es {
+				if e.kind != kindPub {
+					t.Fatalf("batch holds a %c entry", e.kind)
+				}
+				raws = append(raws, fmt.Appendf(nil, "p %s %s %s", e.id, e.topic, e.tail))
+			}
+			again, err := parseBatch(appendBatch(nil, raws), nil)
+			if err != nil || len(again) != len(es) {
+				t.Fatalf("batch does not round-trip: %v", err)
+			}
+			for i := range es {
+				if again[i].id != es[i].id || again[i].topic != es[i].topic || string(again[i].tail) != string(es[i].tail) {
+					t.Fatalf("batch entry %d differs after a round trip", i)
+				}
+			}
+			return
+		}
 		e, err := parseEntry(body)
 		if err != nil {
 			return

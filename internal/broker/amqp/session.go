@@ -81,15 +81,20 @@ func (b *Broker) runSession(onReady func()) error {
 		return fmt.Errorf("consume %s: %w", b.logQ, err)
 	}
 
-	s := &session{pub: pub, ctx: ctx, close: cancel, snapshot: make(chan chan []byte)}
+	s := &session{pub: pub, ctx: ctx, close: cancel, snapshot: make(chan chan []byte), appends: make(chan []byte, maxBatch)}
 	s.lastCheckpoint.Store(-1)
 	b.session.Store(s)
 	defer b.session.CompareAndSwap(s, nil)
-	errc := make(chan error, 1)
-	wg.Add(1)
+	errc := make(chan error, 2)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		errc <- b.consumeLog(ctx, s, entries)
+		cancel()
+	}()
+	go func() {
+		defer wg.Done()
+		errc <- b.appendLoop(s)
 		cancel()
 	}()
 
@@ -226,6 +231,7 @@ func (b *Broker) logEnd(ctx context.Context, conn *amqp.Connection, pub *amqp.Ch
 func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp.Delivery) error {
 	r := &b.reader
 	unacked := 0
+	var batch []entry
 	for {
 		var d amqp.Delivery
 		var ok bool
@@ -263,16 +269,91 @@ func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp
 			b.counting.Store(off == 0)
 		}
 		r.next = off + 1
-		e, err := parseEntry(d.Body)
+		var err error
+		if len(d.Body) > 0 && d.Body[0] == kindBatch {
+			batch, err = parseBatch(d.Body, batch[:0])
+		} else {
+			var e entry
+			e, err = parseEntry(d.Body)
+			batch = append(batch[:0], e)
+		}
 		if err != nil {
 			b.m.malformed.Inc()
 			b.log.Error("amqp broker: skipping a malformed log entry", "offset", off)
 			continue
 		}
-		if b.counting.Load() {
-			b.apply(s, off, e)
+		for _, e := range batch {
+			if b.counting.Load() {
+				b.apply(s, off, e)
+			} else {
+				b.hold(s, off, e)
+			}
+		}
+	}
+}
+
+// appendLoop appends the publications queued on s.appends, several in one message when more
+// than one is waiting: each message costs RabbitMQ the same, whatever its size. With
+// Config.Linger it holds the first publication that long for others to join it.
+func (b *Broker) appendLoop(s *session) error {
+	var (
+		pubs  [][]byte
+		size  int
+		body  []byte
+		timer = time.NewTimer(0)
+	)
+	<-timer.C
+	add := func(p []byte) {
+		pubs = append(pubs, p)
+		size += len(p)
+	}
+	full := func() bool { return len(pubs) >= maxBatch || size >= maxBatchBytes }
+	for {
+		pubs, size = pubs[:0], 0
+		select {
+		case p := <-s.appends:
+			add(p)
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+		if b.cfg.Linger > 0 {
+			timer.Reset(b.cfg.Linger)
+		linger:
+			for !full() {
+				select {
+				case p := <-s.appends:
+					add(p)
+				case <-timer.C:
+					break linger
+				case <-s.ctx.Done():
+					return s.ctx.Err()
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+	drain:
+		for !full() {
+			select {
+			case p := <-s.appends:
+				add(p)
+			default:
+				break drain
+			}
+		}
+		body = body[:0]
+		if len(pubs) == 1 {
+			body = append(body, pubs[0]...)
 		} else {
-			b.hold(s, off, e)
+			body = appendBatch(body, pubs)
+		}
+		b.m.batch.Observe(float64(len(pubs)))
+		if err := b.append(s.ctx, s.pub, body); err != nil {
+			return fmt.Errorf("append to the log: %w", err)
 		}
 	}
 }

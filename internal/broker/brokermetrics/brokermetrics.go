@@ -52,6 +52,12 @@ func (m *Metrics) Gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: m.labels})
 }
 
+// Histogram returns a broker-specific histogram with the same broker label, for Register to
+// take along.
+func (m *Metrics) Histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: m.labels})
+}
+
 // Register registers the common collectors and extra with reg. A nil reg registers nothing.
 // It panics, as prometheus.Registerer.MustRegister does, when a name is taken.
 func (m *Metrics) Register(reg prometheus.Registerer, extra ...prometheus.Collector) {

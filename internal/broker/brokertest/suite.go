@@ -86,6 +86,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
 }
 
+// Concurrent runs the suite's NodesPublishConcurrently check alone, for a broker's own test of
+// a configuration that changes how publications are appended.
+func Concurrent(t *testing.T, h Harness) { testConcurrent(t, h) }
+
 // Namespace returns a fresh namespace name, unique per call.
 func Namespace() string {
 	var b [4]byte

@@ -1,0 +1,175 @@
+// Command streamprobe measures what one RabbitMQ stream costs per message, for BENCHMARKS.md:
+// two connections publish to a stream queue at a fixed total rate of publications, packed
+// -batch to a message, and two consumers read it, as two rtlab nodes would. It reports the
+// latency from publish to each consumer and, given -pid, the RabbitMQ VM's CPU.
+//
+//	streamprobe -url amqp://guest:guest@127.0.0.1:5672/ -rate 1667 -batch 1 -pid $(pgrep beam.smp)
+//
+// It is a measuring tool, not part of rtlab. It declares the stream queue -queue (default
+// streamprobe.log) and leaves it behind.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func main() {
+	url := flag.String("url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	queue := flag.String("queue", "streamprobe.log", "stream queue to declare and use")
+	rate := flag.Int("rate", 1667, "publications per second, over both publishers")
+	batch := flag.Int("batch", 1, "publications per message")
+	size := flag.Int("size", 120, "bytes per publication")
+	duration := flag.Duration("duration", 20*time.Second, "how long to publish")
+	pid := flag.Int("pid", 0, "RabbitMQ's beam.smp process, to report its CPU (0: not reported)")
+	flag.Parse()
+	if err := run(*url, *queue, *rate, *batch, *size, *duration, *pid); err != nil {
+		fmt.Fprintln(os.Stderr, "streamprobe:", err)
+		os.Exit(1)
+	}
+}
+
+func run(url, queue string, rate, batch, size int, duration time.Duration, pid int) error {
+	if rate <= 0 || batch <= 0 || size < 20 {
+		return fmt.Errorf("want -rate > 0, -batch > 0, -size >= 20")
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		return fmt.Errorf("declare %s: %w", queue, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var (
+		mu  sync.Mutex
+		lat []time.Duration // one per publication per consumer
+	)
+	for range 2 {
+		c, err := amqp.Dial(url)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		cch, err := c.Channel()
+		if err != nil {
+			return err
+		}
+		if err := cch.Qos(1000, 0, false); err != nil {
+			return err
+		}
+		msgs, err := cch.Consume(queue, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
+		if err != nil {
+			return fmt.Errorf("consume %s: %w", queue, err)
+		}
+		go func() {
+			n := 0
+			for m := range msgs {
+				if n++; n%256 == 0 { // a stream consumer acks only to grant credit
+					_ = m.Ack(true)
+				}
+				sent, err := strconv.ParseInt(strings.TrimRight(string(m.Body[:20]), " "), 10, 64)
+				if err != nil {
+					continue
+				}
+				d := time.Since(time.Unix(0, sent))
+				mu.Lock()
+				for range batch {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // consumers attached at "next" before anything is sent
+
+	cpu0, _ := cpuTicks(pid)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for range 2 {
+		c, err := amqp.Dial(url)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pch, err := c.Channel()
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			every := time.Duration(int64(time.Second) * int64(batch) * 2 / int64(rate))
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			body := make([]byte, size*batch)
+			for end := time.Now().Add(duration); time.Now().Before(end); {
+				<-tick.C
+				copy(body, fmt.Sprintf("%-20d", time.Now().UnixNano()))
+				if err := pch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{Body: body}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu1, cpuErr := cpuTicks(pid)
+	close(errc)
+	if err := <-errc; err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	time.Sleep(time.Second) // the last deliveries
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lat) == 0 {
+		return fmt.Errorf("nothing delivered")
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
+	fmt.Printf("%d publications/s, %d per message: %d deliveries, p50 %.2f ms, p99 %.2f ms",
+		rate, batch, len(lat), q(0.5), q(0.99))
+	if pid > 0 && cpuErr == nil {
+		// /proc ticks are 1/100 s on Linux.
+		fmt.Printf(", RabbitMQ CPU %.0f %%", float64(cpu1-cpu0)/elapsed.Seconds())
+	}
+	fmt.Println()
+	return nil
+}
+
+// cpuTicks is the user+system CPU of process pid in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no pid")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s, nil
+}
