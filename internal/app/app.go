@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -199,22 +200,16 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Serve(ctx, ln)
 }
 
-// Serve is Run on an existing listener.
+// Serve is Run on an existing listener. It answers at once: while the broker catches up
+// (a RabbitMQ node replays its log), /healthz and /metrics answer, /readyz says the node is
+// starting, and every other route answers 503, so probes do not take a starting node for a
+// dead one.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := a.Start(runCtx); err != nil {
-		return err
-	}
-	lim := a.tr.Limits()
-	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", a.cfg.Broker,
-		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
-		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
-		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
-		"durable", a.durableMode(),
-		"version", a.cfg.Version)
+	var started atomic.Bool
 	srv := &http.Server{
-		Handler:           a.handler,
+		Handler:           whileStarting(&started, a.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    32 << 10,
@@ -222,6 +217,33 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	startc := make(chan error, 1)
+	go func() { startc <- a.Start(runCtx) }()
+	select {
+	case err := <-startc:
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+	case err := <-errc:
+		cancel()
+		<-startc
+		return errors.Join(fmt.Errorf("serve: %w", err), a.hub.Close(), a.closeStore())
+	case <-ctx.Done():
+		// Stopped while starting: nobody is connected but probes.
+		cancel()
+		<-startc
+		_ = srv.Close()
+		return errors.Join(a.hub.Close(), a.closeStore())
+	}
+	started.Store(true)
+	lim := a.tr.Limits()
+	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", a.cfg.Broker,
+		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
+		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
+		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
+		"durable", a.durableMode(),
+		"version", a.cfg.Version)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -237,6 +259,26 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	err = errors.Join(err, <-trErr, a.hub.Close(), a.closeStore())
 	a.log.Info("rtlab stopped", "addr", ln.Addr().String(), "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// whileStarting serves h once started is true. Before that it answers /healthz and /metrics
+// from h, /readyz with 503 "starting", and anything else with 503 and a JSON reason.
+func whileStarting(started *atomic.Bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if started.Load() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		switch r.URL.Path {
+		case "/healthz", "/metrics":
+			h.ServeHTTP(w, r)
+		case "/readyz":
+			transport.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "starting: catching up with the broker"})
+		default:
+			w.Header().Set("Retry-After", "1")
+			transport.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "reason": "starting: catching up with the broker"})
+		}
+	})
 }
 
 // newExternalBroker connects to the broker cfg.Broker names.

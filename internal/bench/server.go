@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// readyTimeout bounds how long a spawned server may take to answer /readyz.
-const readyTimeout = 20 * time.Second
+// readyTimeout bounds how long a spawned server may take to answer /readyz: a node on a
+// RabbitMQ broker replays the log first, for up to 60 s.
+const readyTimeout = 70 * time.Second
 
 // server is an rtlab server process the bench started. Every run cell gets fresh ones, so
 // memory per connection is measured from a clean baseline.
