@@ -307,33 +307,35 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	id := newID()
 	ch := b.await(id)
 	defer b.unawait(id)
+	// fail counts a publish that did not complete and says why: late is the reason when ctx
+	// ran out.
+	fail := func(late string) (*hub.Publication, error) {
+		b.m.PublishErrors.Inc()
+		switch {
+		case s.ctx.Err() != nil:
+			return nil, hub.Unavailable("amqp", errors.New("connection lost while publishing"))
+		case errors.Is(ctx.Err(), context.Canceled):
+			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
+		}
+		return nil, hub.Unavailable("amqp", errors.New(late))
+	}
 	// No publisher confirm: reading the entry back is the proof that it was appended. If the
 	// append fails, the session ends.
 	select {
 	case s.appends <- appendPub(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data):
 	case <-s.ctx.Done():
-		b.m.PublishErrors.Inc()
-		return nil, hub.Unavailable("amqp", errors.New("connection lost while publishing"))
+		return fail("")
 	case <-ctx.Done():
-		b.m.PublishErrors.Inc()
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
-		}
-		return nil, hub.Unavailable("amqp", errors.New("the log did not take the publication in time"))
+		return fail("the log did not take the publication in time")
 	}
 	select {
 	case p := <-ch:
 		b.m.Publish.Observe(time.Since(start).Seconds())
 		return p, nil
 	case <-s.ctx.Done():
-		b.m.PublishErrors.Inc()
-		return nil, hub.Unavailable("amqp", errors.New("connection lost while publishing"))
+		return fail("")
 	case <-ctx.Done():
-		b.m.PublishErrors.Inc()
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
-		}
-		return nil, hub.Unavailable("amqp", errors.New("the publication did not come back from the log in time"))
+		return fail("the publication did not come back from the log in time")
 	}
 }
 

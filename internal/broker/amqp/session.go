@@ -300,9 +300,9 @@ func (b *Broker) appendLoop(s *session) error {
 		pubs  [][]byte
 		size  int
 		body  []byte
-		timer = time.NewTimer(0)
+		timer = time.NewTimer(time.Hour)
 	)
-	<-timer.C
+	timer.Stop()
 	add := func(p []byte) {
 		pubs = append(pubs, p)
 		size += len(p)
@@ -329,12 +329,7 @@ func (b *Broker) appendLoop(s *session) error {
 					return s.ctx.Err()
 				}
 			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
+			timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale after Reset
 		}
 	drain:
 		for !full() {
