@@ -152,11 +152,15 @@ func appendBatch(dst []byte, pubs [][]byte) []byte {
 	return dst
 }
 
-// parseBatch parses a batch into its publications. A batch with any malformed part is
-// malformed as a whole, so that every node skips all of it.
-func parseBatch(b []byte, dst []entry) ([]entry, error) {
-	if len(b) < 2 || b[0] != kindBatch {
-		return dst, errEntry
+// parseMessage parses one log message onto dst: a batch's publications, or a single entry.
+// A batch with any malformed part is malformed as a whole, so that every node skips all of it.
+func parseMessage(b []byte, dst []entry) ([]entry, error) {
+	if len(b) == 0 || b[0] != kindBatch {
+		e, err := parseEntry(b)
+		if err != nil {
+			return dst, err
+		}
+		return append(dst, e), nil
 	}
 	n := len(dst)
 	for rest := b[1:]; len(rest) > 0; {

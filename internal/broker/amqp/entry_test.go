@@ -96,8 +96,8 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
-// TestBatch: a batch gives back its publications in order; a batch with anything but
-// well-formed publications is refused whole.
+// TestBatch: a batch gives back its publications in order, a single entry itself; a batch
+// with anything but well-formed publications is refused whole.
 func TestBatch(t *testing.T) {
 	at := time.UnixMilli(1767225600123)
 	var pubs [][]byte
@@ -105,9 +105,9 @@ func TestBatch(t *testing.T) {
 		pubs = append(pubs, appendPub(nil, newID(), fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
 	}
 	body := appendBatch(nil, pubs)
-	got, err := parseBatch(body, nil)
+	got, err := parseMessage(body, nil)
 	if err != nil || len(got) != len(pubs) {
-		t.Fatalf("parseBatch: %d entries, %v", len(got), err)
+		t.Fatalf("parseMessage: %d entries, %v", len(got), err)
 	}
 	for i, e := range got {
 		want, _ := parseEntry(pubs[i])
@@ -116,6 +116,9 @@ func TestBatch(t *testing.T) {
 		}
 	}
 	marker := appendSimple(kindMarker, newID())
+	if one, err := parseMessage(marker, nil); err != nil || len(one) != 1 || one[0].kind != kindMarker {
+		t.Fatalf("a single entry: %+v %v", one, err)
+	}
 	for _, bad := range [][]byte{
 		[]byte("b"), []byte("b "), []byte("b 0 "), []byte("b -1 p"), []byte("b +3 abc"),
 		appendBatch(nil, [][]byte{marker}),
@@ -124,8 +127,8 @@ func TestBatch(t *testing.T) {
 		append(appendBatch(nil, pubs[:1]), 'x'),
 		body[:len(body)-1],
 	} {
-		if _, err := parseBatch(bad, nil); err == nil {
-			t.Errorf("parseBatch(%q) accepted", bad)
+		if _, err := parseMessage(bad, nil); err == nil {
+			t.Errorf("parseMessage(%q) accepted", bad)
 		}
 	}
 }
@@ -144,7 +147,7 @@ func FuzzParseEntry(f *testing.F) {
 	f.Add(appendBatch(nil, [][]byte{appendPub(nil, id, "a/b", time.UnixMilli(1), "u", "", []byte(`1`)), appendPub(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > 0 && body[0] == kindBatch {
-			es, err := parseBatch(body, nil)
+			es, err := parseMessage(body, nil)
 			if err != nil {
 				return
 			}
@@ -155,7 +158,7 @@ func FuzzParseEntry(f *testing.F) {
 				}
 				raws = append(raws, fmt.Appendf(nil, "p %s %s %s", e.id, e.topic, e.tail))
 			}
-			again, err := parseBatch(appendBatch(nil, raws), nil)
+			again, err := parseMessage(appendBatch(nil, raws), nil)
 			if err != nil || len(again) != len(es) {
 				t.Fatalf("batch does not round-trip: %v", err)
 			}

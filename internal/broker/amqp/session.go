@@ -270,14 +270,7 @@ func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp
 		}
 		r.next = off + 1
 		var err error
-		if len(d.Body) > 0 && d.Body[0] == kindBatch {
-			batch, err = parseBatch(d.Body, batch[:0])
-		} else {
-			var e entry
-			e, err = parseEntry(d.Body)
-			batch = append(batch[:0], e)
-		}
-		if err != nil {
+		if batch, err = parseMessage(d.Body, batch[:0]); err != nil {
 			b.m.malformed.Inc()
 			b.log.Error("amqp broker: skipping a malformed log entry", "offset", off)
 			continue
@@ -299,7 +292,7 @@ func (b *Broker) appendLoop(s *session) error {
 	var (
 		pubs  [][]byte
 		size  int
-		body  []byte
+		buf   []byte // a batch's message, reused
 		timer = time.NewTimer(time.Hour)
 	)
 	timer.Stop()
@@ -340,11 +333,10 @@ func (b *Broker) appendLoop(s *session) error {
 				break drain
 			}
 		}
-		body = body[:0]
-		if len(pubs) == 1 {
-			body = append(body, pubs[0]...)
-		} else {
-			body = appendBatch(body, pubs)
+		body := pubs[0]
+		if len(pubs) > 1 {
+			buf = appendBatch(buf[:0], pubs)
+			body = buf
 		}
 		b.m.batch.Observe(float64(len(pubs)))
 		if err := b.append(s.ctx, s.pub, body); err != nil {
