@@ -2,7 +2,8 @@ package amqp_test
 
 import (
 	"context"
-	"sync"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,15 +16,15 @@ import (
 )
 
 // harness makes nodes on srv with cfg; Name, Policy, MaxBytes and Logger are the suite's.
-// Each node registers its metrics in a registry of its own added to regs, unless regs is nil.
-func harness(srv *brokertest.Server, cfg amqp.Config, regs *registries) brokertest.Harness {
+// Unless reg is nil, each node registers its metrics there under a label node="<n>".
+func harness(srv *brokertest.Server, cfg amqp.Config, reg prometheus.Registerer) brokertest.Harness {
+	var nodes atomic.Int32
 	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
 		c := cfg
 		c.Name, c.Policy, c.MaxBytes, c.Logger = ns, policy, 64<<20, brokertest.Logger()
-		if regs != nil {
-			reg := prometheus.NewRegistry()
-			regs.add(reg)
-			c.Registerer = reg
+		if reg != nil {
+			node := strconv.Itoa(int(nodes.Add(1)))
+			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, reg)
 		}
 		return amqp.New(context.Background(), srv.URL, c)
 	}
@@ -43,33 +44,19 @@ func harness(srv *brokertest.Server, cfg amqp.Config, regs *registries) brokerte
 	return brokertest.External(srv, open, deleteLog)
 }
 
-// registries collects the registry of every node a harness makes.
-type registries struct {
-	mu   sync.Mutex
-	regs []*prometheus.Registry
-}
-
-func (r *registries) add(reg *prometheus.Registry) {
-	r.mu.Lock()
-	r.regs = append(r.regs, reg)
-	r.mu.Unlock()
-}
-
-// batched sums, over every node, the publications appended and the messages they took.
-func (r *registries) batched(tb testing.TB) (pubs, messages float64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, reg := range r.regs {
-		mfs, err := reg.Gather()
-		if err != nil {
-			tb.Fatal(err)
+// batched sums, over every node in reg, the publications appended and the messages they took.
+func batched(tb testing.TB, reg *prometheus.Registry) (pubs, messages float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "rtlab_broker_log_batch_size" {
+			continue
 		}
-		for _, mf := range mfs {
-			if mf.GetName() == "rtlab_broker_log_batch_size" {
-				h := mf.GetMetric()[0].GetHistogram()
-				pubs += h.GetSampleSum()
-				messages += float64(h.GetSampleCount())
-			}
+		for _, m := range mf.GetMetric() {
+			pubs += m.GetHistogram().GetSampleSum()
+			messages += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return pubs, messages
@@ -82,9 +69,9 @@ func TestConformance(t *testing.T) {
 	// With a linger, concurrent publications share messages, and every node still counts
 	// them alike.
 	t.Run("LingerBatches", func(t *testing.T) {
-		regs := &registries{}
-		brokertest.Concurrent(t, harness(srv, amqp.Config{Linger: 20 * time.Millisecond}, regs))
-		pubs, messages := regs.batched(t)
+		reg := prometheus.NewRegistry()
+		brokertest.Concurrent(t, harness(srv, amqp.Config{Linger: 20 * time.Millisecond}, reg))
+		pubs, messages := batched(t, reg)
 		t.Logf("%.0f publications in %.0f messages", pubs, messages)
 		if messages == 0 || pubs < 2*messages {
 			t.Fatalf("%.0f publications in %.0f messages: want batches of 2 or more on average", pubs, messages)
