@@ -42,15 +42,11 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	if rate <= 0 || batch <= 0 || size < 20 {
 		return fmt.Errorf("want -rate > 0, -batch > 0, -size >= 20")
 	}
-	conn, err := amqp.Dial(url)
+	conn, ch, err := dial(url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
 		return fmt.Errorf("declare %s: %w", queue, err)
 	}
@@ -62,15 +58,11 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		lat []time.Duration // one per publication per consumer
 	)
 	for range 2 {
-		c, err := amqp.Dial(url)
+		c, cch, err := dial(url)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		cch, err := c.Channel()
-		if err != nil {
-			return err
-		}
 		if err := cch.Qos(1000, 0, false); err != nil {
 			return err
 		}
@@ -83,6 +75,9 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 			for m := range msgs {
 				if n++; n%256 == 0 { // a stream consumer acks only to grant credit
 					_ = m.Ack(true)
+				}
+				if len(m.Body) < 20 {
+					continue // not one of ours
 				}
 				sent, err := strconv.ParseInt(strings.TrimRight(string(m.Body[:20]), " "), 10, 64)
 				if err != nil {
@@ -104,15 +99,11 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	for range 2 {
-		c, err := amqp.Dial(url)
+		c, pch, err := dial(url)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		pch, err := c.Channel()
-		if err != nil {
-			return err
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -153,6 +144,20 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	}
 	fmt.Println()
 	return nil
+}
+
+// dial opens a connection to url and a channel on it; the caller closes the connection.
+func dial(url string) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, fmt.Errorf("open a channel: %w", err)
+	}
+	return conn, ch, nil
 }
 
 // cpuTicks is the user+system CPU of process pid in clock ticks.
