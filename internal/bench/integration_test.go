@@ -95,12 +95,7 @@ func TestBenchAgainstRealServer(t *testing.T) {
 				t.Errorf("duration %s, want 5s", time.Duration(r.Duration))
 			}
 			s := r.Series
-			for name, n := range map[string]int{
-				"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
-				"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
-				"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
-				"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
-			} {
+			for name, n := range seriesPoints(s) {
 				if n != 5 {
 					t.Errorf("series %s has %d points, want 5", name, n)
 				}
@@ -235,13 +230,9 @@ func TestBenchChatAndNotify(t *testing.T) {
 						t.Errorf("publish %+v", p)
 					}
 					s := r.Series
-					for name, n := range map[string]int{
-						"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
-						"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
-						"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
-						"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
-						"logins": len(s.Logins),
-					} {
+					points := seriesPoints(s)
+					points["logins"] = len(s.Logins)
+					for name, n := range points {
 						if n != secs {
 							t.Errorf("series %s has %d points, want %d", name, n, secs)
 						}
@@ -258,5 +249,15 @@ func TestBenchChatAndNotify(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// seriesPoints is the number of points of every per-second series a run always records.
+func seriesPoints(s Series) map[string]int {
+	return map[string]int{
+		"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
+		"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
+		"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
+		"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
 	}
 }
