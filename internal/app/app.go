@@ -380,7 +380,7 @@ func durOrDefault(v, d time.Duration) time.Duration {
 func (a *App) routes() http.Handler {
 	mux := http.NewServeMux()
 	tr := a.tr
-	fail := func(w http.ResponseWriter, err error) { tr.WriteError(w, err) }
+	fail := func(w http.ResponseWriter, r *http.Request, err error) { tr.WriteError(w, r, err) }
 
 	// Native API.
 	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
@@ -388,7 +388,7 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
 		if !ok {
-			fail(w, fmt.Errorf("%w: use /api/topics/{topic}/history", transport.ErrNotFound))
+			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history", transport.ErrNotFound))
 			return
 		}
 		tr.HandleHistory(w, r, topic)
@@ -448,7 +448,7 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /lab", page)
 	mux.Handle("GET /lab/", page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fail(w, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
+		fail(w, r, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -459,7 +459,7 @@ func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 		err = a.locations.serve(w, r, r.PathValue("group"))
 	}
 	if err != nil {
-		a.tr.WriteError(w, err)
+		a.tr.WriteError(w, r, err)
 	}
 }
 

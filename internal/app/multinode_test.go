@@ -236,11 +236,16 @@ func publishHTTP(n *testServer, topic, data string) (clientPos, int, error) {
 	}
 	defer resp.Body.Close()
 	var pos clientPos
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == 200 {
-		err = json.Unmarshal(b, &pos)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return pos, resp.StatusCode, fmt.Errorf("reading the answer (%q so far): %w", b, err)
 	}
-	return pos, resp.StatusCode, err
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(b, &pos); err != nil {
+			return pos, resp.StatusCode, fmt.Errorf("answer %q (%v): %w", b, resp.Header, err)
+		}
+	}
+	return pos, resp.StatusCode, nil
 }
 
 // publishWS publishes n times over one WebSocket and returns the acknowledged positions.

@@ -117,13 +117,13 @@ func (a *App) handleNotifications(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.tr.WriteError(w, err)
+	a.tr.WriteError(w, r, err)
 }
 
 func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
 	user, err := a.notifyUser(r)
 	if err != nil {
-		a.tr.WriteError(w, err)
+		a.tr.WriteError(w, r, err)
 		return
 	}
 	var body struct {
@@ -131,7 +131,7 @@ func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ContentLength != 0 {
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-			a.tr.WriteError(w, fmt.Errorf("%w: body must be {\"offset\": N} or empty", transport.ErrBadRequest))
+			a.tr.WriteError(w, r, fmt.Errorf("%w: body must be {\"offset\": N} or empty", transport.ErrBadRequest))
 			return
 		}
 	}
@@ -140,7 +140,7 @@ func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := a.notes.markRead(r.Context(), user, body.Offset)
 	if err != nil {
-		a.tr.WriteError(w, err)
+		a.tr.WriteError(w, r, err)
 		return
 	}
 	transport.WriteJSON(w, http.StatusOK, st)

@@ -400,26 +400,29 @@ func (s *Store) hasBarrierLocked() bool {
 func (s *Store) notifyLoop() {
 	defer close(s.finished)
 	for b := range s.toNotify {
+		// Count before any done runs, so a Flush that returns sees its batch in Stats.
 		var ok, bad uint64
+		for i := range b.items {
+			if it := &b.items[i]; it.p != nil {
+				if b.err == nil && it.err == nil {
+					ok++
+				} else {
+					bad++
+				}
+			}
+		}
+		s.pubs.Add(ok)
+		s.failed.Add(bad)
 		for i := range b.items {
 			it := &b.items[i]
 			err := b.err
 			if err == nil {
 				err = it.err
 			}
-			if it.p != nil {
-				if err == nil {
-					ok++
-				} else {
-					bad++
-				}
-			}
 			if it.done != nil {
 				it.done(err)
 			}
 		}
-		s.pubs.Add(ok)
-		s.failed.Add(bad)
 		clear(b.items)
 		select {
 		case s.free <- b.items[:0]:

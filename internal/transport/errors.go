@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -54,9 +53,12 @@ func reasonText(err error) string {
 }
 
 // WriteError answers an HTTP request with {"error": code, "reason": text} and the status.
-func (s *Server) WriteError(w http.ResponseWriter, err error) {
-	if errors.Is(err, context.Canceled) {
-		return // the client left; nobody reads an answer and it is not a server fault
+// A request whose client left gets no answer. Only r tells that: an error wrapping
+// context.Canceled can also come from inside the server (a broker connection dropped
+// mid-call), and that client is still waiting for a reason.
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // nobody reads an answer and it is not a server fault
 	}
 	code, status := errorCode(err)
 	if code != "internal" && code != "unavailable" {

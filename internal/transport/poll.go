@@ -52,29 +52,29 @@ func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic
 func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
 	user, err := s.authenticate(r)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	if body == nil {
 		if !generateEmpty {
-			s.WriteError(w, fmt.Errorf("%w: body is required (the data to publish, as JSON)", ErrBadRequest))
+			s.WriteError(w, r, fmt.Errorf("%w: body is required (the data to publish, as JSON)", ErrBadRequest))
 			return
 		}
 		body = GeneratedPosition()
 	} else if !json.Valid(body) {
-		s.WriteError(w, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
+		s.WriteError(w, r, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
 		return
 	}
 	p, err := s.policy.Publish(r.Context(), Client{User: user}, hub.PublishRequest{
 		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: user,
 	})
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	s.m.Requests.WithLabelValues("publish", "2xx").Inc()
@@ -134,7 +134,7 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 		err = s.canRead(r, topic)
 	}
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	kind := metrics.ShortPoll
@@ -146,7 +146,7 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	s.m.Requests.WithLabelValues(kind, "2xx").Inc()
@@ -160,7 +160,7 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 		err = s.canRead(r, topic)
 	}
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	if !pp.opts.Recover {
@@ -168,7 +168,7 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 	}
 	res, err := s.hub.Read(r.Context(), topic, pp.opts)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	s.m.Requests.WithLabelValues("history", "2xx").Inc()
@@ -303,7 +303,7 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 		err = s.canRead(r, topic)
 	}
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
@@ -311,7 +311,7 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 	defer g.Dec()
 	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	s.m.Requests.WithLabelValues(metrics.LongPoll, "2xx").Inc()

@@ -120,30 +120,30 @@ func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic str
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
 	user, err := s.authenticate(r)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	if len(topics) == 0 {
-		s.WriteError(w, fmt.Errorf("%w: give at least one topic= parameter", ErrBadRequest))
+		s.WriteError(w, r, fmt.Errorf("%w: give at least one topic= parameter", ErrBadRequest))
 		return
 	}
 	if len(topics) > s.lim.MaxSubs {
-		s.WriteError(w, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs))
+		s.WriteError(w, r, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs))
 		return
 	}
 	seen := make(map[string]bool, len(topics))
 	for _, t := range topics {
 		if err := hub.ValidateTopic(t); err != nil {
-			s.WriteError(w, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		if seen[t] {
-			s.WriteError(w, fmt.Errorf("%w: topic %q given twice", ErrBadRequest, t))
+			s.WriteError(w, r, fmt.Errorf("%w: topic %q given twice", ErrBadRequest, t))
 			return
 		}
 		seen[t] = true
 		if err := s.policy.CanSubscribe(Client{User: user}, t); err != nil {
-			s.WriteError(w, err)
+			s.WriteError(w, r, err)
 			return
 		}
 	}
@@ -155,13 +155,13 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 	}
 	if tok != "" {
 		if resume, err = parseResumeToken(tok); err != nil {
-			s.WriteError(w, err)
+			s.WriteError(w, r, err)
 			return
 		}
 	} else if v := r.URL.Query().Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || len(topics) != 1 {
-			s.WriteError(w, fmt.Errorf("%w: since=%q must be an offset, with a single topic", ErrBadRequest, v))
+			s.WriteError(w, r, fmt.Errorf("%w: since=%q must be an offset, with a single topic", ErrBadRequest, v))
 			return
 		}
 		resume[topics[0]] = hub.Position{Offset: n, Epoch: r.URL.Query().Get("epoch")}
@@ -169,7 +169,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		s.WriteError(w, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
+		s.WriteError(w, r, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
 		return
 	}
 	conn, rw, err := hj.Hijack()

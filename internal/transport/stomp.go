@@ -197,7 +197,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
 	user, err := s.policy.Authenticate(r)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	conn, br, _, err := upgrade(w, r, func(p string) bool {

@@ -116,7 +116,7 @@ func (s *Server) HandleSeedWS(w http.ResponseWriter, r *http.Request) {
 	}
 	topic := "location/" + g
 	if err := hub.ValidateTopic(topic); err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	s.serveWS(w, r, modeGroup, topic)
@@ -130,7 +130,7 @@ func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
 	user, err := s.authenticate(r)
 	if err != nil {
-		s.WriteError(w, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	conn, br, _, err := upgrade(w, r, nil)

@@ -387,6 +387,15 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(scope.ctx, cancel)()
+	// A lost connection cancels ctx too; the caller is told the broker is unavailable, not
+	// that its own call was canceled.
+	fail := func(err error) error {
+		b.m.PublishErrors.Inc()
+		if scope.ctx.Err() != nil {
+			return hub.Unavailable("nats", fmt.Errorf("connection lost while publishing to %s", req.Topic))
+		}
+		return err
+	}
 	mu := &b.pubLocks[b.rep.Shard(req.Topic)]
 	mu.Lock()
 	defer mu.Unlock()
@@ -408,19 +417,13 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
 				Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
 		}
-		if scope.ctx.Err() != nil {
-			b.m.PublishErrors.Inc()
-			return nil, hub.Unavailable("nats", errors.New("connection lost while publishing"))
-		}
 		if !isWrongLastSeq(err) || attempt >= 20 {
-			b.m.PublishErrors.Inc()
-			return nil, b.wrap("publish to "+req.Topic, err)
+			return nil, fail(b.wrap("publish to "+req.Topic, err))
 		}
 		// Another node published to the topic since this node last saw it: read its latest.
 		b.m.conflicts.Inc()
 		if last, known, err = b.fetchLast(ctx, req.Topic, subj, pol, start); err != nil {
-			b.m.PublishErrors.Inc()
-			return nil, err
+			return nil, fail(err)
 		}
 	}
 }
