@@ -65,6 +65,9 @@ type Machine struct {
 	MemTotal uint64 `json:"memTotalBytes"`
 	// GoMaxProcs is the generator's GOMAXPROCS: its CPU budget for the saturation rule.
 	GoMaxProcs int `json:"goMaxProcs,omitempty"`
+	// Affinity lists the CPUs the bench and the servers it spawned were pinned to (taskset),
+	// when fewer than CPUs: a broker on the other CPUs then did not compete with them.
+	Affinity string `json:"cpuAffinity,omitempty"`
 }
 
 // Run is one transport at one user level (one cell of the matrix).

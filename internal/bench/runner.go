@@ -63,6 +63,7 @@ func Probe(ctx context.Context, o *Options) error {
 // An error is returned only when nothing could be measured.
 func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	host, _ := os.Hostname()
+	cpus := machineCPUs()
 	res := &Results{
 		Schema:  SchemaVersion,
 		Version: o.Version,
@@ -75,8 +76,8 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 			ServerArgs: o.ServerArgs, Auth: o.authMode(),
 		},
 		Machine: Machine{
-			Hostname: host, CPUs: runtime.NumCPU(), GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
-			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0),
+			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
+			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: cpuAffinity(cpus),
 		},
 		Generator: "rtlab bench (Go, one process)",
 	}

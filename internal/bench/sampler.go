@@ -9,7 +9,9 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -165,6 +167,40 @@ func memTotal() uint64 {
 		return 0
 	}
 	return statusKB(b, "MemTotal:")
+}
+
+// machineCPUs counts the machine's CPUs from /proc/stat. runtime.NumCPU counts only those the
+// process may run on, which is fewer under taskset.
+func machineCPUs() int {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if len(line) > 3 && strings.HasPrefix(line, "cpu") && line[3] >= '0' && line[3] <= '9' {
+			n++
+		}
+	}
+	return max(n, runtime.NumCPU())
+}
+
+// cpuAffinity is the list of CPUs the bench may run on ("0", "2-3") when it is pinned to fewer
+// than the machine has, else "". Its servers inherit it.
+func cpuAffinity(machine int) string {
+	if runtime.NumCPU() >= machine {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // machineBusyShare is the machine CPU share above which a second counts as saturated.

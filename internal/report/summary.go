@@ -222,6 +222,9 @@ func machine(m bench.Machine) string {
 	if m.CPUs > 0 {
 		parts = append(parts, fmt.Sprintf("%d CPUs", m.CPUs))
 	}
+	if m.Affinity != "" {
+		parts = append(parts, "bench and servers pinned to CPU "+m.Affinity)
+	}
 	if m.GoOS != "" {
 		parts = append(parts, m.GoOS+"/"+m.GoArch)
 	}

@@ -173,3 +173,14 @@ func TestCompare(t *testing.T) {
 		t.Errorf("threshold crossing does not lead the verdict:\n%s", out)
 	}
 }
+
+// TestMachinePinned checks that a pinned run says so next to the machine's CPU count.
+func TestMachinePinned(t *testing.T) {
+	r := testResults()
+	r.Machine.Affinity = "0"
+	var buf bytes.Buffer
+	Summary(&buf, r)
+	if want := "lab-1 (8 CPUs, bench and servers pinned to CPU 0, linux/amd64"; !strings.Contains(buf.String(), want) {
+		t.Errorf("summary does not say %q:\n%s", want, buf.String())
+	}
+}
