@@ -118,6 +118,14 @@ type batch struct {
 	err   error
 }
 
+// result is what the i-th item's done is told: the commit's error, else the item's own.
+func (b *batch) result(i int) error {
+	if b.err != nil {
+		return b.err
+	}
+	return b.items[i].err
+}
+
 // Store is a durable per-topic history. Append, Flush, Load, ForEach and Stats are safe for
 // concurrent use.
 //
@@ -403,24 +411,20 @@ func (s *Store) notifyLoop() {
 		// Count before any done runs, so a Flush that returns sees its batch in Stats.
 		var ok, bad uint64
 		for i := range b.items {
-			if it := &b.items[i]; it.p != nil {
-				if b.err == nil && it.err == nil {
-					ok++
-				} else {
-					bad++
-				}
+			if b.items[i].p == nil {
+				continue // a Flush barrier
+			}
+			if b.result(i) == nil {
+				ok++
+			} else {
+				bad++
 			}
 		}
 		s.pubs.Add(ok)
 		s.failed.Add(bad)
 		for i := range b.items {
-			it := &b.items[i]
-			err := b.err
-			if err == nil {
-				err = it.err
-			}
-			if it.done != nil {
-				it.done(err)
+			if done := b.items[i].done; done != nil {
+				done(b.result(i))
 			}
 		}
 		clear(b.items)
