@@ -52,16 +52,21 @@ func readProc(pid string) (cpu time.Duration, rss uint64, err error) {
 
 // statusKB returns a "Key:   123 kB" value of a /proc status-like file in bytes.
 func statusKB(b []byte, key string) uint64 {
+	n, _ := strconv.ParseUint(statusField(b, key), 10, 64)
+	return n * 1024
+}
+
+// statusField returns the first word after key in a /proc file like status or meminfo, or "".
+func statusField(b []byte, key string) string {
 	i := bytes.Index(b, []byte(key))
 	if i < 0 {
-		return 0
+		return ""
 	}
 	f := bytes.Fields(b[i+len(key):])
 	if len(f) == 0 {
-		return 0
+		return ""
 	}
-	n, _ := strconv.ParseUint(string(f[0]), 10, 64)
-	return n * 1024
+	return string(f[0])
 }
 
 // machineCPU returns busy and total jiffies of all CPUs from /proc/stat.
@@ -195,12 +200,7 @@ func cpuAffinity(machine int) string {
 	if err != nil {
 		return ""
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return statusField(b, "Cpus_allowed_list:")
 }
 
 // machineBusyShare is the machine CPU share above which a second counts as saturated.
