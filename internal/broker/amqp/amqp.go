@@ -1,25 +1,28 @@
 // Package amqp is a hub.Broker on RabbitMQ (3.9 or newer, for stream queues; tested with 3.10)
 // over AMQP 0.9.1, for several rtlab nodes sharing one RabbitMQ.
 //
-// RabbitMQ has no conditional append, but a stream queue is one ordered log that every
-// consumer reads in the same order. The design:
+// One node at a time is the sequencer: it gives every publication its topic's offset and
+// epoch, so each topic has a single active publisher. The design:
 //
-//   - The log is a stream queue (<name>.log). A node publishes straight to it: no node assigns
-//     offsets for the others. Every node consumes the whole log, in order, and counts each
-//     topic's publications as it reads them (see counter): the same log read in the same order
-//     gives every node the same offsets and epochs. Each node applies the log to a replica,
-//     which History answers from, and hands publications to its handler.
-//   - A publish is acknowledged once the publishing node has read its entry back, so it is in
-//     the log and in that node's history, with the offset every node gives it.
-//   - RabbitMQ drops old segments of the log (x-max-age, x-max-length-bytes). A node that starts
-//     on a log whose start is gone cannot count from there: it waits for a checkpoint (the
-//     counting state after some offset), which nodes append every CheckpointEvery entries and
-//     when a starting node asks. If no node answers, the starting node appends a reset: from it
-//     on, every node starts every topic in a new epoch, and clients are told history is gone.
+//   - The sequencer queue (<name>.seq) is a classic queue with a single active consumer. Every
+//     node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to another
+//     when that one's connection goes. A node publishes a request there, unless it is the
+//     sequencer itself.
+//   - The sequencer assigns offsets in the order it takes requests, appends the publications to
+//     the log and then sends them to the live exchange (<name>.live, fanout), which copies them
+//     to a queue of every node's own. A node delivers a publication and answers its publisher
+//     when the live copy arrives, the sequencer included, so nothing is delivered that the
+//     other nodes will not see.
+//   - The log (<name>.log) is a stream queue that only history reads: a node starting replays
+//     it, a node reconnecting reads the part it missed, and a node that becomes the sequencer
+//     reads what the previous one appended last, so that it continues every topic where that
+//     one stopped and re-sends what it appended but did not send live.
+//
+// Classic queues cost RabbitMQ a fraction of a stream read per message, and the live path
+// never waits for the log.
 //
 // When the connection drops, Ready is false and publishes fail at once; the node reconnects
-// with backoff, resumes the log after the last entry it read, catches up, and calls
-// Handler.HandleResubscribed.
+// with backoff, catches up from the log and calls Handler.HandleResubscribed.
 package amqp
 
 import (
@@ -48,9 +51,9 @@ type Config struct {
 	Policy func(topic string) hub.HistoryPolicy
 	// Retention bounds every topic's history: Size publications kept per topic in each node's
 	// replica, and TTL as the log's x-max-age. A topic whose latest publication is older than
-	// TTL starts a new epoch. Zero fields are taken from Policy(""), then default to 100 and
-	// 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that declares
-	// the log with another.
+	// its TTL starts a new epoch. Zero fields are taken from Policy(""), then default to 100
+	// and 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that
+	// declares the log with another.
 	Retention hub.HistoryPolicy
 	// MaxBytes bounds the log (x-max-length-bytes). Zero means 1 GiB. RabbitMQ drops whole
 	// segments of SegmentBytes at a time.
@@ -58,24 +61,17 @@ type Config struct {
 	// SegmentBytes is the log's segment size (x-stream-max-segment-size-bytes). Zero means
 	// MaxBytes/8, at most 64 MiB.
 	SegmentBytes int64
-	// Name names the log: the stream queue <Name>.log. Zero means "rtlab". Nodes that share
-	// topics use the same name. Letters, digits, '_', '-' and '.'.
+	// Name starts the names of what the nodes share: the log <Name>.log, the sequencer queue
+	// <Name>.seq and the live exchange <Name>.live. Zero means "rtlab". Nodes that share topics
+	// use the same name. Letters, digits, '_', '-' and '.'.
 	Name string
-	// PublishTimeout bounds how long Publish waits to read its entry back from the log when
-	// ctx has no earlier deadline. Zero means 5 s.
+	// PublishTimeout bounds how long Publish waits for its publication to come back from the
+	// sequencer when ctx has no earlier deadline. Zero means 5 s.
 	PublishTimeout time.Duration
-	// CheckpointEvery is how many publications a node reads between the checkpoints it
-	// appends, so that a node starting after RabbitMQ dropped the log's start can count on.
-	// Zero means 20,000.
-	CheckpointEvery int
-	// CheckpointWait is how long a starting node waits for a running node to answer its
-	// request for a checkpoint before it appends a reset. Zero means 3 s.
-	CheckpointWait time.Duration
-	// Linger is how long a node holds a publication before appending it, for others to join
-	// it in one message: RabbitMQ's cost is per message, so on a busy RabbitMQ a little
-	// linger trades latency at the median for less load and a shorter tail. Zero appends at
-	// once, and still joins the publications that queued while the previous append was
-	// being written.
+	// Linger is how long a node holds a request to the sequencer, for others to join it in
+	// one message: RabbitMQ's cost is per message, so on a busy RabbitMQ a little linger
+	// trades latency for less load. Zero sends at once, and still joins the requests that
+	// queued while the previous one was being sent.
 	Linger time.Duration
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
@@ -102,11 +98,13 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
-	replica.EveryTopic // every node reads the whole log: nothing to subscribe to
+	replica.EveryTopic // every node receives every publication: nothing to subscribe to
 
 	cfg     Config
 	url     string
-	logQ    string
+	logQ    string // the log, a stream queue
+	seqQ    string // the sequencer queue
+	liveX   string // the live exchange
 	log     *slog.Logger
 	m       *metrics
 	rep     *replica.Replica
@@ -119,31 +117,13 @@ type Broker struct {
 	conn    reconnect.Loop          // the connection; ready once caught up with the log
 	session atomic.Pointer[session] // current connection; nil between connections
 
-	// reader is what the log consumer owns: where it is, and how it counts.
-	reader reader
-	// counting is true once the reader can count publications: it read the log from its start,
-	// or from a checkpoint or reset. Until then a starting node is not ready.
-	counting atomic.Bool
-	// rebuilding is true from a replay of a recreated log until the node caught up: until then
-	// History would tell resuming clients their history is gone.
-	rebuilding atomic.Bool
+	// lastRead is when this node last read a publication (unix ms): a reconnecting node reads
+	// the log from a while before. Zero until the first catch-up, which reads all of the log.
+	lastRead atomic.Int64
+	recent   recentIDs // ids of the latest publications applied, for the sequencer
 
 	waitMu  sync.Mutex
 	waiting map[string]chan *hub.Publication // entry id → its waiter; guarded by waitMu
-}
-
-// session is one AMQP connection and the channel the publish path uses.
-type session struct {
-	pub   *amqp.Channel // publications, markers, checkpoints
-	ctx   context.Context
-	close context.CancelFunc
-	// snapshot asks the log consumer for a checkpoint of what it has read.
-	snapshot chan chan []byte
-	// appends queues publication entries for appendLoop.
-	appends chan []byte
-	// lastCheckpoint is the log offset of the latest checkpoint read (-1: none yet); a node
-	// about to append one skips it if another node's came first.
-	lastCheckpoint atomic.Int64
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -166,12 +146,6 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
 	}
-	if cfg.CheckpointEvery <= 0 {
-		cfg.CheckpointEvery = 20000
-	}
-	if cfg.CheckpointWait <= 0 {
-		cfg.CheckpointWait = 3 * time.Second
-	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 2 * time.Second
 	}
@@ -180,19 +154,17 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, url: url, logQ: cfg.Name + ".log",
+		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq", liveX: cfg.Name + ".live",
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
 		waiting: make(map[string]chan *hub.Publication),
 	}
-	b.reader = reader{next: -1, count: newCounter(b.logTTL())}
+	b.recent.init(recentSize)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.conn = reconnect.Loop{
 		Name: "amqp", Log: b.log, Metrics: b.m.Metrics, Backoff: 100 * time.Millisecond,
 		Session:      b.runSession,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
-		// A recreated log is replayed from its start at once.
-		Immediate: func(err error) bool { return errors.Is(err, errLogReset) },
 	}
 	// Check the URL and the server now, so a wrong --broker fails at start.
 	conn, err := b.dial()
@@ -223,7 +195,8 @@ func (b *Broker) dial() (*amqp.Connection, error) {
 	})
 }
 
-// declare declares the log.
+// declare declares what the nodes share: the log, the sequencer queue and the live exchange.
+// The last two are transient: they hold nothing a restart should keep.
 func (b *Broker) declare(conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -237,6 +210,15 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 		"x-stream-max-segment-size-bytes": b.cfg.SegmentBytes,
 	}); err != nil {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.logQ, err)
+	}
+	if _, err := ch.QueueDeclare(b.seqQ, false, false, false, false, amqp.Table{
+		"x-queue-type":             "classic",
+		"x-single-active-consumer": true,
+	}); err != nil {
+		return fmt.Errorf("amqp broker: declare %s: %w", b.seqQ, err)
+	}
+	if err := ch.ExchangeDeclare(b.liveX, "fanout", false, false, false, false, nil); err != nil {
+		return fmt.Errorf("amqp broker: declare %s: %w", b.liveX, err)
 	}
 	return nil
 }
@@ -284,14 +266,11 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
 	}
-	if b.rebuilding.Load() {
-		return hub.HistoryResult{}, hub.Unavailable("amqp", errors.New("replaying the log"))
-	}
 	return b.rep.History(topic, since, limit, time.Now()), nil
 }
 
-// Publish appends the publication to the log and returns it once this node has read it back,
-// with the offset and epoch every node counts for it.
+// Publish sends the publication to the sequencer and returns it once this node has received it
+// back, with the offset and epoch every node has for it.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	s := b.session.Load()
 	if !b.conn.Ready() || s == nil {
@@ -319,14 +298,18 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		}
 		return nil, hub.Unavailable("amqp", errors.New(late))
 	}
-	// No publisher confirm: reading the entry back is the proof that it was appended. If the
-	// append fails, the session ends.
+	// The sequencer takes its own node's requests straight away; the others' go through the
+	// sequencer queue.
+	to := s.requests
+	if s.sequencer.Load() {
+		to = s.local
+	}
 	select {
-	case s.appends <- appendPub(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data):
+	case to <- appendRequest(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data):
 	case <-s.ctx.Done():
 		return fail("")
 	case <-ctx.Done():
-		return fail("the log did not take the publication in time")
+		return fail("the sequencer did not take the publication in time")
 	}
 	select {
 	case p := <-ch:
@@ -335,7 +318,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	case <-s.ctx.Done():
 		return fail("")
 	case <-ctx.Done():
-		return fail("the publication did not come back from the log in time")
+		return fail("the publication did not come back from the sequencer in time")
 	}
 }
 

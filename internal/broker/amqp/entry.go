@@ -12,37 +12,26 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// A log entry is one AMQP message body, with no headers (RabbitMQ converts headers when it
-// stores a message in a stream; a plain body costs it least). Fields are separated by spaces;
-// topics, ids and epochs never contain one.
+// An entry is one AMQP message body, with no headers (RabbitMQ converts headers when it stores
+// a message in a stream; a plain body costs it least). Fields are separated by spaces; topics,
+// ids and epochs never contain one.
 //
-//	p <id> <topic> <tail>            a publication; tail as replica.AppendTail
-//	m <id>                           a marker: whoever appended it waits to read it back
-//	q <id>                           a request for a checkpoint, from a node that cannot count yet
-//	c <id> <at> <clock> <topics>     a checkpoint: the counting state after log offset <at>
-//	r <id> <clock>                   a reset: every topic starts a new epoch after this entry
-//	b <len> <p entry><len> <p entry>…  publications appended together, each <len> bytes long
-//
-// A checkpoint's topics are lines "<topic> <epoch> <offset> <last>\n"; clock and last are unix
-// milliseconds of the log clock (see counter).
+//	p <id> <topic> <tail>              a request to publish, to the sequencer; tail as replica.AppendTail
+//	a <id> <topic> <head><tail>        a publication with its offset and epoch (head as replica.AppendHead)
+//	m <id>                             a marker: whoever appended it to the log waits to read it back
+//	b <len> <entry><len> <entry>…      requests or publications sent together, each <len> bytes long
 const (
-	kindPub        = 'p'
-	kindMarker     = 'm'
-	kindRequest    = 'q'
-	kindCheckpoint = 'c'
-	kindReset      = 'r'
-	kindBatch      = 'b'
+	kindRequest  = 'p'
+	kindAssigned = 'a'
+	kindMarker   = 'm'
+	kindBatch    = 'b'
 )
 
-// idLen is the length of an entry id: 15 random bytes in base32. A publication's id doubles
-// as its topic's new epoch (its first epochLen characters) when it starts one.
-const (
-	idLen    = 24
-	epochLen = 8
-)
+// idLen is the length of an entry id: 15 random bytes in base32.
+const idLen = 24
 
 var (
-	errEntry = errors.New("amqp broker: malformed log entry")
+	errEntry = errors.New("amqp broker: malformed entry")
 	idText   = base32.StdEncoding.WithPadding(base32.NoPadding)
 )
 
@@ -52,19 +41,17 @@ func newID() string {
 	return string(bytes.ToLower([]byte(idText.EncodeToString(b[:]))))
 }
 
-// entry is a parsed log entry. Its byte slices point into the message body.
+// entry is a parsed entry. Its byte slices point into the message body.
 type entry struct {
 	kind  byte
 	id    string
 	topic string
-	tail  []byte // publication: time, sender, type, data
-	at    int64  // checkpoint: the log offset it describes
-	clock int64  // checkpoint, reset: the log clock
-	state []byte // checkpoint: topic lines
+	rest  []byte // request: the tail; publication: head and tail
 }
 
-func appendPub(dst []byte, id, topic string, t time.Time, sender, typ string, data []byte) []byte {
-	dst = append(dst, kindPub, ' ')
+// appendRequest appends a request to publish.
+func appendRequest(dst []byte, id, topic string, t time.Time, sender, typ string, data []byte) []byte {
+	dst = append(dst, kindRequest, ' ')
 	dst = append(dst, id...)
 	dst = append(dst, ' ')
 	dst = append(dst, topic...)
@@ -72,13 +59,19 @@ func appendPub(dst []byte, id, topic string, t time.Time, sender, typ string, da
 	return replica.AppendTail(dst, t, sender, typ, data)
 }
 
-func appendSimple(kind byte, id string) []byte {
-	return append([]byte{kind, ' '}, id...)
+// appendAssigned appends publication p, whose request had id.
+func appendAssigned(dst []byte, id string, p *hub.Publication) []byte {
+	dst = append(dst, kindAssigned, ' ')
+	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = append(dst, p.Topic...)
+	dst = append(dst, ' ')
+	dst = replica.AppendHead(dst, p.Offset, p.Epoch)
+	return replica.AppendTail(dst, p.Time, p.Sender, p.Type, p.Data)
 }
 
-func appendReset(id string, clock int64) []byte {
-	dst := append(appendSimple(kindReset, id), ' ')
-	return strconv.AppendInt(dst, clock, 10)
+func appendMarker(id string) []byte {
+	return append([]byte{kindMarker, ' '}, id...)
 }
 
 // cut returns b up to the first space and what follows it.
@@ -101,49 +94,51 @@ func parseEntry(b []byte) (entry, error) {
 	}
 	e.id = string(id)
 	switch e.kind {
-	case kindMarker, kindRequest:
+	case kindMarker:
 		if more {
 			return entry{}, errEntry
 		}
 		return e, nil
-	case kindPub:
-		topic, tail, ok := cut(rest)
+	case kindRequest, kindAssigned:
+		topic, rest, ok := cut(rest)
 		if !ok || !more || hub.ValidateTopic(string(topic)) != nil {
 			return entry{}, errEntry
 		}
-		if _, err := replica.TailTime(tail); err != nil {
+		if _, err := replica.TailTime(rest); e.kind == kindRequest && err != nil {
 			return entry{}, errEntry
 		}
-		e.topic, e.tail = string(topic), tail
-		return e, nil
-	case kindReset:
-		clock, err := strconv.ParseInt(string(rest), 10, 64)
-		if !more || err != nil {
-			return entry{}, errEntry
-		}
-		e.clock = clock
-		return e, nil
-	case kindCheckpoint:
-		at, rest, ok1 := cut(rest)
-		clock, state, ok2 := cut(rest)
-		var err1, err2 error
-		e.at, err1 = strconv.ParseInt(string(at), 10, 64)
-		e.clock, err2 = strconv.ParseInt(string(clock), 10, 64)
-		if !more || !ok1 || !ok2 || err1 != nil || err2 != nil || e.at < 0 {
-			return entry{}, errEntry
-		}
-		e.state = state
+		e.topic, e.rest = string(topic), rest
 		return e, nil
 	}
 	return entry{}, errEntry
 }
 
-// appendBatch appends a batch of publication entries (each made by appendPub). RabbitMQ's
-// cost is per message, not per byte: a node that has several publications to append sends
-// them as one.
-func appendBatch(dst []byte, pubs [][]byte) []byte {
+// request decodes a request's publication, without offset and epoch.
+func (e *entry) request() (*hub.Publication, error) {
+	return e.decode(replica.AppendHead(make([]byte, 0, len(e.rest)+8), 0, "-"))
+}
+
+// publication decodes a publication entry.
+func (e *entry) publication() (*hub.Publication, error) {
+	return e.decode(nil)
+}
+
+func (e *entry) decode(head []byte) (*hub.Publication, error) {
+	b := e.rest
+	if head != nil {
+		b = append(head, e.rest...)
+	}
+	p, err := replica.Decode(e.topic, b)
+	if err != nil {
+		return nil, errEntry
+	}
+	return p, nil
+}
+
+// appendBatch appends several entries as one: RabbitMQ's cost is per message, not per byte.
+func appendBatch(dst []byte, entries [][]byte) []byte {
 	dst = append(dst, kindBatch)
-	for _, p := range pubs {
+	for _, p := range entries {
 		dst = append(dst, ' ')
 		dst = strconv.AppendInt(dst, int64(len(p)), 10)
 		dst = append(dst, ' ')
@@ -152,8 +147,9 @@ func appendBatch(dst []byte, pubs [][]byte) []byte {
 	return dst
 }
 
-// parseMessage parses one log message onto dst: a batch's publications, or a single entry.
-// A batch with any malformed part is malformed as a whole, so that every node skips all of it.
+// parseMessage parses one message onto dst: a batch's entries, or a single entry. A batch
+// with any malformed part is malformed as a whole, so that every node skips all of it. Batches
+// hold requests or publications, never markers or batches.
 func parseMessage(b []byte, dst []entry) ([]entry, error) {
 	if len(b) == 0 || b[0] != kindBatch {
 		e, err := parseEntry(b)
@@ -173,7 +169,7 @@ func parseMessage(b []byte, dst []entry) ([]entry, error) {
 			return dst[:n], errEntry
 		}
 		e, err := parseEntry(body[:l])
-		if err != nil || e.kind != kindPub {
+		if err != nil || (e.kind != kindRequest && e.kind != kindAssigned) {
 			return dst[:n], errEntry
 		}
 		dst = append(dst, e)
@@ -183,10 +179,4 @@ func parseMessage(b []byte, dst []entry) ([]entry, error) {
 		return dst, errEntry
 	}
 	return dst, nil
-}
-
-// publication decodes a publication entry's tail, with the offset and epoch counted for it.
-func (e *entry) publication(offset uint64, epoch string) (*hub.Publication, error) {
-	head := replica.AppendHead(make([]byte, 0, len(e.tail)+32), offset, epoch)
-	return replica.Decode(e.topic, append(head, e.tail...))
 }

@@ -2,129 +2,78 @@ package amqp
 
 import (
 	"fmt"
-	"maps"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
 )
-
-// TestCounterSameLogSameOffsets: two counters reading one log agree, one of them starting from
-// a checkpoint taken halfway; a topic idle for longer than the TTL on the log clock starts a
-// new epoch at 1.
-func TestCounterSameLogSameOffsets(t *testing.T) {
-	type pub struct {
-		topic string
-		at    int64
-	}
-	var log []pub
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	for i := range 40 {
-		log = append(log, pub{topic: fmt.Sprintf("t/%d", i%3), at: base + int64(i)*1000})
-	}
-	// t/9 publishes once early; t/0 then stays quiet for more than the TTL (60 s).
-	log = append([]pub{{"t/9", base}}, log...)
-	log = append(log, pub{"t/1", base + 60_000}, pub{"t/0", base + 201_000}, pub{"t/9", base + 202_000})
-
-	type got struct {
-		offset uint64
-		epoch  string
-	}
-	run := func(c *counter, from int) []got {
-		var out []got
-		for i, p := range log[from:] {
-			id := fmt.Sprintf("%08d%016d", from+i, 0)
-			o, e := c.next(p.topic, id, p.at)
-			out = append(out, got{o, e})
-		}
-		return out
-	}
-	whole := run(newCounter(time.Minute), 0)
-
-	half := newCounter(time.Minute)
-	for i, p := range log[:20] {
-		half.next(p.topic, fmt.Sprintf("%08d%016d", i, 0), p.at)
-	}
-	cp, err := parseEntry(half.appendCheckpoint(nil, newID(), 19))
-	if err != nil || cp.kind != kindCheckpoint || cp.at != 19 {
-		t.Fatalf("checkpoint entry: %+v %v", cp, err)
-	}
-	restored := newCounter(time.Minute)
-	if err := restored.restore(cp); err != nil {
-		t.Fatal(err)
-	}
-	rest := run(restored, 20)
-	for i, g := range rest {
-		if g != whole[20+i] {
-			t.Fatalf("entry %d: from the checkpoint %+v, from the start %+v", 20+i, g, whole[20+i])
-		}
-	}
-	n := len(log)
-	// log[n-6] is t/1's publication before the tail (i = 37).
-	if whole[1].offset != 1 || whole[n-3].epoch != whole[n-6].epoch || whole[n-3].offset != whole[n-6].offset+1 {
-		t.Fatalf("t/0 starts at %+v; t/1 after 23 s: %+v then %+v", whole[1], whole[n-6], whole[n-3])
-	}
-	if last := whole[n-2]; last.offset != 1 || last.epoch == whole[1].epoch {
-		t.Fatalf("t/0 after more than the TTL: %+v, want a new epoch at 1 (old %q)", last, whole[1].epoch)
-	}
-	if last := whole[n-1]; last.offset != 1 || last.epoch == whole[0].epoch {
-		t.Fatalf("t/9 after more than the TTL: %+v, want a new epoch at 1", last)
-	}
-}
 
 func TestEntryRoundTrip(t *testing.T) {
 	id := newID()
 	at := time.UnixMilli(1767225600123)
-	e, err := parseEntry(appendPub(nil, id, "chat/room-1", at, "ann", "talk", []byte(`{"t":"hi there"}`)))
-	if err != nil || e.kind != kindPub || e.id != id || e.topic != "chat/room-1" {
+	e, err := parseEntry(appendRequest(nil, id, "chat/room-1", at, "ann", "talk", []byte(`{"t":"hi there"}`)))
+	if err != nil || e.kind != kindRequest || e.id != id || e.topic != "chat/room-1" {
+		t.Fatalf("request: %+v %v", e, err)
+	}
+	p, err := e.request()
+	if err != nil || p.Offset != 0 || !p.Time.Equal(at) || p.Sender != "ann" || p.Type != "talk" || string(p.Data) != `{"t":"hi there"}` {
+		t.Fatalf("decoded request %+v %v", p, err)
+	}
+	p.Offset, p.Epoch = 7, "abcdefgh"
+	e, err = parseEntry(appendAssigned(nil, id, p))
+	if err != nil || e.kind != kindAssigned || e.id != id || e.topic != "chat/room-1" {
 		t.Fatalf("publication: %+v %v", e, err)
 	}
-	p, err := e.publication(7, "abcdefgh")
-	if err != nil || p.Offset != 7 || p.Epoch != "abcdefgh" || !p.Time.Equal(at) || p.Sender != "ann" || p.Type != "talk" || string(p.Data) != `{"t":"hi there"}` {
-		t.Fatalf("decoded %+v %v", p, err)
+	q, err := e.publication()
+	if err != nil || q.Offset != 7 || q.Epoch != "abcdefgh" || !q.Time.Equal(at) || q.Sender != "ann" || q.Type != "talk" || string(q.Data) != `{"t":"hi there"}` {
+		t.Fatalf("decoded publication %+v %v", q, err)
 	}
-	for _, kind := range []byte{kindMarker, kindRequest} {
-		if e, err := parseEntry(appendSimple(kind, id)); err != nil || e.kind != kind || e.id != id {
-			t.Fatalf("%c: %+v %v", kind, e, err)
-		}
+	if e, err := parseEntry(appendMarker(id)); err != nil || e.kind != kindMarker || e.id != id {
+		t.Fatalf("marker: %+v %v", e, err)
 	}
-	if e, err := parseEntry(appendReset(id, 42)); err != nil || e.kind != kindReset || e.clock != 42 {
-		t.Fatalf("reset: %+v %v", e, err)
-	}
-	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " bad topic 1 0 0 ", "m " + id + " extra", "c " + id + " -1 0 ", "r " + id + " soon"} {
+	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " bad topic 1 0 0 ", "m " + id + " extra", "q " + id, "c " + id + " 1 0 "} {
 		if _, err := parseEntry([]byte(bad)); err == nil {
 			t.Errorf("parseEntry(%q) accepted", bad)
 		}
 	}
+	// A publication entry whose head or tail does not decode parses, and fails to decode.
+	if e, err := parseEntry([]byte("a " + id + " t/1 x")); err != nil {
+		t.Fatalf("parseEntry: %v", err)
+	} else if _, err := e.publication(); err == nil {
+		t.Fatal("decoded a publication without a head")
+	}
 }
 
-// TestBatch: a batch gives back its publications in order, a single entry itself; a batch
-// with anything but well-formed publications is refused whole.
+// TestBatch: a batch gives back its entries in order, a single entry itself; a batch with
+// anything but well-formed requests or publications is refused whole.
 func TestBatch(t *testing.T) {
 	at := time.UnixMilli(1767225600123)
-	var pubs [][]byte
+	var raws [][]byte
 	for i := range 3 {
-		pubs = append(pubs, appendPub(nil, newID(), fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
+		raws = append(raws, appendRequest(nil, newID(), fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
 	}
-	body := appendBatch(nil, pubs)
+	raws = append(raws, appendAssigned(nil, newID(), &hub.Publication{Topic: "a/b", Offset: 3, Epoch: "e", Time: at, Data: []byte(`1`)}))
+	body := appendBatch(nil, raws)
 	got, err := parseMessage(body, nil)
-	if err != nil || len(got) != len(pubs) {
+	if err != nil || len(got) != len(raws) {
 		t.Fatalf("parseMessage: %d entries, %v", len(got), err)
 	}
 	for i, e := range got {
-		want, _ := parseEntry(pubs[i])
-		if e.id != want.id || e.topic != want.topic || string(e.tail) != string(want.tail) {
+		want, _ := parseEntry(raws[i])
+		if e.kind != want.kind || e.id != want.id || e.topic != want.topic || string(e.rest) != string(want.rest) {
 			t.Fatalf("entry %d: %+v, want %+v", i, e, want)
 		}
 	}
-	marker := appendSimple(kindMarker, newID())
+	marker := appendMarker(newID())
 	if one, err := parseMessage(marker, nil); err != nil || len(one) != 1 || one[0].kind != kindMarker {
 		t.Fatalf("a single entry: %+v %v", one, err)
 	}
 	for _, bad := range [][]byte{
 		[]byte("b"), []byte("b "), []byte("b 0 "), []byte("b -1 p"), []byte("b +3 abc"),
 		appendBatch(nil, [][]byte{marker}),
-		appendBatch(nil, [][]byte{pubs[0], marker}),
-		append(appendBatch(nil, pubs[:1]), " 9"...),
-		append(appendBatch(nil, pubs[:1]), 'x'),
+		appendBatch(nil, [][]byte{raws[0], marker}),
+		append(appendBatch(nil, raws[:1]), " 9"...),
+		append(appendBatch(nil, raws[:1]), 'x'),
 		body[:len(body)-1],
 	} {
 		if _, err := parseMessage(bad, nil); err == nil {
@@ -133,18 +82,16 @@ func TestBatch(t *testing.T) {
 	}
 }
 
-// FuzzParseEntry: any body parses or is refused without a panic; a checkpoint that parses
-// restores or is refused; a publication that parses decodes with the offset given; a batch
-// that parses is made of publications and appends back to one that parses the same.
+// FuzzParseEntry: any body parses or is refused without a panic; a publication that decodes
+// encodes back to one that decodes the same; a batch that parses is made of requests and
+// publications and appends back to one that parses the same.
 func FuzzParseEntry(f *testing.F) {
 	id := newID()
-	f.Add(appendPub(nil, id, "location/g1", time.UnixMilli(1), "u", "", []byte(`{}`)))
-	f.Add(appendSimple(kindMarker, id))
-	f.Add(appendReset(id, 5))
-	c := newCounter(time.Minute)
-	c.next("a/b", id, 10)
-	f.Add(c.appendCheckpoint(nil, id, 3))
-	f.Add(appendBatch(nil, [][]byte{appendPub(nil, id, "a/b", time.UnixMilli(1), "u", "", []byte(`1`)), appendPub(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
+	at := time.UnixMilli(1)
+	f.Add(appendRequest(nil, id, "location/g1", at, "u", "", []byte(`{}`)))
+	f.Add(appendAssigned(nil, id, &hub.Publication{Topic: "a/b", Offset: 9, Epoch: "ep", Time: at, Sender: "u", Data: []byte(`{}`)}))
+	f.Add(appendMarker(id))
+	f.Add(appendBatch(nil, [][]byte{appendRequest(nil, id, "a/b", at, "u", "", []byte(`1`)), appendRequest(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > 0 && body[0] == kindBatch {
 			es, err := parseMessage(body, nil)
@@ -153,17 +100,17 @@ func FuzzParseEntry(f *testing.F) {
 			}
 			var raws [][]byte
 			for _, e := range es {
-				if e.kind != kindPub {
+				if e.kind != kindRequest && e.kind != kindAssigned {
 					t.Fatalf("batch holds a %c entry", e.kind)
 				}
-				raws = append(raws, fmt.Appendf(nil, "p %s %s %s", e.id, e.topic, e.tail))
+				raws = append(raws, fmt.Appendf(nil, "%c %s %s %s", e.kind, e.id, e.topic, e.rest))
 			}
 			again, err := parseMessage(appendBatch(nil, raws), nil)
 			if err != nil || len(again) != len(es) {
 				t.Fatalf("batch does not round-trip: %v", err)
 			}
 			for i := range es {
-				if again[i].id != es[i].id || again[i].topic != es[i].topic || string(again[i].tail) != string(es[i].tail) {
+				if again[i].id != es[i].id || again[i].topic != es[i].topic || string(again[i].rest) != string(es[i].rest) {
 					t.Fatalf("batch entry %d differs after a round trip", i)
 				}
 			}
@@ -173,21 +120,28 @@ func FuzzParseEntry(f *testing.F) {
 		if err != nil {
 			return
 		}
+		var p *hub.Publication
 		switch e.kind {
-		case kindCheckpoint:
-			c := newCounter(time.Minute)
-			if c.restore(e) == nil {
-				c.ttl = 1 << 62 // keep every topic: prune must not hide a difference
-				again, err := parseEntry(c.appendCheckpoint(nil, id, e.at))
-				c2 := newCounter(time.Minute)
-				if err != nil || c2.restore(again) != nil || !maps.Equal(c.topics, c2.topics) || c.clock != c2.clock {
-					t.Fatalf("checkpoint does not round-trip: %v", err)
-				}
-			}
-		case kindPub:
-			if p, err := e.publication(3, "epoch"); err == nil && (p.Offset != 3 || p.Topic != e.topic) {
-				t.Fatalf("decoded %+v", p)
-			}
+		case kindRequest:
+			p, err = e.request()
+		case kindAssigned:
+			p, err = e.publication()
+		default:
+			return
+		}
+		if err != nil {
+			return
+		}
+		if p.Topic != e.topic {
+			t.Fatalf("decoded topic %q from %q", p.Topic, e.topic)
+		}
+		again, err := parseEntry(appendAssigned(nil, e.id, p))
+		if err != nil {
+			t.Fatalf("re-encoded publication does not parse: %v", err)
+		}
+		q, err := again.publication()
+		if err != nil || q.Offset != p.Offset || q.Epoch != p.Epoch || !q.Time.Equal(p.Time) || q.Sender != p.Sender || q.Type != p.Type || string(q.Data) != string(p.Data) {
+			t.Fatalf("publication does not round-trip: %+v vs %+v (%v)", q, p, err)
 		}
 	})
 }

@@ -4,33 +4,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rtlab/rtlab/internal/broker/replica"
+	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// errLogReset ends a session whose log went back: RabbitMQ lost the stream and recreated it.
-var errLogReset = errors.New("amqp broker: the log was recreated")
+// Timing of the catch-ups, see catchUp.
+const (
+	// catchUpMargin is how far before the last publication it read a reconnecting node reads
+	// the log again, and how far back a new sequencer reads it: more than the time RabbitMQ
+	// takes to notice a dead connection (a few heartbeats).
+	catchUpMargin = time.Minute
+	// catchUpTimeout bounds one catch-up.
+	catchUpTimeout = time.Minute
+	// recentSize is how many publication ids a node remembers, so that a new sequencer does
+	// not assign a request again that the previous one had published: more than the
+	// sequencer queue's prefetch.
+	recentSize = 16384
+	// prefetch is how many requests RabbitMQ sends the sequencer before an ack.
+	prefetch = 1024
+)
 
-// reader is the log consumer's state. It is owned by the goroutine consuming the log (one
-// session at a time).
-type reader struct {
-	next  int64 // log offset to resume from; -1 means from the start
-	count *counter
-	first int64  // offset of the first entry of a replay from the start
-	held  []held // publications read before the node could count them
-	since int    // publications read since the latest checkpoint
+// session is one AMQP connection and what runs on it.
+type session struct {
+	conn  *amqp.Connection
+	pub   *amqp.Channel // requests, the sequencer's publications and acks, markers
+	ctx   context.Context
+	close context.CancelFunc
+	// requests queues this node's requests for the sequencer queue (requestLoop).
+	requests chan []byte
+	// local queues this node's requests straight to its own sequencer, once it is the one.
+	local chan []byte
+	// sequencer is true once this node's sequencer received a request: RabbitMQ keeps a single
+	// active consumer until its channel closes, so it stays true for the session.
+	sequencer atomic.Bool
+	// catchUp asks the applier, which owns applying, to catch up with the log.
+	catchUp chan catchUpReq
 }
 
-type held struct {
-	off int64
-	e   entry
+type catchUpReq struct {
+	from  any
+	reply chan catchUpResult
 }
 
-// runSession runs one connection: it resumes the log, catches up with a marker, declares the
-// node ready, and returns when anything fails.
+type catchUpResult struct {
+	fresh [][]byte // publications new to this node, encoded
+	err   error
+}
+
+// runSession runs one connection: it catches up with the log, declares the node ready, and
+// returns when anything fails.
 func (b *Broker) runSession(onReady func()) error {
 	conn, err := b.dial()
 	if err != nil {
@@ -51,68 +79,64 @@ func (b *Broker) runSession(onReady func()) error {
 	if err != nil {
 		return err
 	}
-	logCh, err := conn.Channel()
+	// RabbitMQ closes a channel that appended to a stream queue deleted since: the session
+	// ends, and the next one declares the log again.
+	pubClosed := pub.NotifyClose(make(chan *amqp.Error, 1))
+	// The live queue first, then the log: whatever the log does not hold up to the catch-up's
+	// marker, the live queue does.
+	liveCh, err := conn.Channel()
 	if err != nil {
 		return err
 	}
-	if err := logCh.Qos(1000, 0, false); err != nil {
-		return err
+	q, err := liveCh.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		return fmt.Errorf("declare this node's live queue: %w", err)
 	}
-	r := &b.reader
-	if r.next >= 0 {
-		// Resuming: make sure the log is still the one this node read. RabbitMQ attaches a
-		// consumer at exactly the offset asked for, even past the end of a log that was deleted
-		// and declared anew, where it would wait forever.
-		end, err := b.logEnd(ctx, conn, pub)
-		if err != nil {
-			return err
-		}
-		if end < r.next {
-			b.log.Warn("amqp log is shorter than what this node read: it was recreated; replaying it", "end", end, "next", r.next)
-			b.restart()
-		}
+	if err := liveCh.QueueBind(q.Name, "", b.liveX, false, nil); err != nil {
+		return fmt.Errorf("bind this node's live queue: %w", err)
+	}
+	live, err := liveCh.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consume this node's live queue: %w", err)
+	}
+
+	s := &session{
+		conn: conn, pub: pub, ctx: ctx, close: cancel,
+		requests: make(chan []byte, maxBatch), local: make(chan []byte, maxBatch),
+		catchUp: make(chan catchUpReq),
 	}
 	var from any = "first"
-	if r.next >= 0 {
-		from = r.next
+	if last := b.lastRead.Load(); last > 0 {
+		from = interval(time.Since(time.UnixMilli(last)) + catchUpMargin)
 	}
-	entries, err := logCh.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", b.logQ, err)
+	if _, err := b.catchUpLog(s, from, false); err != nil {
+		return fmt.Errorf("catch up with %s: %w", b.logQ, err)
 	}
-
-	s := &session{pub: pub, ctx: ctx, close: cancel, snapshot: make(chan chan []byte), appends: make(chan []byte, maxBatch)}
-	s.lastCheckpoint.Store(-1)
 	b.session.Store(s)
 	defer b.session.CompareAndSwap(s, nil)
-	errc := make(chan error, 2)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		errc <- b.consumeLog(ctx, s, entries)
-		cancel()
-	}()
-	go func() {
-		defer wg.Done()
-		errc <- b.appendLoop(s)
-		cancel()
-	}()
+	defer b.m.sequencer.Set(0)
 
-	// Everything in the log before this marker is applied once the marker is read back.
-	if err := b.mark(ctx, pub); err != nil {
-		select {
-		case e := <-errc:
-			return e
-		default:
-		}
+	errc := make(chan error, 3)
+	run := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- f()
+			cancel()
+		}()
+	}
+	run(func() error { return b.applyLoop(s, live) })
+	run(func() error { return b.requestLoop(s) })
+	// Only a node that caught up may become the sequencer: it continues every topic from its
+	// replica.
+	if err := pub.Qos(prefetch, 0, false); err != nil {
 		return err
 	}
-	if !b.counting.Load() {
-		if err := b.startCounting(ctx, pub); err != nil {
-			return err
-		}
+	reqs, err := pub.Consume(b.seqQ, "", false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", b.seqQ, err)
 	}
-	b.rebuilding.Store(false)
+	run(func() error { return b.sequence(s, reqs) })
 	onReady()
 	select {
 	case e := <-closed:
@@ -120,191 +144,169 @@ func (b *Broker) runSession(onReady func()) error {
 			return errors.New("connection closed")
 		}
 		return e
+	case e := <-pubClosed:
+		if e == nil {
+			return errors.New("channel closed")
+		}
+		return fmt.Errorf("channel closed: %w", e)
 	case err := <-errc:
+		// A closed channel ends its consumer first: say why it closed.
+		select {
+		case e := <-pubClosed:
+			if e != nil {
+				return fmt.Errorf("%w (channel closed: %w)", err, e)
+			}
+		case <-time.After(10 * time.Millisecond):
+		}
 		return err
 	case <-b.ctx.Done():
 		return ErrClosed
 	}
 }
 
-// restart forgets what was read, to replay the log from its start.
-func (b *Broker) restart() {
-	b.reader = reader{next: -1, count: newCounter(b.logTTL())}
-	b.counting.Store(false)
-	b.rebuilding.Store(true)
-	b.rep.Reset()
+// interval is d as an x-stream-offset interval, in whole seconds.
+func interval(d time.Duration) string {
+	return fmt.Sprintf("%ds", int64((d+time.Second-1)/time.Second))
 }
 
-// startCounting is for a node that read the log from a start RabbitMQ had cut: it asks the
-// running nodes for a checkpoint and, if none comes within CheckpointWait, appends a reset.
-func (b *Broker) startCounting(ctx context.Context, pub *amqp.Channel) error {
-	b.log.Info("amqp log starts after entries RabbitMQ dropped: asking for a checkpoint")
-	if err := b.append(ctx, pub, appendSimple(kindRequest, newID())); err != nil {
-		return fmt.Errorf("ask for a checkpoint: %w", err)
-	}
-	deadline := time.Now().Add(b.cfg.CheckpointWait)
-	for !b.counting.Load() && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if b.counting.Load() {
-		return nil
-	}
-	b.log.Warn("amqp broker: no node answered with a checkpoint; appending a reset: every topic starts a new epoch")
-	if err := b.append(ctx, pub, appendReset(newID(), time.Now().UnixMilli())); err != nil {
-		return fmt.Errorf("append a reset: %w", err)
-	}
-	if err := b.mark(ctx, pub); err != nil {
-		return err
-	}
-	if !b.counting.Load() {
-		return errors.New("amqp broker: cannot count the log after a reset")
-	}
-	return nil
+func (b *Broker) appendLog(s *session, body []byte) error {
+	return s.pub.PublishWithContext(s.ctx, "", b.logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
 }
 
-func (b *Broker) append(ctx context.Context, pub *amqp.Channel, body []byte) error {
-	return pub.PublishWithContext(ctx, "", b.logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
-}
-
-// mark appends a marker to the log and waits until this node's consumer reads it.
-func (b *Broker) mark(ctx context.Context, pub *amqp.Channel) error {
-	id := newID()
-	ch := b.await(id)
-	defer b.unawait(id)
-	if err := b.append(ctx, pub, appendSimple(kindMarker, id)); err != nil {
-		return fmt.Errorf("append marker: %w", err)
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(30 * time.Second):
-		return errors.New("marker not read back within 30 s")
-	}
-}
-
-// logEnd appends a marker and returns its offset, read by a consumer attached at the log's
-// last chunk: the log's end.
-func (b *Broker) logEnd(ctx context.Context, conn *amqp.Connection, pub *amqp.Channel) (int64, error) {
-	ch, err := conn.Channel()
+// catchUpLog reads the log from `from` (an x-stream-offset) up to a marker it appends, and
+// applies what it reads. It returns, if fresh, the publications that were new to this node.
+// Only the goroutine that applies may call it.
+func (b *Broker) catchUpLog(s *session, from any, fresh bool) ([][]byte, error) {
+	ch, err := s.conn.Channel()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer ch.Close()
-	if err := ch.Qos(100, 0, false); err != nil {
-		return 0, err
+	if err := ch.Qos(1000, 0, false); err != nil {
+		return nil, err
 	}
-	entries, err := ch.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": "last"})
+	entries, err := ch.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
-		return 0, fmt.Errorf("probe the end of %s: %w", b.logQ, err)
+		return nil, fmt.Errorf("consume %s: %w", b.logQ, err)
 	}
 	id := newID()
-	if err := b.append(ctx, pub, appendSimple(kindMarker, id)); err != nil {
-		return 0, fmt.Errorf("append marker: %w", err)
+	if err := b.appendLog(s, appendMarker(id)); err != nil {
+		return nil, fmt.Errorf("append a marker: %w", err)
 	}
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case d, ok := <-entries:
-			if !ok {
-				return 0, errors.New("log probe closed")
-			}
-			_ = d.Ack(false)
-			if e, err := parseEntry(d.Body); err == nil && e.kind == kindMarker && e.id == id {
-				off, _ := d.Headers["x-stream-offset"].(int64)
-				return off, nil
-			}
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-timeout:
-			return 0, errors.New("log probe: marker not read back within 30 s")
-		}
-	}
-}
-
-// consumeLog reads log entries in order.
-func (b *Broker) consumeLog(ctx context.Context, s *session, entries <-chan amqp.Delivery) error {
-	r := &b.reader
-	unacked := 0
-	var batch []entry
-	for {
+	timeout := time.NewTimer(catchUpTimeout)
+	defer timeout.Stop()
+	var (
+		batch []entry
+		added [][]byte
+	)
+	for n := 1; ; n++ {
 		var d amqp.Delivery
 		var ok bool
 		select {
 		case d, ok = <-entries:
 			if !ok {
-				return errors.New("log consumer closed")
+				return nil, errors.New("log consumer closed")
 			}
-		case reply := <-s.snapshot:
-			reply <- b.snapshot()
-			continue
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-s.ctx.Done():
+			return nil, s.ctx.Err()
+		case <-timeout.C:
+			return nil, fmt.Errorf("marker not read back within %v", catchUpTimeout)
 		}
-		// Stream consumers ack only to grant credit (the prefetch of 1000): every 256 entries
-		// is enough, and spares RabbitMQ an ack per entry.
-		if unacked++; unacked >= 256 {
+		// Stream consumers ack only to grant credit (the prefetch of 1000).
+		if n%256 == 0 {
 			_ = d.Ack(true)
-			unacked = 0
 		}
-		off, isOff := d.Headers["x-stream-offset"].(int64)
-		if !isOff {
-			continue
-		}
-		if r.next >= 0 && off < r.next {
-			// RabbitMQ starts a consumer exactly at the offset asked for, so an earlier one means
-			// the log is not the one this node read: start over from the new log's start.
-			b.log.Warn("amqp log went back; replaying it from the start", "offset", off, "expected", r.next)
-			b.restart()
-			return errLogReset
-		}
-		if r.next < 0 {
-			// The first entry of a replay. Only a log read from offset 0 can be counted at once.
-			r.first = off
-			b.counting.Store(off == 0)
-		}
-		r.next = off + 1
-		var err error
 		if batch, err = parseMessage(d.Body, batch[:0]); err != nil {
 			b.m.malformed.Inc()
-			b.log.Error("amqp broker: skipping a malformed log entry", "offset", off)
 			continue
 		}
-		for _, e := range batch {
-			if b.counting.Load() {
-				b.apply(s, off, e)
-			} else {
-				b.hold(s, off, e)
+		for i := range batch {
+			e := &batch[i]
+			switch e.kind {
+			case kindMarker:
+				if e.id == id {
+					b.lastRead.Store(time.Now().UnixMilli())
+					return added, nil
+				}
+			case kindAssigned:
+				if p := b.apply(e); p != nil && fresh {
+					added = append(added, appendAssigned(nil, e.id, p))
+				}
 			}
 		}
 	}
 }
 
-// appendLoop appends the publications queued on s.appends, several in one message when more
-// than one is waiting: each message costs RabbitMQ the same, whatever its size. With
-// Config.Linger it holds the first publication that long for others to join it.
-func (b *Broker) appendLoop(s *session) error {
+// apply applies a publication entry, and delivers it if it is new to this node.
+func (b *Broker) apply(e *entry) *hub.Publication {
+	p, err := e.publication()
+	if err != nil {
+		b.m.malformed.Inc()
+		b.log.Error("amqp broker: skipping an undecodable publication", "topic", e.topic)
+		return nil
+	}
+	if !b.rep.ApplyNewer(p, 0) {
+		return nil
+	}
+	b.recent.add(e.id)
+	b.handler.HandlePublication(p)
+	b.notify(e.id, p)
+	return p
+}
+
+// applyLoop applies the live queue, and catches up with the log when the sequencer asks.
+func (b *Broker) applyLoop(s *session, live <-chan amqp.Delivery) error {
+	var batch []entry
+	for {
+		select {
+		case d, ok := <-live:
+			if !ok {
+				return errors.New("live consumer closed")
+			}
+			var err error
+			if batch, err = parseMessage(d.Body, batch[:0]); err != nil {
+				b.m.malformed.Inc()
+				b.log.Error("amqp broker: skipping a malformed live message")
+				continue
+			}
+			for i := range batch {
+				if e := &batch[i]; e.kind == kindAssigned {
+					b.apply(e)
+				}
+			}
+			b.lastRead.Store(time.Now().UnixMilli())
+		case req := <-s.catchUp:
+			fresh, err := b.catchUpLog(s, req.from, true)
+			req.reply <- catchUpResult{fresh: fresh, err: err}
+			if err != nil {
+				return err
+			}
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
+}
+
+// requestLoop sends this node's requests to the sequencer queue, several in one message when
+// more than one is waiting. With Config.Linger it holds the first request that long for others
+// to join it.
+func (b *Broker) requestLoop(s *session) error {
 	var (
-		pubs  [][]byte
+		reqs  [][]byte
 		size  int
 		buf   []byte // a batch's message, reused
 		timer = time.NewTimer(time.Hour)
 	)
 	timer.Stop()
 	add := func(p []byte) {
-		pubs = append(pubs, p)
+		reqs = append(reqs, p)
 		size += len(p)
 	}
-	full := func() bool { return len(pubs) >= maxBatch || size >= maxBatchBytes }
+	full := func() bool { return len(reqs) >= maxBatch || size >= maxBatchBytes }
 	for {
-		pubs, size = pubs[:0], 0
+		reqs, size = reqs[:0], 0
 		select {
-		case p := <-s.appends:
+		case p := <-s.requests:
 			add(p)
 		case <-s.ctx.Done():
 			return s.ctx.Err()
@@ -314,7 +316,7 @@ func (b *Broker) appendLoop(s *session) error {
 		linger:
 			for !full() {
 				select {
-				case p := <-s.appends:
+				case p := <-s.requests:
 					add(p)
 				case <-timer.C:
 					break linger
@@ -327,136 +329,252 @@ func (b *Broker) appendLoop(s *session) error {
 	drain:
 		for !full() {
 			select {
-			case p := <-s.appends:
+			case p := <-s.requests:
 				add(p)
 			default:
 				break drain
 			}
 		}
-		body := pubs[0]
-		if len(pubs) > 1 {
-			buf = appendBatch(buf[:0], pubs)
+		body := reqs[0]
+		if len(reqs) > 1 {
+			buf = appendBatch(buf[:0], reqs)
 			body = buf
 		}
-		b.m.batch.Observe(float64(len(pubs)))
-		if err := b.append(s.ctx, s.pub, body); err != nil {
-			return fmt.Errorf("append to the log: %w", err)
+		b.m.requests.Observe(float64(len(reqs)))
+		if err := s.pub.PublishWithContext(s.ctx, "", b.seqQ, false, false, amqp.Publishing{Body: body}); err != nil {
+			return fmt.Errorf("send to %s: %w", b.seqQ, err)
 		}
 	}
 }
 
-// hold handles an entry read before the node can count: publications wait for a checkpoint
-// (or a reset) to give them offsets.
-func (b *Broker) hold(s *session, off int64, e entry) {
-	r := &b.reader
-	switch e.kind {
-	case kindMarker:
-		b.notify(e.id, nil)
-	case kindPub:
-		r.held = append(r.held, held{off: off, e: e})
-	case kindCheckpoint:
-		// It counts the entries up to e.at: usable if this node read everything after that.
-		if e.at < r.first-1 || e.at >= off {
-			return
+// seqTopic is what the sequencer knows of a topic it assigned offsets in.
+type seqTopic struct {
+	epoch string
+	top   uint64
+	last  time.Time
+}
+
+// sequencer assigns offsets. It is owned by the goroutine running sequence.
+type sequencer struct {
+	b      *Broker
+	topics map[string]seqTopic // topics assigned in this session; the replica knows the rest
+	out    [][]byte            // publications to send
+	buf    []byte
+	batch  []entry
+}
+
+// sequence runs the sequencer: RabbitMQ delivers the sequencer queue to one node at a time,
+// and this node's own requests join once it is that node.
+func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
+	q := &sequencer{b: b, topics: make(map[string]seqTopic)}
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		q.out = q.out[:0]
+		var (
+			tag  uint64 // the latest delivery taken, acked with all before it
+			size int
+		)
+		take := func(d amqp.Delivery) error {
+			if !s.sequencer.Load() {
+				if err := b.takeOver(s); err != nil {
+					return err
+				}
+			}
+			q.request(d.Body, d.Redelivered)
+			tag, size = d.DeliveryTag, size+len(d.Body)
+			return nil
 		}
-		if err := r.count.restore(e); err != nil {
-			b.m.malformed.Inc()
-			b.log.Error("amqp broker: skipping a malformed checkpoint", "offset", off, "err", err)
-			return
+		select {
+		case d, ok := <-reqs:
+			if !ok {
+				return errors.New("sequencer queue consumer closed")
+			}
+			if err := take(d); err != nil {
+				return err
+			}
+		case body := <-s.local:
+			q.request(body, false)
+			size += len(body)
+		case now := <-sweep.C:
+			q.sweep(now)
+			continue
+		case <-s.ctx.Done():
+			return s.ctx.Err()
 		}
-		b.log.Info("amqp broker: counting from a checkpoint", "offset", off, "at", e.at, "topics", len(r.count.topics))
-		held := r.held
-		r.held = nil
-		b.counting.Store(true)
-		for _, h := range held {
-			if h.off > e.at {
-				b.apply(s, h.off, h.e)
+	drain:
+		for len(q.out) < maxBatch && size < maxBatchBytes {
+			select {
+			case d, ok := <-reqs:
+				if !ok {
+					return errors.New("sequencer queue consumer closed")
+				}
+				if err := take(d); err != nil {
+					return err
+				}
+			case body := <-s.local:
+				q.request(body, false)
+				size += len(body)
+			default:
+				break drain
 			}
 		}
-		b.apply(s, off, e)
-	case kindReset:
-		r.held = nil
-		b.counting.Store(true)
-		b.apply(s, off, e)
+		if err := q.send(s); err != nil {
+			return err
+		}
+		if tag > 0 {
+			if err := s.pub.Ack(tag, true); err != nil {
+				return fmt.Errorf("ack %s: %w", b.seqQ, err)
+			}
+		}
 	}
 }
 
-// apply handles an entry of a log the node can count.
-func (b *Broker) apply(s *session, off int64, e entry) {
-	r := &b.reader
-	switch e.kind {
-	case kindMarker:
-		b.notify(e.id, nil)
-	case kindPub:
-		// Decode before counting: an undecodable entry is skipped by every node alike.
-		p, err := e.publication(1, "x")
+// takeOver makes this node the sequencer. The previous one may have appended publications to
+// the log that it did not send live, or sent live what has not arrived here yet: this node
+// reads the log's latest part first, so that it continues every topic where the previous one
+// stopped, and re-sends live what was new to it.
+func (b *Broker) takeOver(s *session) error {
+	reply := make(chan catchUpResult, 1)
+	select {
+	case s.catchUp <- catchUpReq{from: interval(catchUpMargin), reply: reply}:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+	var res catchUpResult
+	select {
+	case res = <-reply:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+	if res.err != nil {
+		return fmt.Errorf("take over as sequencer: %w", res.err)
+	}
+	if len(res.fresh) > 0 {
+		b.log.Info("amqp broker: sending live what the previous sequencer did not", "publications", len(res.fresh))
+		q := &sequencer{b: b, out: res.fresh}
+		if err := q.sendLive(s, nil); err != nil {
+			return err
+		}
+	}
+	s.sequencer.Store(true)
+	b.m.sequencer.Set(1)
+	b.log.Info("amqp broker: this node is the sequencer")
+	return nil
+}
+
+// request assigns offsets to the requests in body. A request delivered again (its sequencer
+// went before acking it) is skipped if its publication was already applied.
+func (q *sequencer) request(body []byte, redelivered bool) {
+	var err error
+	if q.batch, err = parseMessage(body, q.batch[:0]); err != nil {
+		q.b.m.malformed.Inc()
+		q.b.log.Error("amqp broker: skipping a malformed request")
+		return
+	}
+	now := time.Now()
+	for i := range q.batch {
+		e := &q.batch[i]
+		if e.kind != kindRequest || (redelivered && q.b.recent.has(e.id)) {
+			continue
+		}
+		p, err := e.request()
 		if err != nil {
-			b.m.malformed.Inc()
-			b.log.Error("amqp broker: skipping an undecodable publication", "offset", off, "topic", e.topic)
-			return
+			q.b.m.malformed.Inc()
+			continue
 		}
-		p.Offset, p.Epoch = r.count.next(e.topic, e.id, p.Time.UnixMilli())
-		b.rep.Apply(p, uint64(off))
-		b.handler.HandlePublication(p)
-		b.notify(e.id, p)
-		if r.since++; r.since >= b.cfg.CheckpointEvery {
-			r.since = 0
-			b.checkpoint(s, off, 500*time.Millisecond)
+		t, ok := q.topics[p.Topic]
+		if !ok {
+			var last replica.Last
+			if last, ok = q.b.rep.Last(p.Topic, now); ok {
+				t = seqTopic{epoch: last.Epoch, top: last.Offset, last: last.Time}
+			}
 		}
-	case kindRequest:
-		b.checkpoint(s, off, 100*time.Millisecond)
-	case kindCheckpoint:
-		r.since = 0
-		s.lastCheckpoint.Store(off)
-	case kindReset:
-		b.log.Warn("amqp broker: the log was reset: every topic starts a new epoch", "offset", off)
-		r.count.reset(e.clock)
-		r.since = 0
-		b.rep.Reset()
-		b.m.resets.Inc()
+		// A topic idle for longer than its TTL starts a new epoch, as its history is gone.
+		if ok && now.Sub(t.last) <= q.b.cfg.Policy(p.Topic).TTL {
+			t.top++
+		} else {
+			t = seqTopic{epoch: replica.NewEpoch(), top: 1}
+		}
+		// Times never go back within a topic, so that a node reading a publication twice can
+		// tell an old epoch from a new one (replica.ApplyNewer).
+		if p.Time.Before(t.last) {
+			p.Time = t.last
+		}
+		t.last = p.Time
+		q.topics[p.Topic] = t
+		p.Offset, p.Epoch = t.top, t.epoch
+		q.out = append(q.out, appendAssigned(nil, e.id, p))
 	}
 }
 
-// checkpoint appends a checkpoint after the entry at offset due, unless another node's is read
-// first: it waits up to jitter so that nodes reading the same log rarely both write. The state
-// is taken when the wait is over, from the log consumer, so the checkpoint describes the log up
-// to about where it lands: a stale one could fall before the start of a cut log.
-func (b *Broker) checkpoint(s *session, due int64, jitter time.Duration) {
-	wait := rand.N(jitter)
-	go func() {
-		select {
-		case <-time.After(wait):
-		case <-s.ctx.Done():
-			return
-		}
-		if s.lastCheckpoint.Load() > due {
-			return
-		}
-		reply := make(chan []byte, 1)
-		select {
-		case s.snapshot <- reply:
-		case <-s.ctx.Done():
-			return
-		}
-		var body []byte
-		select {
-		case body = <-reply:
-		case <-s.ctx.Done():
-			return
-		}
-		if body == nil {
-			return
-		}
-		if err := b.append(s.ctx, s.pub, body); err == nil {
-			b.m.checkpoints.Inc()
-		}
-	}()
-}
-
-// snapshot is the checkpoint of what the consumer has read, or nil while it cannot count.
-func (b *Broker) snapshot() []byte {
-	if !b.counting.Load() {
+// send appends the assigned publications to the log, then sends them live: a publication
+// that reached any node is in the log.
+func (q *sequencer) send(s *session) error {
+	if len(q.out) == 0 {
 		return nil
 	}
-	return b.reader.count.appendCheckpoint(nil, newID(), b.reader.next-1)
+	body := q.out[0]
+	if len(q.out) > 1 {
+		q.buf = appendBatch(q.buf[:0], q.out)
+		body = q.buf
+	}
+	q.b.m.batch.Observe(float64(len(q.out)))
+	if err := q.b.appendLog(s, body); err != nil {
+		return fmt.Errorf("append to %s: %w", q.b.logQ, err)
+	}
+	return q.sendLive(s, body)
+}
+
+// sendLive sends body (nil: q.out as a batch) to the live exchange.
+func (q *sequencer) sendLive(s *session, body []byte) error {
+	if body == nil {
+		q.buf = appendBatch(q.buf[:0], q.out)
+		body = q.buf
+	}
+	if err := s.pub.PublishWithContext(s.ctx, q.b.liveX, "", false, false, amqp.Publishing{Body: body}); err != nil {
+		return fmt.Errorf("send to %s: %w", q.b.liveX, err)
+	}
+	return nil
+}
+
+// sweep forgets topics idle for longer than their TTL: their next publication starts a new
+// epoch whatever the map says.
+func (q *sequencer) sweep(now time.Time) {
+	for name, t := range q.topics {
+		if now.Sub(t.last) > q.b.cfg.Policy(name).TTL {
+			delete(q.topics, name)
+		}
+	}
+}
+
+// recentIDs remembers the latest ids added, up to a fixed number. It is safe for concurrent use.
+type recentIDs struct {
+	mu   sync.Mutex
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+func (r *recentIDs) init(n int) {
+	r.set = make(map[string]struct{}, n)
+	r.ring = make([]string, n)
+}
+
+func (r *recentIDs) add(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old := r.ring[r.next]; old != "" {
+		delete(r.set, old)
+	}
+	r.ring[r.next] = id
+	r.set[id] = struct{}{}
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+func (r *recentIDs) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.set[id]
+	return ok
 }

@@ -90,12 +90,23 @@ func (r *Replica) Reset() {
 // epoch already applied at or below its offset is not: it is a duplicate, or a stale writer's,
 // and every node that applies the same log ignores it alike. A jump in offsets (entries removed
 // from the log before this node read them) restarts the retained history at p.
-func (r *Replica) Apply(p *hub.Publication, seq uint64) bool {
+func (r *Replica) Apply(p *hub.Publication, seq uint64) bool { return r.apply(p, seq, false) }
+
+// ApplyNewer is Apply for a node that may read a topic's publications twice and from two
+// sources (a live copy, and the log it catches up from): a publication of another epoch than
+// the topic's is taken only if it is not older than the topic's latest. A topic's epochs
+// follow each other in time, so an older epoch read late is stale and ignored.
+func (r *Replica) ApplyNewer(p *hub.Publication, seq uint64) bool { return r.apply(p, seq, true) }
+
+func (r *Replica) apply(p *hub.Publication, seq uint64, newerOnly bool) bool {
 	sh := r.shard(p.Topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.topics[p.Topic]
 	if t != nil && t.epoch == p.Epoch && p.Offset <= t.top {
+		return false
+	}
+	if newerOnly && t != nil && t.epoch != p.Epoch && p.Time.Before(t.last) {
 		return false
 	}
 	if t == nil {
