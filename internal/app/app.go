@@ -36,7 +36,7 @@ import (
 type Config struct {
 	Addr            string        // listen address; zero means 127.0.0.1:8080
 	Broker          string        // "memory" (default) or a broker URL
-	AMQPLinger      time.Duration // RabbitMQ: how long a publication waits for others to share its message
+	AMQPLinger      time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
 	HistorySize     int           // publications kept per topic; zero means 100
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
