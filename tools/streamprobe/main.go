@@ -1,12 +1,13 @@
 // Command streamprobe measures what one RabbitMQ stream costs per message, for BENCHMARKS.md:
 // two connections publish to a stream queue at a fixed total rate of publications, packed
 // -batch to a message, and two consumers read it, as two rtlab nodes would. It reports the
-// latency from publish to each consumer and, given -pid, the RabbitMQ VM's CPU.
+// latency from publish to each consumer and, given -pid, the RabbitMQ VM's CPU. With -classic
+// it measures the same through a fanout exchange to two classic queues, one per consumer.
 //
 //	streamprobe -url amqp://guest:guest@127.0.0.1:5672/ -rate 1667 -batch 1 -pid $(pgrep beam.smp)
 //
 // It is a measuring tool, not part of rtlab. It declares the stream queue -queue (default
-// streamprobe.log) and leaves it behind.
+// streamprobe.log) and leaves it behind; -classic declares an auto-deleted exchange instead.
 package main
 
 import (
@@ -28,17 +29,18 @@ func main() {
 	queue := flag.String("queue", "streamprobe.log", "stream queue to declare and use")
 	rate := flag.Int("rate", 1667, "publications per second, over both publishers")
 	batch := flag.Int("batch", 1, "publications per message")
+	classic := flag.Bool("classic", false, "publish to a fanout exchange with a classic queue per consumer instead of a stream")
 	size := flag.Int("size", 120, "bytes per publication")
 	duration := flag.Duration("duration", 20*time.Second, "how long to publish")
 	pid := flag.Int("pid", 0, "RabbitMQ's beam.smp process, to report its CPU (0: not reported)")
 	flag.Parse()
-	if err := run(*url, *queue, *rate, *batch, *size, *duration, *pid); err != nil {
+	if err := run(*url, *queue, *rate, *batch, *size, *duration, *pid, *classic); err != nil {
 		fmt.Fprintln(os.Stderr, "streamprobe:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, queue string, rate, batch, size int, duration time.Duration, pid int) error {
+func run(url, queue string, rate, batch, size int, duration time.Duration, pid int, classic bool) error {
 	if rate <= 0 || batch <= 0 || size < 20 {
 		return fmt.Errorf("want -rate > 0, -batch > 0, -size >= 20")
 	}
@@ -47,7 +49,15 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		return err
 	}
 	defer conn.Close()
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+	// Publications go to exchange with key: the stream through the default exchange, or the
+	// fanout exchange.
+	exchange, key := "", queue
+	if classic {
+		exchange, key = queue+".fanout", ""
+		if err := ch.ExchangeDeclare(exchange, "fanout", false, true, false, false, nil); err != nil {
+			return fmt.Errorf("declare %s: %w", exchange, err)
+		}
+	} else if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
 		return fmt.Errorf("declare %s: %w", queue, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,14 +76,14 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		if err := cch.Qos(1000, 0, false); err != nil {
 			return err
 		}
-		msgs, err := cch.Consume(queue, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
+		msgs, err := consume(cch, queue, exchange, classic)
 		if err != nil {
-			return fmt.Errorf("consume %s: %w", queue, err)
+			return err
 		}
 		go func() {
 			n := 0
 			for m := range msgs {
-				if n++; n%256 == 0 { // a stream consumer acks only to grant credit
+				if n++; !classic && n%256 == 0 { // a stream consumer acks only to grant credit
 					_ = m.Ack(true)
 				}
 				if len(m.Body) < 20 {
@@ -114,7 +124,7 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 			for end := time.Now().Add(duration); time.Now().Before(end); {
 				<-tick.C
 				copy(body, fmt.Sprintf("%-20d", time.Now().UnixNano()))
-				if err := pch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{Body: body}); err != nil {
+				if err := pch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Body: body}); err != nil {
 					errc <- err
 					return
 				}
@@ -144,6 +154,30 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	}
 	fmt.Println()
 	return nil
+}
+
+// consume starts a consumer: on the stream from its next message, or on a new classic queue
+// bound to exchange, without acks.
+func consume(ch *amqp.Channel, queue, exchange string, classic bool) (<-chan amqp.Delivery, error) {
+	if !classic {
+		msgs, err := ch.Consume(queue, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
+		if err != nil {
+			return nil, fmt.Errorf("consume %s: %w", queue, err)
+		}
+		return msgs, nil
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("declare a queue: %w", err)
+	}
+	if err := ch.QueueBind(q.Name, "", exchange, false, nil); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", q.Name, err)
+	}
+	msgs, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", q.Name, err)
+	}
+	return msgs, nil
 }
 
 // dial opens a connection to url and a channel on it; the caller closes the connection.
