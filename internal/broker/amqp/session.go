@@ -14,7 +14,7 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// Timing of the catch-ups, see catchUp.
+// Timing of the catch-ups, see catchUpLog and takeOver.
 const (
 	// catchUpMargin is how far before the last publication it read a reconnecting node reads
 	// the log again, and how far back a new sequencer reads it: more than the time RabbitMQ
