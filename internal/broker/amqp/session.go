@@ -375,7 +375,11 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 			tag  uint64 // the latest delivery taken, acked with all before it
 			size int
 		)
-		take := func(d amqp.Delivery) error {
+		// take takes a request from the queue (ok false: its consumer closed).
+		take := func(d amqp.Delivery, ok bool) error {
+			if !ok {
+				return errors.New("sequencer queue consumer closed")
+			}
 			if !s.sequencer.Load() {
 				if err := b.takeOver(s); err != nil {
 					return err
@@ -385,17 +389,18 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 			tag, size = d.DeliveryTag, size+len(d.Body)
 			return nil
 		}
+		takeLocal := func(body []byte) {
+			q.request(body, false)
+			size += len(body)
+		}
+		// Wait for one request, then take those already waiting, up to a batch.
 		select {
 		case d, ok := <-reqs:
-			if !ok {
-				return errors.New("sequencer queue consumer closed")
-			}
-			if err := take(d); err != nil {
+			if err := take(d, ok); err != nil {
 				return err
 			}
 		case body := <-s.local:
-			q.request(body, false)
-			size += len(body)
+			takeLocal(body)
 		case now := <-sweep.C:
 			q.sweep(now)
 			continue
@@ -406,15 +411,11 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 		for len(q.out) < maxBatch && size < maxBatchBytes {
 			select {
 			case d, ok := <-reqs:
-				if !ok {
-					return errors.New("sequencer queue consumer closed")
-				}
-				if err := take(d); err != nil {
+				if err := take(d, ok); err != nil {
 					return err
 				}
 			case body := <-s.local:
-				q.request(body, false)
-				size += len(body)
+				takeLocal(body)
 			default:
 				break drain
 			}
