@@ -394,11 +394,10 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 			size += len(body)
 		}
 		// Wait for one request, then take those already waiting, up to a batch.
+		var err error
 		select {
 		case d, ok := <-reqs:
-			if err := take(d, ok); err != nil {
-				return err
-			}
+			err = take(d, ok)
 		case body := <-s.local:
 			takeLocal(body)
 		case now := <-sweep.C:
@@ -407,18 +406,19 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
-	drain:
-		for len(q.out) < maxBatch && size < maxBatchBytes {
+		for more := err == nil; more && len(q.out) < maxBatch && size < maxBatchBytes; {
 			select {
 			case d, ok := <-reqs:
-				if err := take(d, ok); err != nil {
-					return err
-				}
+				err = take(d, ok)
+				more = err == nil
 			case body := <-s.local:
 				takeLocal(body)
 			default:
-				break drain
+				more = false
 			}
+		}
+		if err != nil {
+			return err
 		}
 		if err := q.send(s); err != nil {
 			return err
