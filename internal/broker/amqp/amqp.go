@@ -8,18 +8,17 @@
 //     node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to another
 //     when that one's connection goes. A node publishes a request there, unless it is the
 //     sequencer itself.
-//   - The sequencer assigns offsets in the order it takes requests, appends the publications to
-//     the log and then sends them to the live exchange (<name>.live, fanout), which copies them
-//     to a queue of every node's own. A node delivers a publication and answers its publisher
-//     when the live copy arrives, the sequencer included, so nothing is delivered that the
-//     other nodes will not see.
+//   - The sequencer assigns offsets in the order it takes requests and sends the publications
+//     to the live exchange (<name>.live, fanout). RabbitMQ copies each message to the log and
+//     to a queue of every node's own in one routing step. A node delivers a publication and
+//     answers its publisher when its live copy arrives, the sequencer included, so nothing is
+//     delivered that the other nodes will not see, and whatever a node received is in the log.
 //   - The log (<name>.log) is a stream queue that only history reads: a node starting replays
 //     it, a node reconnecting reads the part it missed, and a node that becomes the sequencer
-//     reads what the previous one appended last, so that it continues every topic where that
-//     one stopped and re-sends what it appended but did not send live.
+//     reads what the previous one sent last, so that it continues every topic where that one
+//     stopped.
 //
-// Classic queues cost RabbitMQ a fraction of a stream read per message, and the live path
-// never waits for the log.
+// Classic queues cost RabbitMQ a fraction of a stream read per message.
 //
 // When the connection drops, Ready is false and publishes fail at once; the node reconnects
 // with backoff, catches up from the log and calls Handler.HandleResubscribed.
@@ -219,6 +218,11 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 	}
 	if err := ch.ExchangeDeclare(b.liveX, "fanout", false, false, false, false, nil); err != nil {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.liveX, err)
+	}
+	// The log is bound to the live exchange, so that one message from the sequencer reaches
+	// the log and every node's queue in the same routing step.
+	if err := ch.QueueBind(b.logQ, "", b.liveX, false, nil); err != nil {
+		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.logQ, b.liveX, err)
 	}
 	return nil
 }

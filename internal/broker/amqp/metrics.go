@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sequencer: common.Gauge("rtlab_broker_sequencer", "1 while this node is the sequencer: it gives every publication its offset."),
 		malformed: common.Counter("rtlab_broker_log_malformed_total", "Entries skipped because they could not be parsed."),
 	}
-	m.batch = common.Histogram("rtlab_broker_log_batch_size", "Publications the sequencer sent in one message.",
+	m.batch = common.Histogram("rtlab_broker_log_batch_size", "Publications the sequencer sent in one message (to every node and the log).",
 		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256})
 	m.requests = common.Histogram("rtlab_broker_request_batch_size", "Requests this node sent the sequencer in one message.",
 		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256})

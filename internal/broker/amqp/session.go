@@ -47,14 +47,11 @@ type session struct {
 	catchUp chan catchUpReq
 }
 
+// catchUpReq asks the applier to catch up with the log from an x-stream-offset, and to
+// answer on reply when it has.
 type catchUpReq struct {
 	from  any
-	reply chan catchUpResult
-}
-
-type catchUpResult struct {
-	fresh [][]byte // publications new to this node, encoded
-	err   error
+	reply chan error
 }
 
 // runSession runs one connection: it catches up with the log, declares the node ready, and
@@ -109,7 +106,7 @@ func (b *Broker) runSession(onReady func()) error {
 	if last := b.lastRead.Load(); last > 0 {
 		from = interval(time.Since(time.UnixMilli(last)) + catchUpMargin)
 	}
-	if _, err := b.catchUpLog(s, from, false); err != nil {
+	if err := b.catchUpLog(s, from); err != nil {
 		return fmt.Errorf("catch up with %s: %w", b.logQ, err)
 	}
 	b.session.Store(s)
@@ -174,43 +171,39 @@ func (b *Broker) appendLog(s *session, body []byte) error {
 }
 
 // catchUpLog reads the log from `from` (an x-stream-offset) up to a marker it appends, and
-// applies what it reads. It returns, if fresh, the publications that were new to this node.
-// Only the goroutine that applies may call it.
-func (b *Broker) catchUpLog(s *session, from any, fresh bool) ([][]byte, error) {
+// applies what it reads. Only the goroutine that applies may call it.
+func (b *Broker) catchUpLog(s *session, from any) error {
 	ch, err := s.conn.Channel()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer ch.Close()
 	if err := ch.Qos(1000, 0, false); err != nil {
-		return nil, err
+		return err
 	}
 	entries, err := ch.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", b.logQ, err)
+		return fmt.Errorf("consume %s: %w", b.logQ, err)
 	}
 	id := newID()
 	if err := b.appendLog(s, appendMarker(id)); err != nil {
-		return nil, fmt.Errorf("append a marker: %w", err)
+		return fmt.Errorf("append a marker: %w", err)
 	}
 	timeout := time.NewTimer(catchUpTimeout)
 	defer timeout.Stop()
-	var (
-		batch []entry
-		added [][]byte
-	)
+	var batch []entry
 	for n := 1; ; n++ {
 		var d amqp.Delivery
 		var ok bool
 		select {
 		case d, ok = <-entries:
 			if !ok {
-				return nil, errors.New("log consumer closed")
+				return errors.New("log consumer closed")
 			}
 		case <-s.ctx.Done():
-			return nil, s.ctx.Err()
+			return s.ctx.Err()
 		case <-timeout.C:
-			return nil, fmt.Errorf("marker not read back within %v", catchUpTimeout)
+			return fmt.Errorf("marker not read back within %v", catchUpTimeout)
 		}
 		// Stream consumers ack only to grant credit (the prefetch of 1000).
 		if n%256 == 0 {
@@ -226,12 +219,10 @@ func (b *Broker) catchUpLog(s *session, from any, fresh bool) ([][]byte, error) 
 			case kindMarker:
 				if e.id == id {
 					b.lastRead.Store(time.Now().UnixMilli())
-					return added, nil
+					return nil
 				}
 			case kindAssigned:
-				if p := b.apply(e); p != nil && fresh {
-					added = append(added, appendAssigned(nil, e.id, p))
-				}
+				b.apply(e)
 			}
 		}
 	}
@@ -276,8 +267,8 @@ func (b *Broker) applyLoop(s *session, live <-chan amqp.Delivery) error {
 			}
 			b.lastRead.Store(time.Now().UnixMilli())
 		case req := <-s.catchUp:
-			fresh, err := b.catchUpLog(s, req.from, true)
-			req.reply <- catchUpResult{fresh: fresh, err: err}
+			err := b.catchUpLog(s, req.from)
+			req.reply <- err
 			if err != nil {
 				return err
 			}
@@ -431,32 +422,23 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 	}
 }
 
-// takeOver makes this node the sequencer. The previous one may have appended publications to
-// the log that it did not send live, or sent live what has not arrived here yet: this node
-// reads the log's latest part first, so that it continues every topic where the previous one
-// stopped, and re-sends live what was new to it.
+// takeOver makes this node the sequencer. What the previous one sent may not have reached this
+// node's live queue yet, but it is in the log: this node reads the log's latest part first, so
+// that it continues every topic where the previous one stopped.
 func (b *Broker) takeOver(s *session) error {
-	reply := make(chan catchUpResult, 1)
+	reply := make(chan error, 1)
 	select {
 	case s.catchUp <- catchUpReq{from: interval(catchUpMargin), reply: reply}:
 	case <-s.ctx.Done():
 		return s.ctx.Err()
 	}
-	var res catchUpResult
 	select {
-	case res = <-reply:
+	case err := <-reply:
+		if err != nil {
+			return fmt.Errorf("take over as sequencer: %w", err)
+		}
 	case <-s.ctx.Done():
 		return s.ctx.Err()
-	}
-	if res.err != nil {
-		return fmt.Errorf("take over as sequencer: %w", res.err)
-	}
-	if len(res.fresh) > 0 {
-		b.log.Info("amqp broker: sending live what the previous sequencer did not", "publications", len(res.fresh))
-		q := &sequencer{b: b, out: res.fresh}
-		if err := q.sendLive(s, nil); err != nil {
-			return err
-		}
 	}
 	s.sequencer.Store(true)
 	b.m.sequencer.Set(1)
@@ -509,8 +491,8 @@ func (q *sequencer) request(body []byte, redelivered bool) {
 	}
 }
 
-// send appends the assigned publications to the log, then sends them live: a publication
-// that reached any node is in the log.
+// send sends the assigned publications, as one message, to the live exchange: to every node
+// and the log.
 func (q *sequencer) send(s *session) error {
 	if len(q.out) == 0 {
 		return nil
@@ -521,18 +503,6 @@ func (q *sequencer) send(s *session) error {
 		body = q.buf
 	}
 	q.b.m.batch.Observe(float64(len(q.out)))
-	if err := q.b.appendLog(s, body); err != nil {
-		return fmt.Errorf("append to %s: %w", q.b.logQ, err)
-	}
-	return q.sendLive(s, body)
-}
-
-// sendLive sends body (nil: q.out as a batch) to the live exchange.
-func (q *sequencer) sendLive(s *session, body []byte) error {
-	if body == nil {
-		q.buf = appendBatch(q.buf[:0], q.out)
-		body = q.buf
-	}
 	if err := s.pub.PublishWithContext(s.ctx, q.b.liveX, "", false, false, amqp.Publishing{Body: body}); err != nil {
 		return fmt.Errorf("send to %s: %w", q.b.liveX, err)
 	}
