@@ -62,6 +62,13 @@ func TestBenchComparesBrokers(t *testing.T) {
 			t.Errorf("%s: delivery %+v", r.Key(), d)
 		}
 	}
+	// The Redis server listens on loopback: its process is found and measured; memory has none.
+	if b := res.Runs[0].BrokerServer; b.Available {
+		t.Errorf("memory run reports a broker server: %+v", b)
+	}
+	if b := res.Runs[1].BrokerServer; !b.Available || b.RSSMaxBytes == 0 || len(res.Runs[1].Series.BrokerCPU) != len(res.Runs[1].Series.Sent) {
+		t.Errorf("redis run: broker server %+v, %d CPU samples for %d seconds", b, len(res.Runs[1].Series.BrokerCPU), len(res.Runs[1].Series.Sent))
+	}
 	if !strings.Contains(status.String(), "bench ws@redis") {
 		t.Errorf("status lines do not name the broker: %q", status.String())
 	}
@@ -84,6 +91,9 @@ func TestBenchComparesBrokers(t *testing.T) {
 	}
 	if strings.Contains(page.String(), "WebSocket, WebSocket ·") {
 		t.Error("report.html names the transport alone besides its broker rows")
+	}
+	if !strings.Contains(sum.String(), "brk CPU%") {
+		t.Errorf("summary lacks the broker server's CPU:\n%s", sum.String())
 	}
 	if !strings.Contains(sum.String(), "1 transport × 2 brokers") {
 		t.Errorf("summary headline does not count the brokers:\n%s", sum.String())

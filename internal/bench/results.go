@@ -88,6 +88,10 @@ type Run struct {
 	Traffic     Traffic     `json:"traffic"`
 	Server      Usage       `json:"server"`    // from /proc of the server process(es) and /metrics
 	Generator   Usage       `json:"generator"` // the bench process itself
+	// BrokerServer is the broker server's process (Redis, NATS, RabbitMQ) when it listens on a
+	// loopback address of this machine and /proc shows which process it is; Available is false
+	// otherwise (memory, a remote broker, --target).
+	BrokerServer Usage `json:"brokerServer"`
 
 	// Chat and notify scenarios. Transport may also be poll-<interval>: short polling at its own
 	// interval (poll-1s, poll-5s in the notify scenario). Publish is about the TALKs. Delivery is
@@ -198,8 +202,9 @@ type Series struct {
 	ServerCPU    []float64 `json:"serverCpu"`    // percent, 100 = one core
 	ServerRSS    []uint64  `json:"serverRss"`    // bytes
 	ServerGorout []int64   `json:"serverGoroutines"`
-	GeneratorCPU []float64 `json:"generatorCpu"` // percent
-	GeneratorRSS []uint64  `json:"generatorRss"` // bytes
+	GeneratorCPU []float64 `json:"generatorCpu"`        // percent
+	GeneratorRSS []uint64  `json:"generatorRss"`        // bytes
+	BrokerCPU    []float64 `json:"brokerCpu,omitempty"` // percent, when BrokerServer is measured
 
 	Logins []int64 `json:"logins,omitempty"` // chat, notify: logins answered that second
 }

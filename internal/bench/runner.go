@@ -173,6 +173,9 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak int
 	c.level, c.name = peak, run.Key()
 	defer c.cancel()
 	smp := newSampler(c, servers)
+	if len(servers) > 0 {
+		smp.brokerPID = brokerPID(broker)
+	}
 	smp.baseline()
 
 	c.startWorkers()
@@ -283,6 +286,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	}
 	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, smp.serverBase, smp.serverAvailable)
 	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, smp.genBase, true)
+	run.BrokerServer = smp.usage(run.Series.BrokerCPU, smp.brokerRSS, nil, smp.brokerBase, smp.brokerPID != "")
 	budget := 100 * float64(runtime.GOMAXPROCS(0))
 	run.GeneratorSaturated = saturated(run.Series.GeneratorCPU, saturationShare*budget, saturationWindow)
 	if run.GeneratorSaturated {

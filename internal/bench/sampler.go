@@ -224,6 +224,12 @@ type sampler struct {
 	serverBase      uint64 // server RSS before users
 	genBase         uint64 // generator RSS before users
 	serverAvailable bool
+
+	// The broker server's process, when brokerPID found it.
+	brokerPID   string
+	brokerMeter cpuMeter
+	brokerBase  uint64
+	brokerRSS   []uint64
 }
 
 func newSampler(c *cell, servers []*server) *sampler {
@@ -240,6 +246,14 @@ func (s *sampler) baseline() {
 	cpu, rss, _ := s.server(now)
 	_ = cpu
 	s.serverBase = rss
+	if s.brokerPID != "" {
+		if cpu, rss, err := readProc(s.brokerPID); err == nil {
+			s.brokerBase = rss
+			s.brokerMeter.percent(cpu, now)
+		} else {
+			s.brokerPID = ""
+		}
+	}
 	s.machBusy, s.machTotal = machineCPU()
 }
 
@@ -301,6 +315,14 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	}
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
+	if s.brokerPID != "" {
+		bcpu, brss := 0.0, uint64(0) // zero while the broker is down (restarted, say)
+		if t, r, err := readProc(s.brokerPID); err == nil {
+			bcpu, brss = s.brokerMeter.percent(t, now), r
+		}
+		ser.BrokerCPU = append(ser.BrokerCPU, bcpu)
+		s.brokerRSS = append(s.brokerRSS, brss)
+	}
 	if c.opts.chatLike() {
 		ser.Logins = append(ser.Logins, sec.loginTried)
 	}

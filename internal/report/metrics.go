@@ -248,6 +248,7 @@ func latency(l func(r *bench.Run) *bench.Latencies, f func(l *bench.Latencies) f
 // Accessors that pick one part of a run, so metric definitions can share usage and latency.
 func serverUsage(r *bench.Run) *bench.Usage    { return &r.Server }
 func generatorUsage(r *bench.Run) *bench.Usage { return &r.Generator }
+func brokerUsage(r *bench.Run) *bench.Usage    { return &r.BrokerServer }
 
 func connectTime(r *bench.Run) *bench.Latencies     { return &r.Connections.Connect }
 func publishLatency(r *bench.Run) *bench.Latencies  { return &r.Publish.Latency }
@@ -391,6 +392,7 @@ func detailSections() []section {
 		}},
 		{"Server", usageMetrics("server", serverUsage)},
 		{"Generator", usageMetrics("generator", generatorUsage)},
+		{"Broker server", usageMetrics("broker", brokerUsage)},
 	}
 }
 

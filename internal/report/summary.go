@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,6 +26,11 @@ func Summary(w io.Writer, r *bench.Results) {
 	for _, l := range levelsOf(r) {
 		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
 		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "srv RSS", "KiB/user", "gen CPU%"}}
+		// The broker server's CPU, when any run of the level measured one.
+		brokers := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.BrokerServer.Available })
+		if brokers {
+			rows[0] = append(rows[0], "brk CPU%")
+		}
 		for _, run := range l.runs {
 			ratio := fmtRatio(run.Delivery.Ratio)
 			if run.Delivery.Ratio < MinRatio {
@@ -66,6 +72,13 @@ func Summary(w io.Writer, r *bench.Results) {
 				perUser,
 				genCPU,
 			})
+			if brokers {
+				brkCPU := none
+				if run.BrokerServer.Available {
+					brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
+				}
+				rows[len(rows)-1] = append(rows[len(rows)-1], brkCPU)
+			}
 		}
 		writeTable(w, rows, 1, false)
 		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// TestBrokerPID: a broker URL on loopback names the process listening on its port, here the
+// test itself; memory, remote hosts and ports nobody listens on name none.
+func TestBrokerPID(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	self := strconv.Itoa(os.Getpid())
+	for _, u := range []string{
+		fmt.Sprintf("redis://127.0.0.1:%d/0", port),
+		fmt.Sprintf("nats://localhost:%d", port),
+		fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port),
+	} {
+		if got := brokerPID(u); got != self {
+			t.Errorf("brokerPID(%s) = %q, want %s", u, got, self)
+		}
+	}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freePort := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	for _, u := range []string{
+		"memory",
+		fmt.Sprintf("redis://10.1.2.3:%d/0", port),
+		fmt.Sprintf("redis://127.0.0.1:%d/0", freePort),
+		"http://127.0.0.1:" + strconv.Itoa(port),
+		"redis://127.0.0.1:notaport/0",
+	} {
+		if got := brokerPID(u); got != "" {
+			t.Errorf("brokerPID(%s) = %q, want none", u, got)
+		}
+	}
+}
