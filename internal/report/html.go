@@ -377,6 +377,9 @@ func figureCell(m metric, p pair, compare bool) cellView {
 func matrixGroups(sections []section, pairs []pair, compare bool) []matrixGroup {
 	var gs []matrixGroup
 	for _, s := range sections {
+		if !measured(s, pairs) {
+			continue // a broker server's figures in a memory run, say
+		}
 		g := matrixGroup{Title: s.title}
 		for _, m := range s.metrics {
 			row := matrixRow{Label: m.label}
@@ -391,6 +394,23 @@ func matrixGroups(sections []section, pairs []pair, compare bool) []matrixGroup 
 		gs = append(gs, g)
 	}
 	return gs
+}
+
+// measured reports whether any run of pairs has any figure of s.
+func measured(s section, pairs []pair) bool {
+	for _, m := range s.metrics {
+		for _, p := range pairs {
+			for _, r := range []*bench.Run{p.a, p.b} {
+				if r == nil {
+					continue
+				}
+				if _, ok := m.value(r); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // extrasOf collects the notes and connection errors of one transport, tagged by side in a
