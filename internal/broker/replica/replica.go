@@ -1,8 +1,9 @@
 // Package replica is one node's copy of a publication log that every node reads in full: for
-// each topic, its position and its latest publications. Brokers whose server keeps one ordered
-// log for all topics (the NATS JetStream stream, the RabbitMQ stream queue) apply that log on
-// every node in the same order, so every node's replica holds the same offsets, epochs and
-// history, and History answers from it without a round trip to the server.
+// each topic, its position and its latest publications. Brokers whose every node receives every
+// publication, in each topic's order, with its offset (the NATS JetStream stream; RabbitMQ's
+// live copies from its sequencer, and its log) apply them to a replica on every node, so every
+// node's replica holds the same offsets, epochs and history, and History answers from it
+// without a round trip to the server.
 //
 // The package also holds what those brokers share around the replica: the encoding of a
 // publication in the log (codec.go) and how a per-topic policy is bounded by what the log
