@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rtlab/rtlab/internal/broker/replica"
-	"github.com/rtlab/rtlab/internal/hub"
 )
 
 // Timing of the catch-ups, see catchUpLog and takeOver.
@@ -209,40 +208,49 @@ func (b *Broker) catchUpLog(s *session, from any) error {
 		if n%256 == 0 {
 			_ = d.Ack(true)
 		}
-		if batch, err = parseMessage(d.Body, batch[:0]); err != nil {
-			b.m.malformed.Inc()
-			continue
-		}
-		for i := range batch {
-			e := &batch[i]
-			switch e.kind {
-			case kindMarker:
-				if e.id == id {
-					b.lastRead.Store(time.Now().UnixMilli())
-					return nil
-				}
-			case kindAssigned:
-				b.apply(e)
-			}
+		var found bool
+		if batch, found = b.applyMessage(d.Body, batch, id); found {
+			b.lastRead.Store(time.Now().UnixMilli())
+			return nil
 		}
 	}
 }
 
+// applyMessage applies the publications of one message from the log or the live queue, with
+// batch as scratch space, and reports whether the message holds marker id.
+func (b *Broker) applyMessage(body []byte, batch []entry, id string) ([]entry, bool) {
+	batch, err := parseMessage(body, batch[:0])
+	if err != nil {
+		b.m.malformed.Inc()
+		b.log.Error("amqp broker: skipping a malformed message")
+		return batch, false
+	}
+	found := false
+	for i := range batch {
+		switch e := &batch[i]; e.kind {
+		case kindAssigned:
+			b.apply(e)
+		case kindMarker:
+			found = found || e.id == id
+		}
+	}
+	return batch, found
+}
+
 // apply applies a publication entry, and delivers it if it is new to this node.
-func (b *Broker) apply(e *entry) *hub.Publication {
+func (b *Broker) apply(e *entry) {
 	p, err := e.publication()
 	if err != nil {
 		b.m.malformed.Inc()
 		b.log.Error("amqp broker: skipping an undecodable publication", "topic", e.topic)
-		return nil
+		return
 	}
 	if !b.rep.ApplyNewer(p, 0) {
-		return nil
+		return
 	}
 	b.recent.add(e.id)
 	b.handler.HandlePublication(p)
 	b.notify(e.id, p)
-	return p
 }
 
 // applyLoop applies the live queue, and catches up with the log when the sequencer asks.
@@ -254,17 +262,7 @@ func (b *Broker) applyLoop(s *session, live <-chan amqp.Delivery) error {
 			if !ok {
 				return errors.New("live consumer closed")
 			}
-			var err error
-			if batch, err = parseMessage(d.Body, batch[:0]); err != nil {
-				b.m.malformed.Inc()
-				b.log.Error("amqp broker: skipping a malformed live message")
-				continue
-			}
-			for i := range batch {
-				if e := &batch[i]; e.kind == kindAssigned {
-					b.apply(e)
-				}
-			}
+			batch, _ = b.applyMessage(d.Body, batch, "")
 			b.lastRead.Store(time.Now().UnixMilli())
 		case req := <-s.catchUp:
 			err := b.catchUpLog(s, req.from)
