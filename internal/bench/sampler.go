@@ -96,6 +96,16 @@ type cpuMeter struct {
 	at   time.Time
 }
 
+// read samples process pid ("self": the generator): its CPU percent since the last read (0 on
+// the first) and its RSS.
+func (m *cpuMeter) read(pid string, now time.Time) (cpu float64, rss uint64, err error) {
+	t, rss, err := readProc(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return m.percent(t, now), rss, nil
+}
+
 func (m *cpuMeter) percent(cpu time.Duration, now time.Time) float64 {
 	if m.at.IsZero() {
 		m.last, m.at = cpu, now
@@ -239,17 +249,15 @@ func newSampler(c *cell, servers []*server) *sampler {
 // baseline records RSS before any user starts and primes the CPU meters.
 func (s *sampler) baseline() {
 	now := time.Now()
-	if cpu, rss, err := readProc("self"); err == nil {
+	if _, rss, err := s.genMeter.read("self", now); err == nil {
 		s.genBase = rss
-		s.genMeter.percent(cpu, now)
 	}
 	cpu, rss, _ := s.server(now)
 	_ = cpu
 	s.serverBase = rss
 	if s.brokerPID != "" {
-		if cpu, rss, err := readProc(s.brokerPID); err == nil {
+		if _, rss, err := s.brokerMeter.read(s.brokerPID, now); err == nil {
 			s.brokerBase = rss
-			s.brokerMeter.percent(cpu, now)
 		} else {
 			s.brokerPID = ""
 		}
@@ -275,8 +283,8 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor int64) {
 		return cpu, sm.rss, sm.goroutines
 	}
 	for i, srv := range s.servers {
-		if t, r, err := readProc(srv.pid); err == nil {
-			cpu += s.srvMeters[i].percent(t, now)
+		if c, r, err := s.srvMeters[i].read(srv.pid, now); err == nil {
+			cpu += c
 			rss += r
 		}
 		if sm, err := scrapeMetrics(context.Background(), srv.addr); err == nil {
@@ -309,17 +317,11 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	ser.ServerCPU = append(ser.ServerCPU, cpu)
 	ser.ServerRSS = append(ser.ServerRSS, rss)
 	ser.ServerGorout = append(ser.ServerGorout, gor)
-	gcpu, grss := 0.0, uint64(0)
-	if t, r, err := readProc("self"); err == nil {
-		gcpu, grss = s.genMeter.percent(t, now), r
-	}
+	gcpu, grss, _ := s.genMeter.read("self", now)
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
 	if s.brokerPID != "" {
-		bcpu, brss := 0.0, uint64(0) // zero while the broker is down (restarted, say)
-		if t, r, err := readProc(s.brokerPID); err == nil {
-			bcpu, brss = s.brokerMeter.percent(t, now), r
-		}
+		bcpu, brss, _ := s.brokerMeter.read(s.brokerPID, now) // zero while the broker is down (restarted, say)
 		ser.BrokerCPU = append(ser.BrokerCPU, bcpu)
 		s.brokerRSS = append(s.brokerRSS, brss)
 	}
