@@ -25,10 +25,16 @@ import (
 // history: node B reads the last 10 of 100 retained publications of a topic that node A
 // published, as a short-polling client does; ns/op is per read, from 8×GOMAXPROCS goroutines.
 //
+// contended: nodes A and B both publish to one topic, from 2×GOMAXPROCS goroutines each, as
+// chat members on two nodes do; ns/op is per publication, either node's. Only Shared brokers.
+//
 // For a broker that is not Shared, A and B are the same node.
 func Bench(b *testing.B, h Harness) {
 	for _, par := range []int{1, 8} {
 		b.Run(fmt.Sprintf("publish/parallel=%d", par), func(b *testing.B) { benchPublish(b, h, par) })
+	}
+	if h.Shared {
+		b.Run("contended", func(b *testing.B) { benchContended(b, h) })
 	}
 	b.Run("history", func(b *testing.B) { benchHistory(b, h) })
 }
@@ -127,6 +133,31 @@ func benchPublish(b *testing.B, h Harness, par int) {
 	b.ReportMetric(float64(p50.Microseconds()), "p50-deliver-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-deliver-µs")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pub/s")
+}
+
+func benchContended(b *testing.B, h Harness) {
+	a, r := startPair(b, h, Namespace(), hub.HistoryPolicy{Size: 100})
+	const topic = "bench/contended"
+	a.Publish(b, topic, `{"t":0}`)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(4) // half of the goroutines on each node
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		n := a.Broker
+		if next.Add(1)%2 == 0 {
+			n = r.Broker
+		}
+		for pb.Next() {
+			if _, err := n.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{"t":1}`)}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pub/s")
 }
 
 func benchTopic(i int) string { return "bench/t" + strconv.Itoa(i) }

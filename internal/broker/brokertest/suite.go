@@ -85,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("HistoryTTL", func(t *testing.T) { testTTL(t, h) })
 	t.Run("TopicNames", func(t *testing.T) { testTopicNames(t, h) })
 	t.Run("NodesPublishConcurrently", func(t *testing.T) { testConcurrent(t, h) })
+	t.Run("NodesPublishToABusyTopic", func(t *testing.T) { testBusyTopic(t, h) })
 	t.Run("SubscribeThenHistoryMissesNothing", func(t *testing.T) { testSubscribeThenHistory(t, h) })
 	t.Run("ServerRestart", func(t *testing.T) { testRestart(t, h) })
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
@@ -373,16 +374,26 @@ func longName() string {
 // checks that both nodes deliver every publication exactly once, in offset order, with the same
 // offsets and epochs, and that the acknowledged offsets are those delivered.
 func testConcurrent(t *testing.T, h Harness) {
+	publishConcurrently(t, h, []string{"chat/c1", "location/c.2", "notify/c@3"}, 4, 30)
+}
+
+// testBusyTopic has every node publish to one topic as fast as it can: a node that keeps losing
+// the race for the next offset must still get its publications in, not give up.
+func testBusyTopic(t *testing.T, h Harness) {
+	publishConcurrently(t, h, []string{"chat/busy"}, 4, 1000)
+}
+
+// publishConcurrently publishes from goroutines goroutines per node, each publishing each times
+// to the topics in turn, and checks that every node acknowledged, delivered and keeps the same
+// contiguous offsets in one epoch.
+func publishConcurrently(t *testing.T, h Harness, topics []string, goroutines, each int) {
 	ns := Namespace()
-	policy := hub.HistoryPolicy{Size: 1000}
-	nodes := startNodes(t, h, ns, policy)
-	topics := []string{"chat/c1", "location/c.2", "notify/c@3"}
+	nodes := startNodes(t, h, ns, hub.HistoryPolicy{Size: 2 * goroutines * each})
 	for _, n := range nodes {
 		for _, tp := range topics {
 			n.Subscribe(t, tp)
 		}
 	}
-	const goroutines, each = 4, 30
 	var (
 		mu   sync.Mutex
 		acks = map[string][]*hub.Publication{}

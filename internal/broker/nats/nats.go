@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -417,16 +418,34 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
 				Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
 		}
-		if !isWrongLastSeq(err) || attempt >= 20 {
+		if !isWrongLastSeq(err) {
 			return nil, fail(b.wrap("publish to "+req.Topic, err))
 		}
-		// Another node published to the topic since this node last saw it: read its latest.
+		// Another node published to the topic since this node last saw it. A node that keeps
+		// losing that race on a busy topic retries until conflictBudget rather than a fixed
+		// number of times, and after a few losses in a row first waits a random moment, so
+		// that it stops racing the other node in lockstep.
 		b.m.conflicts.Inc()
+		if time.Since(start) > conflictBudget {
+			return nil, fail(fmt.Errorf("nats broker: publish to %s: %d offset conflicts in %v: %w",
+				req.Topic, attempt+1, time.Since(start).Round(time.Millisecond), err))
+		}
+		if attempt >= 2 {
+			select {
+			case <-time.After(rand.N(100 * time.Microsecond << min(attempt-2, 5))):
+			case <-ctx.Done():
+				return nil, fail(b.wrap("publish to "+req.Topic, ctx.Err()))
+			}
+		}
+		// Read the topic's latest message, then try again.
 		if last, known, err = b.fetchLast(ctx, req.Topic, subj, pol, start); err != nil {
 			return nil, fail(err)
 		}
 	}
 }
+
+// conflictBudget bounds how long a publish keeps retrying offset conflicts.
+const conflictBudget = 5 * time.Second
 
 // fetchLast reads the topic's latest message from the stream.
 func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool, error) {
