@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -43,10 +44,7 @@ func brokerPID(rawURL string) string {
 // listeningInodes returns the inodes of the TCP sockets listening on port, any address.
 func listeningInodes(port int) map[string]bool {
 	inodes := map[string]bool{}
-	hexPort := strings.ToUpper(strconv.FormatInt(int64(port), 16))
-	for len(hexPort) < 4 {
-		hexPort = "0" + hexPort
-	}
+	hexPort := fmt.Sprintf("%04X", port) // as /proc/net/tcp writes it
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
