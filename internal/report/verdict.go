@@ -136,6 +136,8 @@ func verdict(users int, runs []*bench.Run) string {
 		parts = append(parts, fmt.Sprintf("%s had the lowest p99 (%s), %s the highest (%s)", label(lo), mP99.formatWithUnit(loV), label(hi), mP99.formatWithUnit(hiV)))
 	}
 
+	parts = append(parts, againstMemory(runs)...)
+
 	lo, hi, loV, hiV, n = extremes(mSrvCPU, runs)
 	switch {
 	case n == 1 && len(runs) == 1:
@@ -164,6 +166,35 @@ func verdict(users int, runs []*bench.Run) string {
 		parts = append(parts, "the generator was saturated during "+joinNames(sat)+", so that latency may be the generator's")
 	}
 	return "At " + fmtUsers(users) + " " + strings.Join(parts, "; ") + "."
+}
+
+// againstMemory puts each broker's p99 against the memory broker's on the same transport, when
+// the runs compare brokers: "is a shared broker worth its latency" is the question such a run
+// asks, and a ratio answers it more directly than two figures apart.
+func againstMemory(runs []*bench.Run) []string {
+	var parts []string
+	for _, base := range runs {
+		if base.Broker != "memory" {
+			continue
+		}
+		baseV, ok := mP99.value(base)
+		if !ok || baseV <= 0 {
+			continue
+		}
+		var rs []string
+		for _, r := range runs {
+			if r == base || r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport {
+				continue
+			}
+			if v, ok := mP99.value(r); ok {
+				rs = append(rs, fmt.Sprintf("%s %.1f×", brokerLabel(r.Broker), v/baseV))
+			}
+		}
+		if len(rs) > 0 {
+			parts = append(parts, fmt.Sprintf("%s p99 against memory's: %s", transportLabel(base.Transport), joinNames(rs)))
+		}
+	}
+	return parts
 }
 
 // warnings lists what a reader must know before trusting the figures, most general first.

@@ -81,3 +81,22 @@ func TestBestOf(t *testing.T) {
 		t.Error("an unmeasured figure was marked best")
 	}
 }
+
+func TestVerdictAgainstMemory(t *testing.T) {
+	run := func(broker string, p99 float64) *bench.Run {
+		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2,
+			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}}}
+	}
+	runs := []*bench.Run{run("memory", 3), run("redis", 5.1), run("nats", 6), run("amqp", 12)}
+	want := "WebSocket p99 against memory's: Redis 1.7×, NATS 2.0× and RabbitMQ 4.0×"
+	if got := verdict(5000, runs); !strings.Contains(got, want) {
+		t.Errorf("verdict lacks %q:\n%s", want, got)
+	}
+	// Without a memory run, or with one broker only, there is nothing to hold the others against.
+	if got := verdict(5000, runs[1:]); strings.Contains(got, "against memory") {
+		t.Errorf("verdict without a memory run = %q", got)
+	}
+	if got := verdict(5000, runs[:1]); strings.Contains(got, "against memory") {
+		t.Errorf("verdict of a memory run alone = %q", got)
+	}
+}
