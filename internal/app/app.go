@@ -37,6 +37,7 @@ type Config struct {
 	Addr            string        // listen address; zero means 127.0.0.1:8080
 	Broker          string        // "memory" (default) or a broker URL
 	AMQPLinger      time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
+	AMQPDirect      string        // RabbitMQ: where the sequencer takes other nodes' requests directly; empty: never
 	HistorySize     int           // publications kept per topic; zero means 100
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
@@ -295,7 +296,7 @@ func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.
 	case "nats":
 		b, err = asBroker(natsbroker.New(ctx, url, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "amqp", "amqps":
-		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Logger: log, Registerer: reg}))
+		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
 	default:
 		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", url)
 	}

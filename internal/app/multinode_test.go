@@ -61,6 +61,7 @@ func startNode(t *testing.T, brokerURL string) *testServer {
 	t.Helper()
 	return startServer(t, func(c *Config) {
 		c.Broker = brokerURL
+		c.AMQPDirect = "127.0.0.1:0" // rtlab serve's default
 		c.HistorySize = 5000
 		c.Logger = brokertest.Logger()
 	})

@@ -7,7 +7,7 @@
 //   - The sequencer queue (<name>.seq) is a classic queue with a single active consumer. Every
 //     node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to another
 //     when that one's connection goes. A node publishes a request there, unless it is the
-//     sequencer itself.
+//     sequencer itself or can send it straight to the sequencer's node (direct.go).
 //   - The sequencer assigns offsets in the order it takes requests and sends the publications
 //     to the live exchange (<name>.live, fanout). RabbitMQ copies each message to the log and
 //     to a queue of every node's own in one routing step. A node delivers a publication and
@@ -67,6 +67,12 @@ type Config struct {
 	// PublishTimeout bounds how long Publish waits for its publication to come back from the
 	// sequencer when ctx has no earlier deadline. Zero means 5 s.
 	PublishTimeout time.Duration
+	// Direct is the address this node listens on while it is the sequencer, for the other
+	// nodes' requests: a request sent straight to the sequencer's node skips a trip through
+	// RabbitMQ. Port 0 takes a free port. Other nodes must be able to reach the address the
+	// listener gets (on "127.0.0.1:0", nodes on the same machine). Empty: this node neither
+	// listens nor sends requests directly; they go through the sequencer queue.
+	Direct string
 	// Linger is how long a node holds a request to the sequencer, for others to join it in
 	// one message: RabbitMQ's cost is per message, so on a busy RabbitMQ a little linger
 	// trades latency for less load. Zero sends at once, and still joins the requests that
@@ -120,9 +126,20 @@ type Broker struct {
 	// the log from a while before. Zero until the first catch-up, which reads all of the log.
 	lastRead atomic.Int64
 	recent   recentIDs // ids of the latest publications applied, for the sequencer
+	// seqAt is the latest sequencer announcement read, for Config.Direct; seqNews tells the
+	// request loop that it changed.
+	seqAt   atomic.Pointer[announcement]
+	seqNews chan struct{}
 
 	waitMu  sync.Mutex
-	waiting map[string]chan *hub.Publication // entry id → its waiter; guarded by waitMu
+	waiting map[string]*waiter // entry id → its waiter; guarded by waitMu
+}
+
+// waiter is a Publish waiting for its publication to come back.
+type waiter struct {
+	ch   chan *hub.Publication
+	req  []byte // the request
+	link *link  // the link the request went on, if it did; guarded by waitMu
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -156,7 +173,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq", liveX: cfg.Name + ".live",
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
-		waiting: make(map[string]chan *hub.Publication),
+		waiting: make(map[string]*waiter), seqNews: make(chan struct{}, 1),
 	}
 	b.recent.init(recentSize)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -288,7 +305,8 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()
 	id := newID()
-	ch := b.await(id)
+	body := appendRequest(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
+	ch := b.await(id, body)
 	defer b.unawait(id)
 	// fail counts a publish that did not complete and says why: late is the reason when ctx
 	// ran out.
@@ -309,7 +327,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		to = s.local
 	}
 	select {
-	case to <- appendRequest(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data):
+	case to <- body:
 	case <-s.ctx.Done():
 		return fail("")
 	case <-ctx.Done():
@@ -326,13 +344,38 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	}
 }
 
-// await registers interest in the log entry with id.
-func (b *Broker) await(id string) <-chan *hub.Publication {
+// await registers interest in the publication of request req, whose id is id.
+func (b *Broker) await(id string, req []byte) <-chan *hub.Publication {
 	ch := make(chan *hub.Publication, 1)
 	b.waitMu.Lock()
-	b.waiting[id] = ch
+	b.waiting[id] = &waiter{ch: ch, req: req}
 	b.waitMu.Unlock()
 	return ch
+}
+
+// sentOn notes that the requests reqs went on link l.
+func (b *Broker) sentOn(l *link, reqs [][]byte) {
+	b.waitMu.Lock()
+	defer b.waitMu.Unlock()
+	for _, r := range reqs {
+		if w := b.waiting[requestID(r)]; w != nil {
+			w.link = l
+		}
+	}
+}
+
+// resend returns the requests that went on link l and still wait for their publication.
+func (b *Broker) resend(l *link) [][]byte {
+	b.waitMu.Lock()
+	defer b.waitMu.Unlock()
+	var reqs [][]byte
+	for _, w := range b.waiting {
+		if w.link == l {
+			w.link = nil
+			reqs = append(reqs, w.req)
+		}
+	}
+	return reqs
 }
 
 func (b *Broker) unawait(id string) {
@@ -344,10 +387,10 @@ func (b *Broker) unawait(id string) {
 // notify hands p (nil for a marker) to whoever waits for id.
 func (b *Broker) notify(id string, p *hub.Publication) {
 	b.waitMu.Lock()
-	ch := b.waiting[id]
+	w := b.waiting[id]
 	delete(b.waiting, id)
 	b.waitMu.Unlock()
-	if ch != nil {
-		ch <- p
+	if w != nil {
+		w.ch <- p
 	}
 }

@@ -65,14 +65,31 @@ func batched(tb testing.TB, reg *prometheus.Registry) (pubs, messages float64) {
 	return pubs, messages
 }
 
+// direct is the configuration rtlab serve starts nodes with: requests go straight to the
+// sequencer's node.
+var direct = amqp.Config{Direct: "127.0.0.1:0"}
+
 func TestConformance(t *testing.T) {
 	srv := brokertest.StartRabbit(t)
-	brokertest.Run(t, harness(srv, amqp.Config{}, nil))
+	reg := prometheus.NewRegistry()
+	brokertest.Run(t, harness(srv, direct, reg))
+	if n := counter(t, reg, "rtlab_broker_direct_requests_total"); n == 0 {
+		t.Error("no request went straight to the sequencer's node")
+	}
+
+	// Without Direct, every request goes through the sequencer queue.
+	t.Run("Queue", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		brokertest.Concurrent(t, harness(srv, amqp.Config{}, reg))
+		if n := counter(t, reg, "rtlab_broker_direct_requests_total"); n != 0 {
+			t.Errorf("%v request messages went straight to the sequencer's node, want none", n)
+		}
+	})
 
 	// With a linger, concurrent requests to the sequencer share messages.
 	t.Run("LingerBatches", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		brokertest.Concurrent(t, harness(srv, amqp.Config{Linger: 20 * time.Millisecond}, reg))
+		brokertest.Concurrent(t, harness(srv, amqp.Config{Linger: 20 * time.Millisecond, Direct: direct.Direct}, reg))
 		pubs, messages := batched(t, reg)
 		t.Logf("%.0f requests in %.0f messages", pubs, messages)
 		if messages == 0 || pubs < 2*messages {
@@ -82,5 +99,23 @@ func TestConformance(t *testing.T) {
 }
 
 func BenchmarkBroker(b *testing.B) {
-	brokertest.Bench(b, harness(brokertest.StartRabbit(b), amqp.Config{}, nil))
+	brokertest.Bench(b, harness(brokertest.StartRabbit(b), direct, nil))
+}
+
+// counter sums counter name over every node in reg.
+func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

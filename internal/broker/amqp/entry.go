@@ -19,13 +19,18 @@ import (
 //	p <id> <topic> <tail>              a request to publish, to the sequencer; tail as replica.AppendTail
 //	a <id> <topic> <head><tail>        a publication with its offset and epoch (head as replica.AppendHead)
 //	m <id>                             a marker: whoever appended it to the log waits to read it back
+//	s <token> <addr>                   the sequencer takes requests at addr (host:port), with token
 //	b <len> <entry><len> <entry>…      requests or publications sent together, each <len> bytes long
 const (
-	kindRequest  = 'p'
-	kindAssigned = 'a'
-	kindMarker   = 'm'
-	kindBatch    = 'b'
+	kindRequest   = 'p'
+	kindAssigned  = 'a'
+	kindMarker    = 'm'
+	kindSequencer = 's'
+	kindBatch     = 'b'
 )
+
+// maxAddrLen bounds the address in a sequencer entry.
+const maxAddrLen = 255
 
 // idLen is the length of an entry id: 15 random bytes in base32.
 const idLen = 24
@@ -44,9 +49,9 @@ func newID() string {
 // entry is a parsed entry. Its byte slices point into the message body.
 type entry struct {
 	kind  byte
-	id    string
+	id    string // the sequencer's token in a sequencer entry
 	topic string
-	rest  []byte // request: the tail; publication: head and tail
+	rest  []byte // request: the tail; publication: head and tail; sequencer: its address
 }
 
 // appendRequest appends a request to publish.
@@ -70,8 +75,24 @@ func appendAssigned(dst []byte, id string, p *hub.Publication) []byte {
 	return replica.AppendTail(dst, p.Time, p.Sender, p.Type, p.Data)
 }
 
+// requestID returns the id of request req, as appendRequest wrote it.
+func requestID(req []byte) string {
+	if len(req) < 2+idLen {
+		return ""
+	}
+	return string(req[2 : 2+idLen])
+}
+
 func appendMarker(id string) []byte {
 	return append([]byte{kindMarker, ' '}, id...)
+}
+
+// appendSequencer appends the announcement of a sequencer that takes requests at addr from
+// whoever presents token.
+func appendSequencer(token, addr string) []byte {
+	b := append([]byte{kindSequencer, ' '}, token...)
+	b = append(b, ' ')
+	return append(b, addr...)
 }
 
 // cut returns b up to the first space and what follows it.
@@ -98,6 +119,12 @@ func parseEntry(b []byte) (entry, error) {
 		if more {
 			return entry{}, errEntry
 		}
+		return e, nil
+	case kindSequencer:
+		if !more || len(rest) == 0 || len(rest) > maxAddrLen || bytes.IndexByte(rest, ' ') >= 0 {
+			return entry{}, errEntry
+		}
+		e.rest = rest
 		return e, nil
 	case kindRequest, kindAssigned:
 		topic, rest, ok := cut(rest)

@@ -31,7 +31,10 @@ func TestEntryRoundTrip(t *testing.T) {
 	if e, err := parseEntry(appendMarker(id)); err != nil || e.kind != kindMarker || e.id != id {
 		t.Fatalf("marker: %+v %v", e, err)
 	}
-	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " bad topic 1 0 0 ", "m " + id + " extra", "q " + id, "c " + id + " 1 0 "} {
+	if e, err := parseEntry(appendSequencer(id, "127.0.0.1:4500")); err != nil || e.kind != kindSequencer || e.id != id || string(e.rest) != "127.0.0.1:4500" {
+		t.Fatalf("sequencer: %+v %v", e, err)
+	}
+	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " bad topic 1 0 0 ", "m " + id + " extra", "q " + id, "c " + id + " 1 0 ", "s " + id, "s " + id + " ", "s " + id + " a b"} {
 		if _, err := parseEntry([]byte(bad)); err == nil {
 			t.Errorf("parseEntry(%q) accepted", bad)
 		}
@@ -91,6 +94,7 @@ func FuzzParseEntry(f *testing.F) {
 	f.Add(appendRequest(nil, id, "location/g1", at, "u", "", []byte(`{}`)))
 	f.Add(appendAssigned(nil, id, &hub.Publication{Topic: "a/b", Offset: 9, Epoch: "ep", Time: at, Sender: "u", Data: []byte(`{}`)}))
 	f.Add(appendMarker(id))
+	f.Add(appendSequencer(id, "[::1]:4500"))
 	f.Add(appendBatch(nil, [][]byte{appendRequest(nil, id, "a/b", at, "u", "", []byte(`1`)), appendRequest(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > 0 && body[0] == kindBatch {
@@ -126,6 +130,12 @@ func FuzzParseEntry(f *testing.F) {
 			p, err = e.request()
 		case kindAssigned:
 			p, err = e.publication()
+		case kindSequencer:
+			again, err := parseEntry(appendSequencer(e.id, string(e.rest)))
+			if err != nil || again.id != e.id || string(again.rest) != string(e.rest) {
+				t.Fatalf("sequencer entry does not round-trip: %+v vs %+v (%v)", again, e, err)
+			}
+			return
 		default:
 			return
 		}

@@ -14,6 +14,8 @@ type metrics struct {
 	malformed prometheus.Counter   // entries skipped
 	batch     prometheus.Histogram // publications per message the sequencer sent
 	requests  prometheus.Histogram // requests per message this node sent the sequencer
+	direct    prometheus.Counter   // request messages sent straight to the sequencer's node
+	retried   prometheus.Counter   // requests sent to the queue again after their link broke
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,6 +29,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256})
 	m.requests = common.Histogram("rtlab_broker_request_batch_size", "Requests this node sent the sequencer in one message.",
 		[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256})
-	common.Register(reg, m.sequencer, m.malformed, m.batch, m.requests)
+	m.direct = common.Counter("rtlab_broker_direct_requests_total", "Request messages this node sent straight to the sequencer's node instead of the sequencer queue.")
+	m.retried = common.Counter("rtlab_broker_direct_retries_total", "Requests sent to the sequencer queue again because the link to the sequencer's node broke before their publication came back.")
+	common.Register(reg, m.sequencer, m.malformed, m.batch, m.requests, m.direct, m.retried)
 	return m
 }

@@ -17,10 +17,16 @@ import (
 // TestSequencerFailover: the node that assigns offsets goes away while the other publishes.
 // The other takes over: every publication it had asked for is published once, offsets go on
 // in the same epoch without a gap, and a node started afterwards has the same history.
+// With Direct, the second node's requests went straight to the first node until it closed.
 func TestSequencerFailover(t *testing.T) {
 	srv := brokertest.StartRabbit(t)
+	t.Run("Queue", func(t *testing.T) { testFailover(t, srv, amqp.Config{}) })
+	t.Run("Direct", func(t *testing.T) { testFailover(t, srv, direct) })
+}
+
+func testFailover(t *testing.T, srv *brokertest.Server, cfg amqp.Config) {
 	reg := prometheus.NewRegistry()
-	h := harness(srv, amqp.Config{}, reg)
+	h := harness(srv, cfg, reg)
 	ns := brokertest.Namespace()
 	policy := hub.HistoryPolicy{Size: 1000}
 	const topic = "chat/failover"
@@ -58,6 +64,9 @@ func TestSequencerFailover(t *testing.T) {
 	}
 	if sequencer("2") != 1 {
 		t.Fatal("the second node did not become the sequencer")
+	}
+	if n := counter(t, reg, "rtlab_broker_direct_requests_total"); (n > 0) != (cfg.Direct != "") {
+		t.Errorf("%v request messages went straight to the sequencer's node, with Direct %q", n, cfg.Direct)
 	}
 	for i, p := range acks {
 		if p.Epoch != first0.Epoch || p.Offset != uint64(i+1) {

@@ -232,6 +232,8 @@ func (b *Broker) applyMessage(body []byte, batch []entry, id string) ([]entry, b
 			b.apply(e)
 		case kindMarker:
 			found = found || e.id == id
+		case kindSequencer:
+			b.announced(announcement{token: e.id, addr: string(e.rest)})
 		}
 	}
 	return batch, found
@@ -276,9 +278,9 @@ func (b *Broker) applyLoop(s *session, live <-chan amqp.Delivery) error {
 	}
 }
 
-// requestLoop sends this node's requests to the sequencer queue, several in one message when
-// more than one is waiting. With Config.Linger it holds the first request that long for others
-// to join it.
+// requestLoop sends this node's requests to the sequencer queue, or straight to the
+// sequencer's node (Config.Direct), several in one message when more than one is waiting. With
+// Config.Linger it holds the first request that long for others to join it.
 func (b *Broker) requestLoop(s *session) error {
 	var (
 		reqs  [][]byte
@@ -292,11 +294,22 @@ func (b *Broker) requestLoop(s *session) error {
 		size += len(p)
 	}
 	full := func() bool { return len(reqs) >= maxBatch || size >= maxBatchBytes }
+	direct := &directLinks{b: b, s: s, dialed: make(chan dialResult, 1)}
+	defer direct.close()
 	for {
 		reqs, size = reqs[:0], 0
 		select {
 		case p := <-s.requests:
 			add(p)
+		case <-b.seqNews:
+			direct.use() // dial a new sequencer before requests need it
+			continue
+		case r := <-direct.dialed:
+			direct.took(r)
+			continue
+		case <-direct.down():
+			direct.drop()
+			continue
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
@@ -330,6 +343,16 @@ func (b *Broker) requestLoop(s *session) error {
 			body = buf
 		}
 		b.m.requests.Observe(float64(len(reqs)))
+		if l := direct.use(); l != nil {
+			// Noted first: if the link fails, drop sends these to the queue too.
+			b.sentOn(l, reqs)
+			if err := l.send(body); err != nil {
+				direct.drop()
+			} else {
+				b.m.direct.Inc()
+			}
+			continue
+		}
 		if err := s.pub.PublishWithContext(s.ctx, "", b.seqQ, false, false, amqp.Publishing{Body: body}); err != nil {
 			return fmt.Errorf("send to %s: %w", b.seqQ, err)
 		}
@@ -345,19 +368,37 @@ type seqTopic struct {
 
 // sequencer assigns offsets. It is owned by the goroutine running sequence.
 type sequencer struct {
-	b      *Broker
-	topics map[string]seqTopic // topics assigned in this session; the replica knows the rest
-	out    [][]byte            // publications to send
-	buf    []byte
-	batch  []entry
+	b        *Broker
+	topics   map[string]seqTopic // topics assigned in this session; the replica knows the rest
+	assigned recentIDs           // ids of the latest requests assigned in this session
+	out      [][]byte            // publications to send
+	buf      []byte
+	batch    []entry
+	// token and addr are where this sequencer takes requests directly, once it is the
+	// sequencer and listens (Config.Direct).
+	token, addr string
 }
 
 // sequence runs the sequencer: RabbitMQ delivers the sequencer queue to one node at a time,
 // and this node's own requests join once it is that node.
 func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 	q := &sequencer{b: b, topics: make(map[string]seqTopic)}
+	q.assigned.init(recentSize)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
+	announce := time.NewTicker(announceEvery)
+	defer announce.Stop()
+	// becomeSequencer makes this node the sequencer, and opens and announces its listener for
+	// requests.
+	becomeSequencer := func() error {
+		if err := b.takeOver(s); err != nil {
+			return err
+		}
+		if q.token, q.addr = b.listenDirect(s); q.token != "" {
+			return b.announce(s, q.token, q.addr)
+		}
+		return nil
+	}
 	for {
 		q.out = q.out[:0]
 		var (
@@ -370,16 +411,16 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 				return errors.New("sequencer queue consumer closed")
 			}
 			if !s.sequencer.Load() {
-				if err := b.takeOver(s); err != nil {
+				if err := becomeSequencer(); err != nil {
 					return err
 				}
 			}
-			q.request(d.Body, d.Redelivered)
+			q.request(d.Body)
 			tag, size = d.DeliveryTag, size+len(d.Body)
 			return nil
 		}
 		takeLocal := func(body []byte) {
-			q.request(body, false)
+			q.request(body)
 			size += len(body)
 		}
 		// Wait for one request, then take those already waiting, up to a batch.
@@ -391,6 +432,13 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 			takeLocal(body)
 		case now := <-sweep.C:
 			q.sweep(now)
+			continue
+		case <-announce.C:
+			if q.token != "" {
+				if err := b.announce(s, q.token, q.addr); err != nil {
+					return err
+				}
+			}
 			continue
 		case <-s.ctx.Done():
 			return s.ctx.Err()
@@ -444,9 +492,10 @@ func (b *Broker) takeOver(s *session) error {
 	return nil
 }
 
-// request assigns offsets to the requests in body. A request delivered again (its sequencer
-// went before acking it) is skipped if its publication was already applied.
-func (q *sequencer) request(body []byte, redelivered bool) {
+// request assigns offsets to the requests in body. A request that this sequencer assigned
+// already, or whose publication this node applied, is skipped: one delivered again (its
+// sequencer went before acking it) or sent again (its link broke), whichever copy comes first.
+func (q *sequencer) request(body []byte) {
 	var err error
 	if q.batch, err = parseMessage(body, q.batch[:0]); err != nil {
 		q.b.m.malformed.Inc()
@@ -456,7 +505,7 @@ func (q *sequencer) request(body []byte, redelivered bool) {
 	now := time.Now()
 	for i := range q.batch {
 		e := &q.batch[i]
-		if e.kind != kindRequest || (redelivered && q.b.recent.has(e.id)) {
+		if e.kind != kindRequest || q.assigned.has(e.id) || q.b.recent.has(e.id) {
 			continue
 		}
 		p, err := e.request()
@@ -485,6 +534,7 @@ func (q *sequencer) request(body []byte, redelivered bool) {
 		t.last = p.Time
 		q.topics[p.Topic] = t
 		p.Offset, p.Epoch = t.top, t.epoch
+		q.assigned.add(e.id)
 		q.out = append(q.out, appendAssigned(nil, e.id, p))
 	}
 }
