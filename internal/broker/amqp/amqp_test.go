@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rtlab/rtlab/internal/broker/amqp"
@@ -46,21 +47,27 @@ func harness(srv *brokertest.Server, cfg amqp.Config, reg prometheus.Registerer)
 	return h
 }
 
-// batched sums, over every node in reg, the requests sent to the sequencer and the messages
-// they took.
-func batched(tb testing.TB, reg *prometheus.Registry) (pubs, messages float64) {
+// named returns the series of metric name in reg, one per node.
+func named(tb testing.TB, reg *prometheus.Registry, name string) []*dto.Metric {
+	tb.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "rtlab_broker_request_batch_size" {
-			continue
+		if mf.GetName() == name {
+			return mf.GetMetric()
 		}
-		for _, m := range mf.GetMetric() {
-			pubs += m.GetHistogram().GetSampleSum()
-			messages += float64(m.GetHistogram().GetSampleCount())
-		}
+	}
+	return nil
+}
+
+// batched sums, over every node in reg, the requests sent to the sequencer and the messages
+// they took.
+func batched(tb testing.TB, reg *prometheus.Registry) (pubs, messages float64) {
+	for _, m := range named(tb, reg, "rtlab_broker_request_batch_size") {
+		pubs += m.GetHistogram().GetSampleSum()
+		messages += float64(m.GetHistogram().GetSampleCount())
 	}
 	return pubs, messages
 }
@@ -105,17 +112,9 @@ func BenchmarkBroker(b *testing.B) {
 // counter sums counter name over every node in reg.
 func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
+	for _, m := range named(tb, reg, name) {
+		sum += m.GetCounter().GetValue()
 	}
 	return sum
 }

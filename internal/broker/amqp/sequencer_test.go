@@ -97,19 +97,10 @@ func testFailover(t *testing.T, srv *brokertest.Server, cfg amqp.Config) {
 // gauge returns the value of gauge name labelled node="node" in reg.
 func gauge(tb testing.TB, reg *prometheus.Registry, name, node string) float64 {
 	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "node" && l.GetValue() == node {
-					return m.GetGauge().GetValue()
-				}
+	for _, m := range named(tb, reg, name) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "node" && l.GetValue() == node {
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
