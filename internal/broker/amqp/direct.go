@@ -67,6 +67,10 @@ func (b *Broker) listenDirect(s *session) (token, addr string) {
 		return "", ""
 	}
 	context.AfterFunc(s.ctx, func() { _ = l.Close() })
+	if a, ok := l.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		// Announced as is, it names every node's own machine.
+		b.log.Warn("amqp broker: --amqp-direct has no host; nodes on other machines will send requests through the queue", "direct", b.cfg.Direct)
+	}
 	token = newID()
 	go func() {
 		for {
