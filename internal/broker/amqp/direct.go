@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -167,9 +166,13 @@ func (b *Broker) dialDirect(ctx context.Context, a announcement) (*link, error) 
 		c.Close()
 		return nil, err
 	}
-	if _, err := io.ReadFull(c, answer); err != nil || string(answer) != "ok\n" {
+	if _, err := io.ReadFull(c, answer); err != nil {
 		c.Close()
-		return nil, errors.New("refused")
+		return nil, fmt.Errorf("read the answer to hello: %w", err)
+	}
+	if string(answer) != "ok\n" {
+		c.Close()
+		return nil, fmt.Errorf("hello refused: answered %q", answer)
 	}
 	_ = c.SetDeadline(time.Time{})
 	l := &link{token: a.token, conn: c, down: make(chan struct{})}
@@ -216,7 +219,8 @@ type dialResult struct {
 func (d *directLinks) use() *link {
 	a := d.b.seqAt.Load()
 	if d.b.cfg.Direct == "" || d.s.sequencer.Load() || a == nil {
-		return d.drop()
+		d.drop()
+		return nil
 	}
 	if d.cur != nil && d.cur.token != a.token {
 		d.drop()
@@ -255,10 +259,9 @@ func (d *directLinks) down() <-chan struct{} {
 }
 
 // drop closes the current link, if any, and sends what is still waiting on it to the queue.
-// It returns nil, for use.
-func (d *directLinks) drop() *link {
+func (d *directLinks) drop() {
 	if d.cur == nil {
-		return nil
+		return
 	}
 	l := d.cur
 	d.cur = nil
@@ -266,11 +269,10 @@ func (d *directLinks) drop() *link {
 	l.conn.Close()
 	for _, req := range d.b.resend(l) {
 		if err := d.s.pub.PublishWithContext(d.s.ctx, "", d.b.seqQ, false, false, amqp.Publishing{Body: req}); err != nil {
-			return nil // the session is ending: these publishes fail with it
+			return // the session is ending: these publishes fail with it
 		}
 		d.b.m.retried.Inc()
 	}
-	return nil
 }
 
 // close closes the link at the session's end, and the one being dialed.
