@@ -66,7 +66,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
 	out := fs.String("out", "", "output directory (default ./bench-results/<timestamp>)")
 	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
-	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,nats://…,amqp://…")
+	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
 	nodes := fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
 	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
 	fs.Usage = func() {

@@ -36,6 +36,12 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--nodes", "2"}, "--nodes"},
 		{[]string{"--broker", "memory,memory"}, "--broker"},
 		{[]string{"--broker", "memory,"}, "--broker"},
+		{[]string{"--broker", "nats://127.0.0.1:1,nats://127.0.0.1:2"}, "--broker"},
+		{[]string{"--broker", "nats://127.0.0.1:1#a,nats://127.0.0.1:2#a"}, "--broker"},
+		{[]string{"--broker", "nats://127.0.0.1:1#Bad Label"}, "--broker"},
+		{[]string{"--broker", "nats://127.0.0.1:1#memory"}, "--broker"},
+		{[]string{"--broker", "memory#mine,nats://127.0.0.1:1"}, "--broker"},
+		{[]string{"--broker", "nats://127.0.0.1:1#"}, "--broker"},
 		{[]string{"--target", dead, "--broker", "memory,redis://127.0.0.1:1/0"}, "--broker"},
 	}
 	for _, tt := range tests {

@@ -15,8 +15,9 @@ import (
 	"github.com/rtlab/rtlab/internal/report"
 )
 
-// TestBenchComparesBrokers runs one short bench on the memory broker and on two nodes sharing
-// a real Redis, and checks that the results and the report put them side by side.
+// TestBenchComparesBrokers runs one short bench on the memory broker, on two nodes sharing a
+// real Redis, and on two more sharing another database of it under a label (as two servers of
+// one kind are compared), and checks that the results and the report put them side by side.
 func TestBenchComparesBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and Redis")
@@ -33,7 +34,7 @@ func TestBenchComparesBrokers(t *testing.T) {
 	o := &bench.Options{
 		Transports: []string{"ws"}, Users: []int{40}, Stages: "2s:PEAK,2s:PEAK,1s:0",
 		Interval: 500 * time.Millisecond, Seed: 3, ServerBinary: bin, Status: &status,
-		Brokers: []string{"memory", redis.URL}, Nodes: 2,
+		Brokers: []string{"memory", redis.URL, strings.TrimSuffix(redis.URL, "/0") + "/1#redis-b"}, Nodes: 2,
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -47,13 +48,13 @@ func TestBenchComparesBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 2 || len(res.Warnings) > 0 {
-		t.Fatalf("%d runs, warnings %v; want ws on memory and on redis", len(res.Runs), res.Warnings)
+	if len(res.Runs) != 3 || len(res.Warnings) > 0 {
+		t.Fatalf("%d runs, warnings %v; want ws on memory, redis and redis-b", len(res.Runs), res.Warnings)
 	}
 	for i, want := range []struct {
 		key   string
 		nodes int
-	}{{"ws@memory", 1}, {"ws@redis", 2}} {
+	}{{"ws@memory", 1}, {"ws@redis", 2}, {"ws@redis-b", 2}} {
 		r := res.Runs[i]
 		if r.Key() != want.key || r.Nodes != want.nodes {
 			t.Errorf("run %d is %s on %d nodes, want %s on %d", i, r.Key(), r.Nodes, want.key, want.nodes)
@@ -66,10 +67,12 @@ func TestBenchComparesBrokers(t *testing.T) {
 	if b := res.Runs[0].BrokerServer; b.Available {
 		t.Errorf("memory run reports a broker server: %+v", b)
 	}
-	if b := res.Runs[1].BrokerServer; !b.Available || b.RSSMaxBytes == 0 || len(res.Runs[1].Series.BrokerCPU) != len(res.Runs[1].Series.Sent) {
-		t.Errorf("redis run: broker server %+v, %d CPU samples for %d seconds", b, len(res.Runs[1].Series.BrokerCPU), len(res.Runs[1].Series.Sent))
+	for _, r := range res.Runs[1:] {
+		if b := r.BrokerServer; !b.Available || b.RSSMaxBytes == 0 || len(r.Series.BrokerCPU) != len(r.Series.Sent) {
+			t.Errorf("%s run: broker server %+v, %d CPU samples for %d seconds", r.Key(), b, len(r.Series.BrokerCPU), len(r.Series.Sent))
+		}
 	}
-	if !strings.Contains(status.String(), "bench ws@redis") {
+	if !strings.Contains(status.String(), "bench ws@redis ") || !strings.Contains(status.String(), "bench ws@redis-b ") {
 		t.Errorf("status lines do not name the broker: %q", status.String())
 	}
 	if !strings.Contains(res.Config.Broker, "memory") || !strings.Contains(res.Config.Broker, redis.URL) {
@@ -81,7 +84,7 @@ func TestBenchComparesBrokers(t *testing.T) {
 	if err := report.WriteHTML(&page, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, label := range []string{"WebSocket · memory", "WebSocket · Redis"} {
+	for _, label := range []string{"WebSocket · memory", "WebSocket · Redis", "WebSocket · redis-b"} {
 		if !strings.Contains(sum.String(), label) {
 			t.Errorf("summary lacks %q:\n%s", label, sum.String())
 		}
@@ -95,7 +98,10 @@ func TestBenchComparesBrokers(t *testing.T) {
 	if !strings.Contains(sum.String(), "brk CPU%") {
 		t.Errorf("summary lacks the broker server's CPU:\n%s", sum.String())
 	}
-	if !strings.Contains(sum.String(), "1 transport × 2 brokers") {
+	if !strings.Contains(sum.String(), "against memory's: Redis") || !strings.Contains(sum.String(), "redis-b") {
+		t.Errorf("verdict does not put both Redis runs against memory:\n%s", sum.String())
+	}
+	if !strings.Contains(sum.String(), "1 transport × 3 brokers") {
 		t.Errorf("summary headline does not count the brokers:\n%s", sum.String())
 	}
 }

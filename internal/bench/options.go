@@ -217,11 +217,20 @@ func (o *Options) Validate() error {
 		o.Brokers = []string{"memory"}
 	}
 	shared := false
-	for i, b := range o.Brokers {
-		if b == "" || slices.Contains(o.Brokers[:i], b) {
+	names := map[string]bool{}
+	for _, b := range o.Brokers {
+		if b == "" {
 			return usageErr("--broker", "%q: want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…", strings.Join(o.Brokers, ","))
 		}
-		shared = shared || b != "memory"
+		if err := checkBrokerLabel(b); err != nil {
+			return err
+		}
+		name := BrokerName(b)
+		if names[name] {
+			return usageErr("--broker", "%q twice in %q: to compare two servers of one kind, label each with a URL fragment, e.g. nats://127.0.0.1:4222#nats-a,nats://127.0.0.1:4223#nats-b", name, strings.Join(o.Brokers, ","))
+		}
+		names[name] = true
+		shared = shared || brokerURL(b) != "memory"
 	}
 	if o.Nodes == 0 {
 		o.Nodes = 1
@@ -313,7 +322,7 @@ func (o *Options) statusW() io.Writer {
 
 // nodesFor is how many servers a cell on broker starts: memory is per process, so one.
 func (o *Options) nodesFor(broker string) int {
-	if broker == "memory" {
+	if brokerURL(broker) == "memory" {
 		return 1
 	}
 	return o.Nodes
@@ -330,11 +339,39 @@ func (o *Options) newRun(broker, transport string, peak int) *Run {
 	return run
 }
 
-// BrokerName is how results name a broker: its URL's scheme ("redis", "nats", "amqp"), or
+// BrokerName is how results name a broker: its label (the --broker entry's URL fragment, as
+// in nats://127.0.0.1:4223#nats-new), else its URL's scheme ("redis", "nats", "amqp"), or
 // "memory". It never carries addresses or credentials.
 func BrokerName(broker string) string {
+	broker, label, ok := strings.Cut(broker, "#")
+	if ok {
+		return label
+	}
 	if scheme, _, ok := strings.Cut(broker, "://"); ok {
 		return scheme
 	}
 	return broker
+}
+
+// brokerURL is what a spawned server's --broker gets: the entry without its label.
+func brokerURL(broker string) string {
+	u, _, _ := strings.Cut(broker, "#")
+	return u
+}
+
+// checkBrokerLabel refuses a label that could not name a run: results key runs as
+// transport@label, and the report and verdict treat "memory" as the baseline.
+func checkBrokerLabel(broker string) error {
+	u, label, ok := strings.Cut(broker, "#")
+	if !ok {
+		return nil
+	}
+	valid := label != "" && len(label) <= 32 && label != "memory" && u != "memory"
+	for _, c := range label {
+		valid = valid && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	}
+	if !valid {
+		return usageErr("--broker", "%q: a label (after #) is 1–32 of a-z, 0-9, '-', '_', '.', not \"memory\", and only on a shared broker's URL", broker)
+	}
+	return nil
 }

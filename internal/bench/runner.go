@@ -37,10 +37,10 @@ func Probe(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, broker := range o.Brokers {
-		s, err := startServer(ctx, bin, broker, o.ServerArgs, o.AuthSecret, nil)
+		s, err := startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
 		if err != nil {
 			flag := "--server-args"
-			if broker != "memory" {
+			if brokerURL(broker) != "memory" {
 				flag = "--broker/--server-args"
 			}
 			if o.AuthSecret != "" {
@@ -149,7 +149,7 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak int
 				defer f.Close()
 				logw = f
 			}
-			s, err := startServer(ctx, bin, broker, o.ServerArgs, o.AuthSecret, logw)
+			s, err := startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
 			if err != nil {
 				for _, s := range servers {
 					s.stop()
@@ -174,7 +174,7 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak int
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	if len(servers) > 0 {
-		smp.brokerPID = brokerPID(broker)
+		smp.brokerPID = brokerPID(brokerURL(broker))
 	}
 	smp.baseline()
 
