@@ -42,6 +42,8 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--broker", "nats://127.0.0.1:1#memory"}, "--broker"},
 		{[]string{"--broker", "memory#mine,nats://127.0.0.1:1"}, "--broker"},
 		{[]string{"--broker", "nats://127.0.0.1:1#"}, "--broker"},
+		{[]string{"--rounds", "21"}, "--rounds"},
+		{[]string{"--rounds", "-1"}, "--rounds"},
 		{[]string{"--target", dead, "--broker", "memory,redis://127.0.0.1:1/0"}, "--broker"},
 	}
 	for _, tt := range tests {
@@ -67,7 +69,7 @@ func TestBenchHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, f := range []string{"-transport", "-users", "-stages", "-scenario", "-group-size", "-groups", "-interval",
-		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes", "-room-size", "-talks", "-hold", "-auth-secret"} {
+		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes", "-rounds", "-room-size", "-talks", "-hold", "-auth-secret"} {
 		if !strings.Contains(stderr.String(), f) {
 			t.Errorf("help does not document %s", f)
 		}

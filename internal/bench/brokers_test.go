@@ -105,3 +105,54 @@ func TestBenchComparesBrokers(t *testing.T) {
 		t.Errorf("summary headline does not count the brokers:\n%s", sum.String())
 	}
 }
+
+// TestBenchRounds runs a two-broker matrix twice with --rounds and checks that the rounds
+// alternate, are keyed apart, and that the verdict holds each broker against memory's run of
+// the same round.
+func TestBenchRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and Redis")
+	}
+	redis := brokertest.StartRedis(t)
+	bin := os.Getenv("RTLAB_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "rtlab")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/rtlab: %v\n%s", err, out)
+		}
+	}
+	o := &bench.Options{
+		Transports: []string{"ws"}, Users: []int{20}, Stages: "1s:PEAK,2s:PEAK,1s:0",
+		Interval: 500 * time.Millisecond, Seed: 5, ServerBinary: bin,
+		Brokers: []string{"memory", redis.URL}, Nodes: 2, Rounds: 2,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := bench.Execute(ctx, o, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range res.Runs {
+		keys = append(keys, r.Key())
+		if d := r.Delivery; d.Expected == 0 || d.Ratio != 1 {
+			t.Errorf("%s: delivery %+v", r.Key(), d)
+		}
+	}
+	if got, want := strings.Join(keys, " "), "ws@memory#1 ws@redis#1 ws@memory#2 ws@redis#2"; got != want || len(res.Warnings) > 0 {
+		t.Fatalf("runs %s, warnings %v; want %s", got, res.Warnings, want)
+	}
+	if res.Config.Rounds != 2 {
+		t.Errorf("config rounds = %d, want 2", res.Config.Rounds)
+	}
+	var sum bytes.Buffer
+	report.Summary(&sum, res)
+	for _, want := range []string{"WebSocket · Redis · round 2", "against memory's in the same round, median over 2 rounds: Redis "} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+}

@@ -83,6 +83,7 @@ type Options struct {
 	ServerArgs []string      // extra flags for spawned servers
 	Brokers    []string      // --broker of spawned servers, the matrix once each; zero means {"memory"}
 	Nodes      int           // spawned servers per cell; zero means 1 (memory always runs one)
+	Rounds     int           // --rounds: passes over the whole matrix, one after the other; zero means 1
 	PubConns   int           // shared keep-alive connections for HTTP publishing; zero means 64
 
 	// ServerBinary is the rtlab executable to spawn; zero means os.Executable().
@@ -235,6 +236,12 @@ func (o *Options) Validate() error {
 	if o.Nodes == 0 {
 		o.Nodes = 1
 	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
+	if o.Rounds < 1 || o.Rounds > 20 {
+		return usageErr("--rounds", "%d: want 1..20", o.Rounds)
+	}
 	if o.Nodes < 1 || o.Nodes > 16 {
 		return usageErr("--nodes", "%d: want 1..16", o.Nodes)
 	}
@@ -328,13 +335,16 @@ func (o *Options) nodesFor(broker string) int {
 	return o.Nodes
 }
 
-// newRun is the Run of one cell. Runs name their broker only when the matrix runs on several,
-// so that a report keys them apart ("ws@redis"); a single-broker run stays keyed by its
-// transport.
-func (o *Options) newRun(broker, transport string, peak int) *Run {
+// newRun is the Run of one cell in round (1-based). Runs name their broker only when the
+// matrix runs on several, and their round only when there are several, so that a report keys
+// them apart ("ws@redis#2"); a single run of one broker stays keyed by its transport.
+func (o *Options) newRun(broker, transport string, peak, round int) *Run {
 	run := &Run{Transport: transport, Peak: peak}
 	if len(o.Brokers) > 1 {
 		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
+	}
+	if o.Rounds > 1 {
+		run.Round = round
 	}
 	return run
 }

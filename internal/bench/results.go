@@ -37,6 +37,7 @@ type Config struct {
 	Target     string   `json:"target"`    // empty when the bench started its own server
 	Broker     string   `json:"broker"`
 	Nodes      int      `json:"nodes"`
+	Rounds     int      `json:"rounds,omitempty"` // --rounds when more than 1
 	Seed       int64    `json:"seed"`
 	Args       []string `json:"args"` // command line
 
@@ -75,9 +76,11 @@ type Run struct {
 	Transport string `json:"transport"` // shortpoll, longpoll, sse, ws, stomp
 	Peak      int    `json:"peak"`      // peak users
 	// Broker and Nodes are set when one run compared several brokers (--broker a,b): the
-	// broker's name (memory, redis, nats, amqp) and how many servers shared it.
-	Broker   string    `json:"broker,omitempty"`
-	Nodes    int       `json:"nodes,omitempty"`
+	// broker's name (memory, redis, nats, amqp, or its label) and how many servers shared it.
+	Broker string `json:"broker,omitempty"`
+	Nodes  int    `json:"nodes,omitempty"`
+	// Round is which pass over the matrix this is (1, 2, …) when --rounds ran it more than once.
+	Round    int       `json:"round,omitempty"`
 	Started  time.Time `json:"started"`
 	Duration Duration  `json:"duration"`
 	Stopped  bool      `json:"stopped,omitempty"`
@@ -244,10 +247,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Key identifies a run's cell within one user level: its transport, with "@broker" when the
-// results compare brokers.
+// results compare brokers and "#round" when the matrix ran several rounds.
 func (r *Run) Key() string {
-	if r.Broker == "" {
-		return r.Transport
+	k := r.Transport
+	if r.Broker != "" {
+		k += "@" + r.Broker
 	}
-	return r.Transport + "@" + r.Broker
+	if r.Round > 0 {
+		k += "#" + strconv.Itoa(r.Round)
+	}
+	return k
 }

@@ -81,6 +81,9 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 		},
 		Generator: "rtlab bench (Go, one process)",
 	}
+	if o.Rounds > 1 {
+		res.Config.Rounds = o.Rounds
+	}
 	if o.chatLike() {
 		res.Config.RoomSize, res.Config.Hold = o.RoomSize, o.holds()
 		if !o.holds() {
@@ -92,22 +95,26 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	if status == nil {
 		status = io.Discard
 	}
-	for _, broker := range o.Brokers {
-		for _, t := range o.Transports {
-			for _, u := range o.Users {
-				if ctx.Err() != nil {
-					break
-				}
-				run, err := runCell(ctx, o, broker, t, u, logDir)
-				if err != nil {
-					name := o.newRun(broker, t, u).Key()
-					res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
-					fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
-					continue
-				}
-				res.Runs = append(res.Runs, *run)
-				if run.Stopped {
-					res.Stopped = true
+	// Rounds go over the whole matrix in turn, so that a noisy machine's slow minutes fall on
+	// every broker and transport alike rather than on whichever ran then.
+	for round := 1; round <= max(o.Rounds, 1); round++ {
+		for _, broker := range o.Brokers {
+			for _, t := range o.Transports {
+				for _, u := range o.Users {
+					if ctx.Err() != nil {
+						break
+					}
+					run, err := runCell(ctx, o, broker, t, u, round, logDir)
+					if err != nil {
+						name := o.newRun(broker, t, u, round).Key()
+						res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
+						fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
+						continue
+					}
+					res.Runs = append(res.Runs, *run)
+					if run.Stopped {
+						res.Stopped = true
+					}
 				}
 			}
 		}
@@ -123,8 +130,8 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 }
 
 // runCell runs one transport at one peak against fresh servers on broker (or the target).
-func runCell(ctx context.Context, o *Options, broker, transport string, peak int, logDir string) (*Run, error) {
-	run := o.newRun(broker, transport, peak)
+func runCell(ctx context.Context, o *Options, broker, transport string, peak, round int, logDir string) (*Run, error) {
+	run := o.newRun(broker, transport, peak, round)
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
@@ -141,7 +148,7 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak int
 		for i := range o.nodesFor(broker) {
 			var logw io.Writer
 			if logDir != "" {
-				name := fmt.Sprintf("server-%s-%d-node%d.log", strings.ReplaceAll(run.Key(), "@", "-"), peak, i)
+				name := fmt.Sprintf("server-%s-%d-node%d.log", strings.NewReplacer("@", "-", "#", "-r").Replace(run.Key()), peak, i)
 				f, err := os.Create(filepath.Join(logDir, name))
 				if err != nil {
 					return nil, fmt.Errorf("creating server log: %w", err)

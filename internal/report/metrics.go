@@ -431,6 +431,9 @@ func transportRank(t string) int {
 // transportLabel is a transport's name as a reader says it. Unknown names, such as a variant
 // "longpoll-5s", keep their suffix: "long polling 5s".
 func transportLabel(t string) string {
+	if t, round, ok := strings.Cut(t, "#"); ok {
+		return transportLabel(t) + " · round " + round
+	}
 	if t, broker, ok := strings.Cut(t, "@"); ok {
 		return transportLabel(t) + " · " + brokerLabel(broker)
 	}

@@ -170,9 +170,14 @@ func verdict(users int, runs []*bench.Run) string {
 
 // againstMemory puts each broker's p99 against the memory broker's on the same transport, when
 // the runs compare brokers: "is a shared broker worth its latency" is the question such a run
-// asks, and a ratio answers it more directly than two figures apart.
+// asks, and a ratio answers it more directly than two figures apart. With several rounds a
+// broker is put against memory's run of its own round, and the verdict gives the median of
+// those ratios with their range: one round's ratio says little on a noisy machine.
 func againstMemory(runs []*bench.Run) []string {
-	var parts []string
+	type cell struct{ transport, broker string }
+	ratios := map[cell][]float64{}
+	var cells []cell
+	rounds := 0
 	for _, base := range runs {
 		if base.Broker != "memory" {
 			continue
@@ -181,20 +186,51 @@ func againstMemory(runs []*bench.Run) []string {
 		if !ok || baseV <= 0 {
 			continue
 		}
-		var rs []string
+		rounds = max(rounds, base.Round)
 		for _, r := range runs {
-			if r == base || r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport {
+			if r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport || r.Round != base.Round {
 				continue
 			}
 			if v, ok := mP99.value(r); ok {
-				rs = append(rs, fmt.Sprintf("%s %.1f×", brokerLabel(r.Broker), v/baseV))
+				c := cell{r.Transport, r.Broker}
+				if ratios[c] == nil {
+					cells = append(cells, c)
+				}
+				ratios[c] = append(ratios[c], v/baseV)
 			}
 		}
-		if len(rs) > 0 {
-			parts = append(parts, fmt.Sprintf("%s p99 against memory's: %s", transportLabel(base.Transport), joinNames(rs)))
+	}
+	var parts []string
+	for i := 0; i < len(cells); {
+		t := cells[i].transport
+		var rs []string
+		for ; i < len(cells) && cells[i].transport == t; i++ {
+			xs := ratios[cells[i]]
+			s := fmt.Sprintf("%s %.1f×", brokerLabel(cells[i].broker), median(xs))
+			if len(xs) > 1 {
+				s += fmt.Sprintf(" (%.1f–%.1f×)", slices.Min(xs), slices.Max(xs))
+			}
+			rs = append(rs, s)
+		}
+		if rounds > 1 {
+			parts = append(parts, fmt.Sprintf("%s p99 against memory's in the same round, median over %d rounds: %s", transportLabel(t), rounds, joinNames(rs)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s p99 against memory's: %s", transportLabel(t), joinNames(rs)))
 		}
 	}
 	return parts
+}
+
+// median is the middle of xs (the mean of the two middle values when there are an even
+// number); xs is not changed.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else if n > 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return 0
 }
 
 // warnings lists what a reader must know before trusting the figures, most general first.

@@ -100,3 +100,32 @@ func TestVerdictAgainstMemory(t *testing.T) {
 		t.Errorf("verdict of a memory run alone = %q", got)
 	}
 }
+
+// TestVerdictAgainstMemoryOverRounds checks that with --rounds each broker is held against
+// memory's run of the same round, and that the verdict gives the median ratio and its range.
+func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
+	run := func(round int, broker string, p99 float64) *bench.Run {
+		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2, Round: round,
+			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}}}
+	}
+	runs := []*bench.Run{
+		run(1, "memory", 2), run(1, "nats", 3), run(1, "amqp", 9),
+		run(2, "memory", 10), run(2, "nats", 30), run(2, "amqp", 10),
+		run(3, "memory", 4), run(3, "nats", 4), run(3, "amqp", 8),
+	}
+	// NATS: 1.5, 3.0, 1.0 → 1.5; RabbitMQ: 4.5, 1.0, 2.0 → 2.0. Against memory's median
+	// p99 (4 ms) instead, NATS would read 1.0× and RabbitMQ 2.3×.
+	want := "WebSocket p99 against memory's in the same round, median over 3 rounds: NATS 1.5× (1.0–3.0×) and RabbitMQ 2.0× (1.0–4.5×)"
+	got := verdict(5000, runs)
+	if !strings.Contains(got, want) {
+		t.Errorf("verdict lacks %q:\n%s", want, got)
+	}
+	if !strings.Contains(got, "WebSocket · memory · round 1 had the lowest p99 (2.00 ms)") {
+		t.Errorf("verdict does not name runs with their round:\n%s", got)
+	}
+	// A round whose memory run measured nothing puts nobody against it.
+	runs[3].Delivery.Latency = bench.Latencies{}
+	if got := verdict(5000, runs); !strings.Contains(got, "NATS 1.2× (1.0–1.5×)") {
+		t.Errorf("verdict with round 2 unmeasured = %q", got)
+	}
+}
