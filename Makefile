@@ -2,7 +2,7 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-deps vet fuzz bench-go
+.PHONY: run build test test-deps vet fuzz bench-go test-nats-current
 
 run:
 	$(GO) run ./cmd/rtlab serve
@@ -24,6 +24,17 @@ test-deps:
 vet:
 	@test -z "$$(gofmt -l cmd internal web 2>/dev/null)" || (gofmt -l cmd internal web; echo "gofmt needed"; exit 1)
 	$(GO) vet ./...
+
+# test-nats-current runs the NATS broker's tests again, against a current nats-server built
+# from the Go module proxy: Debian's (which `make test` uses) is 2.9.10, a new deployment runs
+# a current one. The binary is kept in .cache/.
+NATS_SERVER_VERSION ?= v2.15.2
+NATS_SERVER_DIR = $(CURDIR)/.cache/nats-server-$(NATS_SERVER_VERSION)
+test-nats-current:
+	@test -x $(NATS_SERVER_DIR)/nats-server || GOBIN=$(NATS_SERVER_DIR) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
+	$(NATS_SERVER_DIR)/nats-server --version
+	PATH=$(NATS_SERVER_DIR):$$PATH RTLAB_REQUIRE_BROKERS=1 $(GO) test -race -count=1 ./internal/broker/nats/
+	PATH=$(NATS_SERVER_DIR):$$PATH RTLAB_REQUIRE_BROKERS=1 $(GO) test -race -count=1 -run 'TestMultiNode/nats' ./internal/app/
 
 fuzz:
 	GO=$(GO) FUZZEXECS=$(FUZZEXECS) ./scripts/fuzz.sh

@@ -1,0 +1,160 @@
+// Command natsprobe measures what one JetStream stream costs per publication, for
+// BENCHMARKS.md: two connections publish to -subjects subjects of a file-storage stream at a
+// fixed total rate, each publish conditional on the subject's last sequence as rtlab's NATS
+// broker does it, and two ordered consumers read the whole stream, as two rtlab nodes would.
+// It reports the latency of the publish acknowledgements and from publish to each consumer,
+// over the second half of the run (by then a subject holds -per messages and every publish
+// also removes one).
+//
+//	natsprobe -url nats://127.0.0.1:4222 -rate 1667 -subjects 500 -per 100
+//
+// It is a measuring tool, not part of rtlab. It deletes and recreates the stream -stream
+// (default natsprobe) and leaves it behind.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func main() {
+	url := flag.String("url", "nats://127.0.0.1:4222", "NATS URL (JetStream enabled)")
+	stream := flag.String("stream", "natsprobe", "stream to recreate and use")
+	rate := flag.Int("rate", 1667, "publications per second, over both publishers")
+	subjects := flag.Int("subjects", 500, "subjects (rtlab topics) the publications are spread over")
+	per := flag.Int64("per", 100, "MaxMsgsPerSubject of the stream (-1: no limit)")
+	duration := flag.Duration("duration", 45*time.Second, "how long to publish")
+	flag.Parse()
+	if err := run(*url, *stream, *rate, *subjects, *per, *duration); err != nil {
+		fmt.Fprintln(os.Stderr, "natsprobe:", err)
+		os.Exit(1)
+	}
+}
+
+func run(url, stream string, rate, subjects int, per int64, duration time.Duration) error {
+	if rate <= 0 || subjects <= 0 {
+		return fmt.Errorf("want -rate > 0 and -subjects > 0")
+	}
+	ctx := context.Background()
+	js, err := connect(url)
+	if err != nil {
+		return err
+	}
+	_ = js.DeleteStream(ctx, stream)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: per, MaxAge: 10 * time.Minute, AllowDirect: true,
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", stream, err)
+	}
+
+	var (
+		mu       sync.Mutex
+		acks     []time.Duration // publish to acknowledgement, in the second half
+		consumed []time.Duration // publish to each consumer, in the second half
+	)
+	half := time.Now().Add(duration / 2)
+	for range 2 {
+		cjs, err := connect(url)
+		if err != nil {
+			return err
+		}
+		c, err := cjs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return fmt.Errorf("ordered consumer: %w", err)
+		}
+		cc, err := c.Consume(func(m jetstream.Msg) {
+			ns, _ := strconv.ParseInt(string(m.Data()), 10, 64)
+			if t := time.Unix(0, ns); t.After(half) {
+				d := time.Since(t)
+				mu.Lock()
+				consumed = append(consumed, d)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("consume: %w", err)
+		}
+		defer cc.Stop()
+	}
+
+	pubs := make([]jetstream.JetStream, 2)
+	for i := range pubs {
+		if pubs[i], err = connect(url); err != nil {
+			return err
+		}
+	}
+	// One lock and last sequence per subject: a node serializes its publishes to one topic.
+	type subj struct {
+		sync.Mutex
+		last uint64
+	}
+	subs := make([]subj, subjects)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 256)
+	tick := time.Second / time.Duration(rate)
+	start := time.Now()
+	for n := 0; ; n++ {
+		next := start.Add(time.Duration(n) * tick)
+		if next.Sub(start) >= duration {
+			break
+		}
+		time.Sleep(time.Until(next))
+		s, p := &subs[n%subjects], pubs[n%2]
+		name := stream + "." + strconv.Itoa(n%subjects)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.Lock()
+			defer s.Unlock()
+			t0 := time.Now()
+			ack, err := p.PublishMsg(ctx, &natsgo.Msg{Subject: name, Data: strconv.AppendInt(nil, t0.UnixNano(), 10)},
+				jetstream.WithExpectLastSequencePerSubject(s.last))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "natsprobe: publish:", err)
+				return
+			}
+			s.last = ack.Sequence
+			if t0.After(half) {
+				mu.Lock()
+				acks = append(acks, time.Since(t0))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond) // the consumers' last copies
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Printf("rate %d/s over %d subjects, %d per subject: ack %s; consumed %s\n", rate, subjects, per, quantiles(acks), quantiles(consumed))
+	return nil
+}
+
+func connect(url string) (jetstream.JetStream, error) {
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	return jetstream.New(nc)
+}
+
+// quantiles is "n=… p50=… p99=… p99.9=… max=…" of ds, which it sorts.
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	q := func(p float64) time.Duration { return ds[int(p*float64(len(ds)-1))].Round(time.Microsecond) }
+	return fmt.Sprintf("n=%d p50=%v p99=%v p99.9=%v max=%v", len(ds), q(0.5), q(0.99), q(0.999), ds[len(ds)-1].Round(time.Microsecond))
+}
