@@ -177,7 +177,8 @@ func againstMemory(runs []*bench.Run) []string {
 	type cell struct{ transport, broker string }
 	ratios := map[cell][]float64{}
 	var cells []cell
-	rounds := 0
+	baselines := map[string]int{} // per transport: memory runs that measured a p99
+	multi := false                // the runs come from several rounds
 	for _, base := range runs {
 		if base.Broker != "memory" {
 			continue
@@ -186,7 +187,8 @@ func againstMemory(runs []*bench.Run) []string {
 		if !ok || baseV <= 0 {
 			continue
 		}
-		rounds = max(rounds, base.Round)
+		baselines[base.Transport]++
+		multi = multi || base.Round > 0
 		for _, r := range runs {
 			if r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport || r.Round != base.Round {
 				continue
@@ -207,13 +209,20 @@ func againstMemory(runs []*bench.Run) []string {
 		for ; i < len(cells) && cells[i].transport == t; i++ {
 			xs := ratios[cells[i]]
 			s := fmt.Sprintf("%s %.1f×", brokerLabel(cells[i].broker), median(xs))
+			var notes []string
 			if len(xs) > 1 {
-				s += fmt.Sprintf(" (%.1f–%.1f×)", slices.Min(xs), slices.Max(xs))
+				notes = append(notes, fmt.Sprintf("%.1f–%.1f×", slices.Min(xs), slices.Max(xs)))
+			}
+			if multi && len(xs) < baselines[t] { // a round where this broker measured nothing
+				notes = append(notes, fmt.Sprintf("%d round%s", len(xs), plural(len(xs))))
+			}
+			if len(notes) > 0 {
+				s += " (" + strings.Join(notes, ", ") + ")"
 			}
 			rs = append(rs, s)
 		}
-		if rounds > 1 {
-			parts = append(parts, fmt.Sprintf("%s p99 against memory's in the same round, median over %d rounds: %s", transportLabel(t), rounds, joinNames(rs)))
+		if multi {
+			parts = append(parts, fmt.Sprintf("%s p99 against memory's in the same round, median over %d round%s: %s", transportLabel(t), baselines[t], plural(baselines[t]), joinNames(rs)))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s p99 against memory's: %s", transportLabel(t), joinNames(rs)))
 		}

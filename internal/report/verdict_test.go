@@ -123,9 +123,12 @@ func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
 	if !strings.Contains(got, "WebSocket · memory · round 1 had the lowest p99 (2.00 ms)") {
 		t.Errorf("verdict does not name runs with their round:\n%s", got)
 	}
-	// A round whose memory run measured nothing puts nobody against it.
+	// A round whose memory run measured nothing puts nobody against it; a broker that measured
+	// nothing in a round says in how many it did.
 	runs[3].Delivery.Latency = bench.Latencies{}
-	if got := verdict(5000, runs); !strings.Contains(got, "NATS 1.2× (1.0–1.5×)") {
-		t.Errorf("verdict with round 2 unmeasured = %q", got)
+	runs[8].Delivery.Latency = bench.Latencies{}
+	want = "median over 2 rounds: NATS 1.2× (1.0–1.5×) and RabbitMQ 4.5× (1 round)"
+	if got := verdict(5000, runs); !strings.Contains(got, want) {
+		t.Errorf("verdict with round 2's memory and round 3's RabbitMQ unmeasured lacks %q:\n%s", want, got)
 	}
 }

@@ -308,8 +308,15 @@ func (b *Broker) startConsumer(reset bool) error {
 	cc, err := c.Consume(func(msg jetstream.Msg) { b.onMsg(gen, msg) },
 		jetstream.PullMaxMessages(1000),
 		jetstream.PullExpiry(4*time.Second),
-		jetstream.PullHeartbeat(time.Second),
+		// A consumer that gets nothing, not even heartbeats, for two heartbeats is recreated
+		// by nats.go. nats-server 2.9.10 sometimes stops serving a pull consumer under load
+		// (docs/brokers.md, "Which nats-server"): the heartbeat bounds how long that lasts.
+		jetstream.PullHeartbeat(500*time.Millisecond),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				b.log.Warn("nats consumer missed heartbeats; recreating it", "err", err)
+				return
+			}
 			b.log.Debug("nats consumer", "err", err)
 		}))
 	if err != nil {
