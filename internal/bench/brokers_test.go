@@ -3,9 +3,6 @@ package bench_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +20,7 @@ func TestBenchComparesBrokers(t *testing.T) {
 		t.Skip("starts real servers and Redis")
 	}
 	redis := brokertest.StartRedis(t)
-	bin := os.Getenv("RTLAB_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "rtlab")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/rtlab: %v\n%s", err, out)
-		}
-	}
+	bin := bench.BuildRTLab(t)
 	var status bytes.Buffer
 	o := &bench.Options{
 		Transports: []string{"ws"}, Users: []int{40}, Stages: "2s:PEAK,2s:PEAK,1s:0",
@@ -114,13 +105,7 @@ func TestBenchRounds(t *testing.T) {
 		t.Skip("starts real servers and Redis")
 	}
 	redis := brokertest.StartRedis(t)
-	bin := os.Getenv("RTLAB_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "rtlab")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/rtlab: %v\n%s", err, out)
-		}
-	}
+	bin := bench.BuildRTLab(t)
 	o := &bench.Options{
 		Transports: []string{"ws"}, Users: []int{20}, Stages: "1s:PEAK,2s:PEAK,1s:0",
 		Interval: 500 * time.Millisecond, Seed: 5, ServerBinary: bin,
