@@ -171,14 +171,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// redactSecret returns args with the value of --auth-secret replaced, so the command line
-// recorded in results.json does not carry it.
+// redactSecret returns args with the value of --auth-secret replaced, and the passwords in
+// --broker URLs, so the command line recorded in results.json does not carry them.
 func redactSecret(args []string) []string {
 	out := make([]string, len(args))
 	copy(out, args)
 	for i := 0; i < len(out); i++ {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
-		if !strings.HasPrefix(out[i], "-") || name != "auth-secret" {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") {
+			continue
+		}
+		if name == "broker" { // broker passwords: redacted, the rest of the URLs kept
+			if hasValue {
+				out[i] = out[i][:strings.Index(out[i], "=")+1] + bench.RedactBrokers(value)
+			} else if i+1 < len(out) {
+				out[i+1] = bench.RedactBrokers(out[i+1])
+				i++
+			}
+			continue
+		}
+		if name != "auth-secret" {
 			continue
 		}
 		if hasValue {

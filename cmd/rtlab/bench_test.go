@@ -81,4 +81,18 @@ func TestRedactSecret(t *testing.T) {
 	if want := "--scenario chat --auth-secret REDACTED -auth-secret=REDACTED --users 10"; got != want {
 		t.Errorf("redactSecret = %q, want %q", got, want)
 	}
+	got = strings.Join(redactSecret([]string{"--broker", "memory,redis://:pw@127.0.0.1:6379/0,amqp://guest:guest@h:5672/#rmq,nats://h:4222",
+		"--broker=amqp://u:p%40ss@h/", "--nodes", "2"}), " ")
+	if want := "--broker memory,redis://:xxxxx@127.0.0.1:6379/0,amqp://guest:xxxxx@h:5672/#rmq,nats://h:4222 --broker=amqp://u:xxxxx@h/ --nodes 2"; got != want {
+		t.Errorf("redactSecret = %q, want %q", got, want)
+	}
+}
+
+// TestServeHidesBrokerPassword checks that a refused --broker is named without its password.
+func TestServeHidesBrokerPassword(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "--addr", "127.0.0.1:0", "--broker", "kafka://user:s3cret@127.0.0.1:1/"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "kafka://user:xxxxx@127.0.0.1:1/") || strings.Contains(stderr.String()+stdout.String(), "s3cret") {
+		t.Errorf("exit %d, stderr %q: want a refusal naming the URL without its password", code, stderr.String())
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,7 +240,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	started.Store(true)
 	lim := a.tr.Limits()
-	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", a.cfg.Broker,
+	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
@@ -284,26 +285,34 @@ func whileStarting(started *atomic.Bool, h http.Handler) http.Handler {
 
 // newExternalBroker connects to the broker cfg.Broker names.
 func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
-	url, log := cfg.Broker, cfg.Logger
-	scheme, _, _ := strings.Cut(url, "://")
+	raw, log := cfg.Broker, cfg.Logger
+	scheme, _, _ := strings.Cut(raw, "://")
 	var (
 		b   hub.Broker
 		err error
 	)
 	switch scheme {
 	case "redis", "rediss":
-		b, err = asBroker(redisbroker.New(ctx, url, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+		b, err = asBroker(redisbroker.New(ctx, raw, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "nats":
-		b, err = asBroker(natsbroker.New(ctx, url, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+		b, err = asBroker(natsbroker.New(ctx, raw, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "amqp", "amqps":
-		b, err = asBroker(amqpbroker.New(ctx, url, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
+		b, err = asBroker(amqpbroker.New(ctx, raw, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
 	default:
-		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", url)
+		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", redactedURL(raw))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--broker: %w", err)
 	}
 	return b, nil
+}
+
+// redactedURL is a broker URL fit for logs: its password, if any, replaced by "xxxxx".
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 // asBroker turns a constructor's concrete result into a hub.Broker without a typed nil.

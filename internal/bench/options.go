@@ -363,6 +363,19 @@ func BrokerName(broker string) string {
 	return broker
 }
 
+// RedactBrokers returns a --broker list with every password replaced by "xxxxx"
+// (amqp://guest:xxxxx@host/), for what the bench records: results.json and report.html are
+// made to be shared. An entry that does not parse as a URL is kept; no server took it.
+func RedactBrokers(list string) string {
+	entries := strings.Split(list, ",")
+	for i, e := range entries {
+		if u, err := url.Parse(strings.TrimSpace(e)); err == nil && u.User != nil {
+			entries[i] = u.Redacted()
+		}
+	}
+	return strings.Join(entries, ",")
+}
+
 // brokerURL is what a spawned server's --broker gets: the entry without its label.
 func brokerURL(broker string) string {
 	u, _, _ := strings.Cut(broker, "#")

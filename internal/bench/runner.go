@@ -71,7 +71,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 		Config: Config{
 			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
 			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
-			Target: o.Target, Broker: strings.Join(o.Brokers, ","), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
+			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			Grace: Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
 			ServerArgs: o.ServerArgs, Auth: o.authMode(),
 		},
