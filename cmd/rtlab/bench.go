@@ -172,31 +172,25 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 }
 
 // redactSecret returns args with the value of --auth-secret replaced, and the passwords in
-// --broker URLs, so the command line recorded in results.json does not carry them.
+// --broker URLs (the rest of the URLs kept), so the command line recorded in results.json does
+// not carry them.
 func redactSecret(args []string) []string {
+	redact := map[string]func(string) string{
+		"auth-secret": func(string) string { return "REDACTED" },
+		"broker":      bench.RedactBrokers,
+	}
 	out := make([]string, len(args))
 	copy(out, args)
 	for i := 0; i < len(out); i++ {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
-		if !strings.HasPrefix(out[i], "-") {
-			continue
-		}
-		if name == "broker" { // broker passwords: redacted, the rest of the URLs kept
-			if hasValue {
-				out[i] = out[i][:strings.Index(out[i], "=")+1] + bench.RedactBrokers(value)
-			} else if i+1 < len(out) {
-				out[i+1] = bench.RedactBrokers(out[i+1])
-				i++
-			}
-			continue
-		}
-		if name != "auth-secret" {
+		f := redact[name]
+		if !strings.HasPrefix(out[i], "-") || f == nil {
 			continue
 		}
 		if hasValue {
-			out[i] = out[i][:strings.Index(out[i], "=")+1] + "REDACTED"
+			out[i] = out[i][:strings.Index(out[i], "=")+1] + f(value)
 		} else if i+1 < len(out) {
-			out[i+1] = "REDACTED"
+			out[i+1] = f(out[i+1])
 			i++
 		}
 	}
