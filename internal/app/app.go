@@ -494,6 +494,7 @@ func registerHubStats(reg prometheus.Registerer, h *hub.Hub) {
 	counter("rtlab_deliveries_total", "Publications handed to subscribers' queues.", func() float64 { return float64(st.Deliveries.Load()) })
 	counter("rtlab_duplicates_dropped_total", "Publications dropped because the subscriber had them.", func() float64 { return float64(st.Duplicates.Load()) })
 	counter("rtlab_gaps_filled_total", "Publications fetched from history after a delivery gap.", func() float64 { return float64(st.GapsFilled.Load()) })
+	counter("rtlab_gaps_reported_total", "Breaks in a subscription's history its client was told of: the epoch changed, or missed publications were no longer retained.", func() float64 { return float64(st.GapsReported.Load()) })
 	gauge("rtlab_subscriptions", "Current subscriptions.", func() float64 { return float64(st.Subscriptions.Load()) })
 	gauge("rtlab_topics", "Topics with local subscribers.", func() float64 { return float64(st.Topics.Load()) })
 }

@@ -103,3 +103,84 @@ func TestEpochChangeWhileInterrupted(t *testing.T) {
 		t.Fatalf("after resubscribe got %s, want %s", got, want)
 	}
 }
+
+// TestCutOffBeforeFirstDelivery: a client subscribed on this node, and the node was cut off from
+// its broker before anything was delivered to it. What was published meanwhile must reach the
+// subscriber, in order, whether the node learns of it from the broker's reconnect or from the
+// next publication — not only what comes after.
+func TestCutOffBeforeFirstDelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int // publications retained when the client subscribes (all in epoch A)
+		epoch  string
+		resub  bool // the broker reports its reconnect before the next publication
+		want   string
+	}{
+		{name: "new topic, reconnect", epoch: "A", resub: true, want: "[A/1 A/2 A/3]"},
+		{name: "new topic, next publication", epoch: "A", want: "[A/1 A/2 A/3]"},
+		{name: "same epoch, reconnect", before: 2, epoch: "A", resub: true, want: "[A/3 A/4 A/5]"},
+		{name: "same epoch, next publication", before: 2, epoch: "A", want: "[A/3 A/4 A/5]"},
+		{name: "data lost, reconnect", before: 2, epoch: "B", resub: true, want: "[gap->B/1 B/1 B/2 B/3]"},
+		{name: "data lost, next publication", before: 2, epoch: "B", want: "[gap->B/1 B/1 B/2 B/3]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &scriptedBroker{}
+			for i := range tc.before {
+				b.add("A", uint64(i+1))
+			}
+			h := hub.New(hub.Config{Broker: b})
+			_ = h.Run(context.Background())
+			var rec gapRecorder
+			sub, _, err := h.Subscribe(context.Background(), "t", &rec, hub.ReadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub.Start()
+			// Published while this node was cut off: nothing is delivered here.
+			first := uint64(tc.before + 1)
+			if tc.epoch != "A" {
+				first = 1
+			}
+			b.add(tc.epoch, first)
+			b.add(tc.epoch, first+1)
+			if tc.resub {
+				b.h.HandleResubscribed()
+			}
+			b.h.HandlePublication(b.add(tc.epoch, first+2))
+			if got := fmt.Sprint(rec.events); got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMissedAndNoLongerRetained: this node missed publications 3 and 4 and history dropped them
+// before it could fetch them. The subscriber is told before 5, not handed 5 after 2 silently.
+func TestMissedAndNoLongerRetained(t *testing.T) {
+	b := &scriptedBroker{}
+	h := hub.New(hub.Config{Broker: b})
+	_ = h.Run(context.Background())
+	var rec gapRecorder
+	sub, _, err := h.Subscribe(context.Background(), "t", &rec, hub.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Start()
+	b.h.HandlePublication(b.add("A", 1))
+	b.h.HandlePublication(b.add("A", 2))
+	b.add("A", 3)
+	b.add("A", 4)
+	p := b.add("A", 5)
+	b.mu.Lock()
+	b.pubs = b.pubs[len(b.pubs)-1:] // history now holds 5 only
+	b.mu.Unlock()
+	b.h.HandlePublication(p)
+	b.h.HandlePublication(b.add("A", 6))
+	want := "[A/1 A/2 gap->A/5 A/5 A/6]"
+	if got := fmt.Sprint(rec.events); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if n := h.Stats().GapsReported.Load(); n != 1 {
+		t.Fatalf("GapsReported = %d, want 1", n)
+	}
+}

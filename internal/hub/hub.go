@@ -24,8 +24,10 @@ type Sink interface {
 
 // GapSink is implemented by sinks that must be told when a live subscription's history breaks:
 // the epoch changed (a broker lost its data, a memory node restarted), so publications before
-// the new epoch's first one may be gone. Gap is called before the first publication of the new
-// epoch is delivered; like Deliver it must not block.
+// the new epoch's first one may be gone; or publications this node missed (cut off from its
+// broker) were no longer retained when it came back. Gap is called before the publication that
+// follows the break is delivered, with that publication's position; like Deliver it must not
+// block.
 type GapSink interface {
 	Gap(topic string, now Position, reason string)
 }
@@ -51,6 +53,7 @@ type Stats struct {
 	Deliveries    atomic.Uint64 // publications handed to sinks
 	Duplicates    atomic.Uint64 // publications dropped because a subscriber already had them
 	GapsFilled    atomic.Uint64 // publications fetched from history after a delivery gap
+	GapsReported  atomic.Uint64 // breaks in a subscription's history its sink was told of (GapSink)
 	Subscriptions atomic.Int64  // current subscriptions
 	Topics        atomic.Int64  // topics with at least one local subscriber
 }
@@ -85,6 +88,10 @@ type topic struct {
 	// deliverMu serializes deliveries of this topic (broker calls and gap fills).
 	deliverMu sync.Mutex
 	last      Position // last position delivered; guarded by deliverMu
+	// known is set once last is a baseline to compare deliveries with: the topic's position when
+	// the broker subscription started, or a later delivery. Until then nothing can be told
+	// missing. Guarded by deliverMu.
+	known bool
 }
 
 // New returns a Hub using cfg.Broker. Call Run before use.
@@ -288,7 +295,10 @@ func (s *Subscription) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.start.Publications) > 0 {
-		s.last = Position{Offset: 0, Epoch: s.start.Publications[0].Epoch}
+		// The replay starts where history does; when that is past what the client asked for,
+		// its answer already said so (Recovered false), so no gap is reported for it.
+		first := s.start.Publications[0]
+		s.last = Position{Offset: first.Offset - 1, Epoch: first.Epoch}
 	}
 	for _, p := range s.start.Publications {
 		s.deliverLocked(p)
@@ -318,17 +328,26 @@ func (s *Subscription) deliver(p *Publication) {
 	s.mu.Unlock()
 }
 
-// deliverLocked drops publications the sink already has, tells the sink when the epoch changed
-// under it, then hands p over.
+// deliverLocked drops publications the sink already has, tells the sink when its history broke
+// (the epoch changed under it, or publications before p could not be delivered), then hands p
+// over.
 func (s *Subscription) deliverLocked(p *Publication) {
 	if p.Epoch == s.last.Epoch && p.Offset <= s.last.Offset {
 		s.hub.stats.Duplicates.Add(1)
 		return
 	}
-	if s.last.Epoch != "" && p.Epoch != s.last.Epoch {
+	var reason string
+	switch {
+	case s.last.Epoch != "" && p.Epoch != s.last.Epoch:
+		reason = fmt.Sprintf("epoch changed from %s to %s: history was lost, offsets start over", s.last.Epoch, p.Epoch)
+	case p.Offset > s.last.Offset+1 && (p.Epoch == s.last.Epoch || s.last.Epoch == ""):
+		// The hub fills gaps from history (fillGapLocked); this is what history no longer held.
+		reason = fmt.Sprintf("publications %d to %d of epoch %s are no longer retained", s.last.Offset+1, p.Offset-1, p.Epoch)
+	}
+	if reason != "" {
+		s.hub.stats.GapsReported.Add(1)
 		if g, ok := s.sink.(GapSink); ok {
-			g.Gap(s.topic.name, Position{Offset: p.Offset, Epoch: p.Epoch},
-				fmt.Sprintf("epoch changed from %s to %s: history was lost, offsets start over", s.last.Epoch, p.Epoch))
+			g.Gap(s.topic.name, Position{Offset: p.Offset, Epoch: p.Epoch}, reason)
 		}
 	}
 	s.last = Position{Offset: p.Offset, Epoch: p.Epoch}
@@ -352,6 +371,10 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = h.broker.Unsubscribe(ctx, t.name)
 		cancel()
+		// Deliveries stop here: a later subscription starts from a new baseline.
+		t.deliverMu.Lock()
+		t.known = false
+		t.deliverMu.Unlock()
 	}
 	t.mu.Unlock()
 	h.detach(t)
@@ -379,8 +402,25 @@ func (h *Hub) attach(ctx context.Context, name string) (*topic, error) {
 			return nil, fmt.Errorf("hub: subscribe %s at broker: %w", name, err)
 		}
 		t.brokerSubscribed = true
+		h.baseline(ctx, t)
 	}
 	return t, nil
+}
+
+// baseline records where the topic stands as this node starts receiving it, so that missing
+// offsets are noticed even before the first delivery here: a node cut off from its broker right
+// after a client subscribed must still fetch what was published meanwhile, not start from
+// whatever arrives after it returns. It runs under t.mu, before any subscription is added, and
+// subscriptions read their history after it, so nothing a subscriber still needs is at or
+// below the baseline.
+func (h *Hub) baseline(ctx context.Context, t *topic) {
+	hr, err := h.broker.History(ctx, t.name, math.MaxUint64, 0)
+	if err != nil {
+		return // no baseline: the first delivery is taken as it comes, and becomes one
+	}
+	t.deliverMu.Lock()
+	t.last, t.known = hr.Top, true
+	t.deliverMu.Unlock()
 }
 
 func (h *Hub) detach(t *topic) {
@@ -437,10 +477,13 @@ func (bh *brokerHandler) HandlePublication(p *Publication) {
 	t.deliverMu.Lock()
 	defer t.deliverMu.Unlock()
 	switch {
-	case t.last.Epoch == p.Epoch && t.last.Offset != 0 && p.Offset > t.last.Offset+1:
+	case !t.known:
+		// The broker subscription is starting and its baseline is not read yet: nothing to
+		// compare with, and no subscriber yet that could miss anything.
+	case t.last.Epoch == p.Epoch && p.Offset > t.last.Offset+1:
 		h.fillGapLocked(t, p) // deliveries were lost within the epoch
-	case t.last.Epoch != "" && t.last.Epoch != p.Epoch && p.Offset > 1:
-		h.fillGapLocked(t, p) // a new epoch began while deliveries were interrupted
+	case t.last.Epoch != p.Epoch && p.Offset > 1:
+		h.fillGapLocked(t, p) // a new epoch began (or the first one did) while deliveries were interrupted
 	}
 	h.fanOutLocked(t, p)
 }
@@ -469,7 +512,7 @@ func (bh *brokerHandler) HandleResubscribed() {
 // it when next is nil). When the epoch changed meanwhile, that is the new epoch from its first
 // retained publication; subscribers are told of the change as it is delivered (see GapSink).
 func (h *Hub) fillGapLocked(t *topic, next *Publication) {
-	if t.last.Epoch == "" {
+	if !t.known {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -481,8 +524,10 @@ func (h *Hub) fillGapLocked(t *topic, next *Publication) {
 	epoch := t.last.Epoch
 	if hr.Top.Epoch != "" && hr.Top.Epoch != t.last.Epoch {
 		epoch = hr.Top.Epoch
-		if hr, err = h.broker.History(ctx, t.name, 0, 0); err != nil {
-			return
+		if t.last.Offset > 0 {
+			if hr, err = h.broker.History(ctx, t.name, 0, 0); err != nil {
+				return
+			}
 		}
 	}
 	for _, p := range hr.Publications {
@@ -498,7 +543,7 @@ func (h *Hub) fanOutLocked(t *topic, p *Publication) {
 	if t.last.Epoch == p.Epoch && p.Offset <= t.last.Offset {
 		return // already delivered (a gap fill raced the live delivery)
 	}
-	t.last = Position{Offset: p.Offset, Epoch: p.Epoch}
+	t.last, t.known = Position{Offset: p.Offset, Epoch: p.Epoch}, true
 	for _, s := range *t.subs.Load() {
 		s.deliver(p)
 	}
