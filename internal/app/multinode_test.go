@@ -50,6 +50,7 @@ func TestMultiNode(t *testing.T) {
 			nodes := []*testServer{startNode(t, srv.URL), startNode(t, srv.URL)}
 			t.Run("Ordering", func(t *testing.T) { testMultiNodeOrdering(t, nodes) })
 			t.Run("BrokerRestart", func(t *testing.T) { testMultiNodeBrokerRestart(t, srv, nodes, bk.durable) })
+			t.Run("NodeCutOff", func(t *testing.T) { testMultiNodeCutOff(t, srv, nodes) })
 			t.Run("NodeDies", func(t *testing.T) { testMultiNodeNodeDies(t, nodes) })
 		})
 	}
@@ -156,6 +157,31 @@ func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*t
 	}
 	for _, f := range late {
 		f.checkToldNewEpoch(t, top)
+	}
+}
+
+// testMultiNodeCutOff: a third node loses its broker connection (a relay between them is cut)
+// right after its clients subscribed, before anything was delivered to it, while the other
+// nodes keep publishing. Its clients, on every transport, must get every publication, in order
+// and once, when it is back: what was published meanwhile first, fetched from history.
+func testMultiNodeCutOff(t *testing.T, srv *brokertest.Server, nodes []*testServer) {
+	const topic = "multi/cutoff"
+	relay := brokertest.StartRelay(t, srv.Addr)
+	cut := startNode(t, strings.Replace(srv.URL, srv.Addr, relay.Addr, 1))
+	fs := followAll(t, topic, []*testServer{cut}, clientPos{})
+	relay.Cut()
+	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	pubs := startPublishers(t, topic, nodes)
+	pubs.await(t, 20, "publications while the node is cut off")
+	relay.Heal()
+	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	pubs.await(t, pubs.count()+10, "publications after it returned")
+	pubs.stop(t)
+	top := agreedTop(t, topic, append([]*testServer{cut}, nodes...))
+	awaitAll(t, fs, top)
+	pubs.acks.checkUnique(t, top)
+	for _, f := range fs {
+		f.checkExactly(t, top, pubs.acks.list())
 	}
 }
 

@@ -20,14 +20,14 @@ import (
 // Unless reg is nil, each node registers its metrics there under a label node="<n>".
 func harness(srv *brokertest.Server, cfg amqp.Config, reg prometheus.Registerer) brokertest.Harness {
 	var nodes atomic.Int32
-	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+	open := func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
 		c := cfg
 		c.Name, c.Policy, c.MaxBytes, c.Logger = ns, policy, 64<<20, brokertest.Logger()
 		if reg != nil {
 			node := strconv.Itoa(int(nodes.Add(1)))
 			c.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, reg)
 		}
-		return amqp.New(context.Background(), srv.URL, c)
+		return amqp.New(context.Background(), url, c)
 	}
 	deleteLog := func(ns string) error {
 		conn, err := amqp091.Dial(srv.URL)

@@ -5,8 +5,8 @@
 // server, as several rtlab processes would. The suite checks the hub.Broker contract: offsets
 // start at 1 and are contiguous, History's since/limit/Oldest, that two nodes publishing
 // concurrently see the same publications in the same order with the same offsets, that
-// Subscribe-then-History misses nothing, and that a server restart is survived without silent
-// loss.
+// Subscribe-then-History misses nothing, and that a server restart, a wipe of the server's data
+// and a node cut off while the data was wiped are survived without silent loss.
 package brokertest
 
 import (
@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,9 @@ type Harness struct {
 	// Nodes made with the same namespace share topics (when Shared); different namespaces must
 	// not see each other's topics, so subtests stay independent on one server.
 	NewNode func(tb testing.TB, namespace string, policy hub.HistoryPolicy) hub.Broker
+	// NewNodeVia is NewNode for a node that reaches the server at addr instead (a Relay's), so
+	// a test can cut that node off alone. Nil skips the tests that need it.
+	NewNodeVia func(tb testing.TB, addr, namespace string, policy hub.HistoryPolicy) hub.Broker
 	// Shared is true when nodes share topics through a server. The memory broker is not: each
 	// node is its own world, and the multi-node checks run on one node.
 	Shared bool
@@ -50,20 +54,29 @@ type Harness struct {
 }
 
 // External returns the Harness of a broker whose nodes share srv. open makes one node, not yet
-// running, whose topics live under namespace ns and follow policy; wipe deletes ns's data on the
-// server while nodes stay connected (nil skips that test).
-func External(srv *Server, open func(ns string, policy func(topic string) hub.HistoryPolicy) (hub.Broker, error), wipe func(ns string) error) Harness {
+// running, that connects to url (srv.URL, or the same with another host:port), keeps its topics
+// under namespace ns and follows policy; wipe deletes ns's data on the server while nodes stay
+// connected (nil skips that test).
+func External(srv *Server, open func(url, ns string, policy func(topic string) hub.HistoryPolicy) (hub.Broker, error), wipe func(ns string) error) Harness {
+	newNode := func(tb testing.TB, url, ns string, policy hub.HistoryPolicy) hub.Broker {
+		tb.Helper()
+		b, err := open(url, ns, func(string) hub.HistoryPolicy { return policy })
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
 	h := Harness{
 		Server:  srv,
 		Shared:  true,
 		Durable: srv.Durable,
 		NewNode: func(tb testing.TB, ns string, policy hub.HistoryPolicy) hub.Broker {
 			tb.Helper()
-			b, err := open(ns, func(string) hub.HistoryPolicy { return policy })
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return b
+			return newNode(tb, srv.URL, ns, policy)
+		},
+		NewNodeVia: func(tb testing.TB, addr, ns string, policy hub.HistoryPolicy) hub.Broker {
+			tb.Helper()
+			return newNode(tb, strings.Replace(srv.URL, srv.Addr, addr, 1), ns, policy)
 		},
 	}
 	if wipe != nil {
@@ -89,6 +102,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SubscribeThenHistoryMissesNothing", func(t *testing.T) { testSubscribeThenHistory(t, h) })
 	t.Run("ServerRestart", func(t *testing.T) { testRestart(t, h) })
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
+	t.Run("NodeCutOff", func(t *testing.T) { testLateNode(t, h, false) })
+	t.Run("NodeCutOffWhileDataLost", func(t *testing.T) { testLateNode(t, h, true) })
 }
 
 // Concurrent runs the suite's NodesPublishConcurrently check alone, for a broker's own test of
@@ -684,6 +699,9 @@ func testRestart(t *testing.T, h Harness) {
 		if err := checkOrder(got); err != nil {
 			t.Fatalf("node %d: subscriber saw %v: a silent gap", ni, err)
 		}
+		if err := checkEpochStarts(got); err != nil {
+			t.Fatalf("node %d: subscriber saw %v", ni, err)
+		}
 		if h.Durable {
 			// Everything acknowledged was delivered, exactly once.
 			seen := map[uint64]bool{}
@@ -706,10 +724,27 @@ func testRestart(t *testing.T, h Harness) {
 	}
 }
 
-// sinkRecorder is a hub.Sink that keeps what it is given.
+// sinkRecorder is a hub.Sink that keeps what it is given, and where it was told of a gap.
 type sinkRecorder struct {
 	mu   sync.Mutex
 	pubs []*hub.Publication
+	told map[int]bool // a gap was reported right before pubs[i]
+}
+
+func (s *sinkRecorder) Gap(string, hub.Position, string) {
+	s.mu.Lock()
+	if s.told == nil {
+		s.told = make(map[int]bool)
+	}
+	s.told[len(s.pubs)] = true
+	s.mu.Unlock()
+}
+
+// toldBefore reports whether a gap was reported right before the i-th publication.
+func (s *sinkRecorder) toldBefore(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.told[i]
 }
 
 func (s *sinkRecorder) Deliver(p *hub.Publication) {
@@ -759,7 +794,13 @@ type hubNode struct {
 
 func startHubNode(t *testing.T, h Harness, ns string, policy hub.HistoryPolicy, topic string) *hubNode {
 	t.Helper()
-	b, resub := countResubscribed(h.NewNode(t, ns, policy))
+	return startHub(t, h.NewNode(t, ns, policy), topic)
+}
+
+// startHub runs a hub on b with one recording subscription to topic.
+func startHub(t *testing.T, b hub.Broker, topic string) *hubNode {
+	t.Helper()
+	b, resub := countResubscribed(b)
 	hb := hub.New(hub.Config{Broker: b})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := hb.Run(ctx); err != nil {
@@ -767,13 +808,22 @@ func startHubNode(t *testing.T, h Harness, ns string, policy hub.HistoryPolicy, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = hb.Close() })
+	n := &hubNode{b: b, resub: resub, hub: hb}
+	n.sink = n.subscribe(t, topic)
+	return n
+}
+
+// subscribe adds a recording subscription to topic on n's hub.
+func (n *hubNode) subscribe(t *testing.T, topic string) *sinkRecorder {
+	t.Helper()
 	sink := &sinkRecorder{}
-	s, _, err := hb.Subscribe(context.Background(), topic, sink, hub.ReadOptions{})
+	s, _, err := n.hub.Subscribe(context.Background(), topic, sink, hub.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
-	return &hubNode{b: b, resub: resub, hub: hb, sink: sink}
+	t.Cleanup(func() { n.hub.Unsubscribe(s) })
+	return sink
 }
 
 // testFlush wipes the broker's data under connected nodes: publications after it must start a
@@ -865,5 +915,140 @@ func testFlush(t *testing.T, h Harness) {
 		if err := checkOrder(got); err != nil {
 			t.Fatalf("node %d: subscriber saw %v", ni, err)
 		}
+		if err := checkEpochStarts(got); err != nil {
+			t.Fatalf("node %d: subscriber saw %v", ni, err)
+		}
 	}
+}
+
+// testLateNode cuts one node off from the server (a partition; the other node stays connected),
+// publishes on the connected node and, with wipe, first wipes the broker's data. The late
+// node's subscribers must then receive what was published meanwhile, in order, before what comes
+// next: not only what was published after it returned. One topic had deliveries on both nodes
+// before the cut, the other none (its subscribers had only subscribed). Where what was missed
+// is no longer retained (FlushKeepsHistory: the wipe took the log the late node catches up
+// from), the subscriber must at least be told before the publication that follows.
+func testLateNode(t *testing.T, h Harness, wipe bool) {
+	if h.NewNodeVia == nil || h.Server == nil || (wipe && h.Flush == nil) {
+		t.Skip("no way to cut one node off, or to wipe this broker's data")
+	}
+	ns := Namespace()
+	busy, quiet := "chat/late", "chat/late-quiet"
+	policy := hub.HistoryPolicy{}
+	relay := StartRelay(t, h.Server.Addr)
+	onTime := startHubNode(t, h, ns, policy, busy)
+	late := startHub(t, h.NewNodeVia(t, relay.Addr, ns, policy), busy)
+	nodes := []*hubNode{onTime, late}
+	quietSinks := []*sinkRecorder{onTime.subscribe(t, quiet), late.subscribe(t, quiet)}
+
+	publish := func(n *hubNode, topic string) *hub.Publication {
+		t.Helper()
+		var p *hub.Publication
+		Eventually(t, 30*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var err error
+			if p, err = n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{}`)}); err != nil {
+				return notYet("publish to %s: %v", topic, err)
+			}
+			return nil
+		})
+		return p
+	}
+	received := func(sink *sinkRecorder, want *hub.Publication) error {
+		got := sink.get()
+		if len(got) == 0 || got[len(got)-1].Epoch != want.Epoch || got[len(got)-1].Offset < want.Offset {
+			return notYet("%s: subscriber has %d publications, not yet %d/%s", want.Topic, len(got), want.Offset, want.Epoch)
+		}
+		return nil
+	}
+
+	publish(late, busy)
+	before := publish(onTime, busy)
+	for i, n := range nodes {
+		Eventually(t, 10*time.Second, func() error { return wrapNode(i, received(n.sink, before)) })
+	}
+
+	relay.Cut()
+	Eventually(t, 15*time.Second, func() error {
+		if late.b.Ready() {
+			return notYet("the cut-off node is still ready")
+		}
+		return nil
+	})
+	if wipe {
+		h.Flush(t, ns)
+	}
+	var meanwhile []*hub.Publication
+	for range 3 {
+		meanwhile = append(meanwhile, publish(onTime, busy), publish(onTime, quiet))
+	}
+	relay.Heal()
+	Eventually(t, 30*time.Second, func() error {
+		if !late.b.Ready() {
+			return notYet("the cut-off node is not ready again")
+		}
+		return nil
+	})
+	publish(onTime, busy)
+	last := map[string]*hub.Publication{busy: publish(late, busy), quiet: publish(late, quiet)}
+
+	for i, n := range nodes {
+		for topic, sink := range map[string]*sinkRecorder{busy: n.sink, quiet: quietSinks[i]} {
+			Eventually(t, 20*time.Second, func() error { return wrapNode(i, received(sink, last[topic])) })
+			got := sink.get()
+			mayBeGone := wipe && h.FlushKeepsHistory
+			for k := 1; k < len(got); k++ {
+				a, b := got[k-1], got[k]
+				silent := (a.Epoch == b.Epoch && b.Offset != a.Offset+1) || (a.Epoch != b.Epoch && b.Offset != 1)
+				if silent && !(mayBeGone && sink.toldBefore(k)) {
+					t.Fatalf("node %d, %s: subscriber saw %d/%s after %d/%s (told of a gap: %v): %s",
+						i, topic, b.Offset, b.Epoch, a.Offset, a.Epoch, sink.toldBefore(k), positions(got))
+				}
+			}
+			if mayBeGone {
+				continue
+			}
+			have := map[hub.Position]bool{}
+			for _, p := range got {
+				have[hub.Position{Offset: p.Offset, Epoch: p.Epoch}] = true
+			}
+			for _, p := range meanwhile {
+				if p.Topic == topic && !have[hub.Position{Offset: p.Offset, Epoch: p.Epoch}] {
+					t.Fatalf("node %d, %s: %d/%s, published while the node was cut off, never delivered; subscriber saw %s",
+						i, topic, p.Offset, p.Epoch, positions(got))
+				}
+			}
+		}
+	}
+}
+
+func wrapNode(i int, err error) error {
+	if err != nil {
+		return fmt.Errorf("node %d: %w", i, err)
+	}
+	return nil
+}
+
+// checkEpochStarts reports a subscriber that entered a new epoch anywhere but at its offset 1:
+// the tests keep every publication of an epoch, so starting later means some were skipped.
+func checkEpochStarts(ps []*hub.Publication) error {
+	for i := 1; i < len(ps); i++ {
+		if ps[i].Epoch != ps[i-1].Epoch && ps[i].Offset != 1 {
+			return fmt.Errorf("epoch %s entered at offset %d after %d/%s: its first publications were skipped",
+				ps[i].Epoch, ps[i].Offset, ps[i-1].Offset, ps[i-1].Epoch)
+		}
+	}
+	return nil
+}
+
+func positions(ps []*hub.Publication) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d/%s", p.Offset, p.Epoch)
+	}
+	return b.String()
 }

@@ -14,8 +14,8 @@ import (
 
 func harness(tb testing.TB) brokertest.Harness {
 	srv := brokertest.StartNATS(tb)
-	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
-		return nats.New(context.Background(), srv.URL, nats.Config{Stream: ns, Policy: policy, Logger: brokertest.Logger()})
+	open := func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return nats.New(context.Background(), url, nats.Config{Stream: ns, Policy: policy, Logger: brokertest.Logger()})
 	}
 	deleteStream := func(ns string) error {
 		nc, err := natsgo.Connect(srv.URL)

@@ -13,8 +13,8 @@ import (
 
 func harness(tb testing.TB) brokertest.Harness {
 	srv := brokertest.StartRedis(tb)
-	open := func(ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
-		return redis.New(context.Background(), srv.URL, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+	open := func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return redis.New(context.Background(), url, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
 	}
 	flushAll := func(string) error {
 		opt, err := goredis.ParseURL(srv.URL)
