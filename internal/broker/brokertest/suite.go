@@ -5,8 +5,9 @@
 // server, as several rtlab processes would. The suite checks the hub.Broker contract: offsets
 // start at 1 and are contiguous, History's since/limit/Oldest, that two nodes publishing
 // concurrently see the same publications in the same order with the same offsets, that
-// Subscribe-then-History misses nothing, and that a server restart, a wipe of the server's data
-// and a node cut off while the data was wiped are survived without silent loss.
+// Subscribe-then-History misses nothing, and that a server restart, a wipe of the server's data,
+// and a node cut off from the server while the others publish (with or without a wipe) are
+// survived without silent loss.
 package brokertest
 
 import (
