@@ -279,13 +279,17 @@ func (b *Broker) watch() {
 	}
 }
 
-// startConsumer (re)starts the ordered consumer from the beginning of the stream. With reset,
-// it first forgets everything applied: the stream was recreated.
+// startConsumer (re)starts the ordered consumer after the last sequence applied, or from the
+// beginning of the stream when nothing is. With reset, it first forgets everything applied: the
+// stream was recreated.
 func (b *Broker) startConsumer(reset bool) error {
 	b.consMu.Lock()
 	defer b.consMu.Unlock()
 	if b.cons != nil {
-		b.cons.Stop()
+		// Stop waits for a consumer reset nats.go may have in flight, whose request, sent
+		// before the connection dropped, times out only after 10 s. The generation bump below
+		// already drops the old consumer's messages, so it is stopped in the background.
+		go b.cons.Stop()
 		b.cons = nil
 	}
 	b.deliverMu.Lock()
@@ -298,10 +302,16 @@ func (b *Broker) startConsumer(reset bool) error {
 		b.appliedMu.Unlock()
 		b.rep.Reset()
 	}
+	// Read under deliverMu, after the generation changed: the old consumer applies nothing more.
+	b.appliedMu.Lock()
+	applied := b.applied
+	b.appliedMu.Unlock()
 	b.deliverMu.Unlock()
-	c, err := b.js.OrderedConsumer(b.ctx, b.cfg.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if applied > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1}
+	}
+	c, err := b.js.OrderedConsumer(b.ctx, b.cfg.Stream, cfg)
 	if err != nil {
 		return b.wrap("create consumer", err)
 	}
@@ -638,6 +648,10 @@ func (b *Broker) resyncOnce() error {
 		b.consMu.Lock()
 		b.created = info.Created
 		b.consMu.Unlock()
+	} else if err := b.startConsumer(false); err != nil {
+		// A consumer that missed its heartbeats while the connection was down is recreated by
+		// nats.go on a backoff of up to 10 s; a new one, after what was applied, starts now.
+		return err
 	}
 	if err := b.catchUp(b.ctx, 30*time.Second); err != nil {
 		return err
