@@ -176,6 +176,7 @@ func (s *Server) Stop() {
 	}
 	pgid := s.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a server left hung (Hang) takes SIGTERM only once it runs
 	select {
 	case <-s.waited:
 	case <-time.After(30 * time.Second):
@@ -188,6 +189,29 @@ func (s *Server) Stop() {
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	s.cmd = nil
+}
+
+// Hang stops the server's processes (SIGSTOP) without closing anything: its sockets stay open
+// and silent, as with a server stuck in a long pause or a network that drops every packet.
+// Clients notice only by their heartbeats. Wake resumes it.
+func (s *Server) Hang() {
+	s.signal(syscall.SIGSTOP)
+}
+
+// Wake resumes a server stopped by Hang (SIGCONT).
+func (s *Server) Wake() {
+	s.signal(syscall.SIGCONT)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil {
+		s.tb.Fatalf("brokertest: signal %s %v: %v", s.Name, sig, err)
+	}
 }
 
 // Output returns what the server printed so far, for failure messages.
