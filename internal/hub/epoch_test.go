@@ -70,19 +70,26 @@ func (g *gapRecorder) Gap(_ string, now hub.Position, _ string) {
 	g.mu.Unlock()
 }
 
+// subscribeRecorder runs a hub on b and subscribes a gapRecorder to topic "t" with opts.
+func subscribeRecorder(t *testing.T, b *scriptedBroker, opts hub.ReadOptions) (*hub.Hub, *gapRecorder) {
+	t.Helper()
+	h := hub.New(hub.Config{Broker: b})
+	_ = h.Run(context.Background())
+	rec := &gapRecorder{}
+	sub, _, err := h.Subscribe(context.Background(), "t", rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Start()
+	return h, rec
+}
+
 // TestEpochChangeWhileInterrupted: the node saw epoch A up to 3, missed the broker losing its
 // data and the first two publications of epoch B, then receives B/3. The subscriber must be
 // told, then get B/1, B/2, B/3 — not B/3 alone.
 func TestEpochChangeWhileInterrupted(t *testing.T) {
 	b := &scriptedBroker{}
-	h := hub.New(hub.Config{Broker: b})
-	_ = h.Run(context.Background())
-	var rec gapRecorder
-	sub, _, err := h.Subscribe(context.Background(), "t", &rec, hub.ReadOptions{Recover: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub.Start()
+	_, rec := subscribeRecorder(t, b, hub.ReadOptions{Recover: true})
 	for i := uint64(1); i <= 3; i++ {
 		b.h.HandlePublication(b.add("A", i))
 	}
@@ -128,14 +135,7 @@ func TestCutOffBeforeFirstDelivery(t *testing.T) {
 			for i := range tc.before {
 				b.add("A", uint64(i+1))
 			}
-			h := hub.New(hub.Config{Broker: b})
-			_ = h.Run(context.Background())
-			var rec gapRecorder
-			sub, _, err := h.Subscribe(context.Background(), "t", &rec, hub.ReadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sub.Start()
+			_, rec := subscribeRecorder(t, b, hub.ReadOptions{})
 			// Published while this node was cut off: nothing is delivered here.
 			first := uint64(tc.before + 1)
 			if tc.epoch != "A" {
@@ -158,14 +158,7 @@ func TestCutOffBeforeFirstDelivery(t *testing.T) {
 // before it could fetch them. The subscriber is told before 5, not handed 5 after 2 silently.
 func TestMissedAndNoLongerRetained(t *testing.T) {
 	b := &scriptedBroker{}
-	h := hub.New(hub.Config{Broker: b})
-	_ = h.Run(context.Background())
-	var rec gapRecorder
-	sub, _, err := h.Subscribe(context.Background(), "t", &rec, hub.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub.Start()
+	h, rec := subscribeRecorder(t, b, hub.ReadOptions{})
 	b.h.HandlePublication(b.add("A", 1))
 	b.h.HandlePublication(b.add("A", 2))
 	b.add("A", 3)
