@@ -2,7 +2,8 @@
 //
 //   const t = new SomeTransport({origin, token, user, authorize});
 //   t.on('message', (pub) => ...);  // {topic, offset, epoch, time, sender, type, data}
-//   t.on('gap', (g) => ...);        // {topic, since, epoch, reason}: history is gone
+//   t.on('gap', (g) => ...);        // {topic, epoch, reason} and since (a resume was refused)
+//                                   // or offset (live: the next message's): history is gone
 //   t.on('state', (s) => ...);      // {state: connecting|live|resuming|offline|closed, detail}
 //   t.on('error', (e) => ...);      // {topic?, code, reason}: a refusal not tied to a publish
 //   t.connect(['chat/lobby'], new Map([['chat/lobby', {offset: 3, epoch: 'mq3k9x'}]]));

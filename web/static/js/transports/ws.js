@@ -60,6 +60,9 @@ export class WS extends Transport {
         if (!m.recovered) this.gap({ topic: m.topic, since: this.positions.get(m.topic)?.offset ?? 0, epoch: m.epoch, reason: m.reason });
         else if (!this.positions.has(m.topic)) this.advance(m.topic, m.offset, m.epoch);
         break;
+      case 'gap': // history broke under the live subscription; the next message follows it
+        this.gap({ topic: m.topic, offset: m.offset, epoch: m.epoch, reason: m.reason });
+        break;
       case 'ack':
         this.settle(m.id, null, { offset: m.offset, epoch: m.epoch });
         break;
