@@ -185,6 +185,69 @@ func testMultiNodeCutOff(t *testing.T, srv *brokertest.Server, nodes []*testServ
 	}
 }
 
+// TestCutOffNodeToldOfTrimmedHistory: a node is cut off from Redis while the other node
+// publishes more than the topic's history holds. When it is back, its clients on every
+// transport are told that publications are gone, then get every retained one and what follows,
+// in order: never the retained ones alone, as if nothing had been missed.
+func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
+	srv := brokertest.StartRedis(t)
+	relay := brokertest.StartRelay(t, srv.Addr)
+	node := func(url string) *testServer {
+		return startServer(t, func(c *Config) {
+			c.Broker = url
+			c.HistorySize = 5
+			c.Logger = brokertest.Logger()
+		})
+	}
+	const topic = "multi/trimmed"
+	publisher := node(srv.URL)
+	cut := node(strings.Replace(srv.URL, srv.Addr, relay.Addr, 1))
+	fs := followAll(t, topic, []*testServer{cut}, clientPos{})
+	publish := func() clientPos {
+		t.Helper()
+		pos, code, err := publishHTTP(publisher, topic, `{"n":1}`)
+		if err != nil || code != 200 {
+			t.Fatalf("publish: %d %v", code, err)
+		}
+		return pos
+	}
+	first := publish()
+	for _, f := range fs {
+		eventually(t, 10*time.Second, f.name+" received the first publication", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return len(f.got) > 0 && f.got[len(f.got)-1] == first
+		})
+	}
+	relay.Cut()
+	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	for range 20 {
+		publish()
+	}
+	relay.Heal()
+	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	top := publish()
+	awaitAll(t, fs, top)
+	for _, f := range fs {
+		f.mu.Lock()
+		got, told := append([]clientPos(nil), f.got...), append([]string(nil), f.told...)
+		f.mu.Unlock()
+		if len(told) == 0 {
+			t.Errorf("%s was not told that publications are gone; received %v", f.name, got)
+			continue
+		}
+		// The first one arrived before the cut; after it, what history held when the node
+		// returned (the last 5 of the 20), then the last one.
+		want := []clientPos{first}
+		for o := top.Offset - 5; o <= top.Offset; o++ {
+			want = append(want, clientPos{o, top.Epoch})
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s received %v, want %v (told: %q)", f.name, got, want, told)
+		}
+	}
+}
+
 func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
 	const topic = "multi/failover"
 	fs := followAll(t, topic, nodes, clientPos{})
