@@ -57,6 +57,10 @@ type Config struct {
 	Stream string
 	// Replicas is the stream's replica count in a JetStream cluster. Zero means 1.
 	Replicas int
+	// PingInterval is how often the connection is checked; a server that leaves two pings
+	// unanswered is taken as lost, which bounds how fast a hung server is noticed (between two
+	// and three intervals). Zero means 1 s.
+	PingInterval time.Duration
 	// Logger receives connection losses and recoveries. Nil means no logging.
 	Logger *slog.Logger
 	// Registerer receives the broker's Prometheus collectors (rtlab_broker_*{broker="nats"}).
@@ -146,6 +150,9 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -159,7 +166,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		natsgo.ReconnectWait(250*time.Millisecond),
 		natsgo.ReconnectJitter(250*time.Millisecond, time.Second),
 		natsgo.ReconnectBufSize(-1), // fail publishes while disconnected instead of buffering them
-		natsgo.PingInterval(2*time.Second),
+		natsgo.PingInterval(cfg.PingInterval),
 		natsgo.MaxPingsOutstanding(2),
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) { b.onDisconnect(err) }),
 		natsgo.ReconnectHandler(func(*natsgo.Conn) { b.onReconnect() }),
