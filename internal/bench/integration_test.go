@@ -259,5 +259,6 @@ func seriesPoints(s Series) map[string]int {
 		"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),
 		"httpRequests": len(s.Requests), "serverCpu": len(s.ServerCPU), "serverRss": len(s.ServerRSS),
 		"serverGoroutines": len(s.ServerGorout), "generatorCpu": len(s.GeneratorCPU), "generatorRss": len(s.GeneratorRSS),
+		"machineSteal": len(s.MachineSteal),
 	}
 }

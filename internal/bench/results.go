@@ -146,6 +146,18 @@ type Delivery struct {
 	// Other counts messages received outside the measurement: chat ENTER and LEAVE, and in the
 	// notify scenario the room traffic the members see. Not in Latency or MessagesPerSec.
 	Other int64 `json:"other,omitempty"`
+	// Quiet is Latency without the seconds in which the hypervisor took CPU for other machines
+	// (see Series.MachineSteal). Nil when no second was left out.
+	Quiet *QuietLatency `json:"quiet,omitempty"`
+}
+
+// QuietLatency is delivery latency over the seconds of a run that the machine's neighbours left
+// alone: deliveries received in a second with steal under 10 % of a core, after a second like
+// it (a delivery held up by steal may arrive in the next second).
+type QuietLatency struct {
+	Seconds int       `json:"seconds"`        // seconds counted
+	LeftOut int       `json:"secondsLeftOut"` // seconds with steal, and each second after one
+	Latency Latencies `json:"latency"`
 }
 
 // Login describes POST /api/login, once per chat session.
@@ -208,6 +220,9 @@ type Series struct {
 	GeneratorCPU []float64 `json:"generatorCpu"`        // percent
 	GeneratorRSS []uint64  `json:"generatorRss"`        // bytes
 	BrokerCPU    []float64 `json:"brokerCpu,omitempty"` // percent, when BrokerServer is measured
+	// MachineSteal is CPU time the hypervisor gave other machines while this one had work, in
+	// percent of one core (0 on bare metal).
+	MachineSteal []float64 `json:"machineSteal,omitempty"`
 
 	Logins []int64 `json:"logins,omitempty"` // chat, notify: logins answered that second
 }

@@ -302,6 +302,13 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	if smp.machineBusy >= saturationWindow {
 		run.Notes = append(run.Notes, fmt.Sprintf("machine CPU saturated for %d s (server and generator share %d cores): latency includes CPU contention", smp.machineBusy, runtime.NumCPU()))
 	}
+	if w := smp.steal; w.secs > 0 {
+		note := fmt.Sprintf("the hypervisor ran other machines on these CPUs for %d s (steal of %.0f%% of a core or more, at most %.0f%%): latency in those seconds includes the machine's neighbours", w.secs, stealNotable, w.max)
+		if run.Delivery.Quiet = w.result(); run.Delivery.Quiet != nil {
+			note += fmt.Sprintf("; without them and the seconds after, p99 was %.3g ms", run.Delivery.Quiet.Latency.P99)
+		}
+		run.Notes = append(run.Notes, note)
+	}
 	if k.foreign > 0 {
 		run.Notes = append(run.Notes, fmt.Sprintf("%d messages without the bench's vu/seq/ts (another client publishing?) were ignored", k.foreign))
 	}

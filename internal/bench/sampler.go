@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // clockTicks is USER_HZ, the unit of CPU times in /proc/<pid>/stat. It is 100 on every Linux
@@ -69,25 +71,35 @@ func statusField(b []byte, key string) string {
 	return string(f[0])
 }
 
-// machineCPU returns busy and total jiffies of all CPUs from /proc/stat.
-func machineCPU() (busy, total uint64) {
+// machineCPU returns busy, stolen and total jiffies of all CPUs from /proc/stat. Steal is time
+// the hypervisor ran other machines while this one had work; it counts as busy.
+func machineCPU() (busy, steal, total uint64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
+	return parseMachineCPU(b)
+}
+
+func parseMachineCPU(b []byte) (busy, steal, total uint64) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := bytes.Fields(line)
 	if len(f) < 5 || string(f[0]) != "cpu" {
-		return 0, 0
+		return 0, 0, 0
 	}
-	for i, v := range f[1:] {
+	// user nice system idle iowait irq softirq steal; guest time after them is already
+	// counted in user and nice.
+	for i, v := range f[1:min(len(f), 9)] {
 		n, _ := strconv.ParseUint(string(v), 10, 64)
 		total += n
 		if i != 3 && i != 4 { // idle, iowait
 			busy += n
 		}
+		if i == 7 {
+			steal = n
+		}
 	}
-	return busy, total
+	return busy, steal, total
 }
 
 // cpuMeter turns cumulative CPU time into percent of one core between two samples.
@@ -216,6 +228,48 @@ func cpuAffinity(machine int) string {
 // machineBusyShare is the machine CPU share above which a second counts as saturated.
 const machineBusyShare = 0.95
 
+// stealNotable is the steal, in percent of one core, from which a second counts as one where
+// the machine's neighbours took CPU from the run.
+const stealNotable = 10.0
+
+// stealWatch keeps what the machine's neighbours did to a run: the seconds in which they took
+// CPU, the worst of them, and the deliveries of the other seconds. A second right after one
+// with steal is left out too: deliveries held up by the steal arrive in it.
+type stealWatch struct {
+	secs    int // seconds with at least stealNotable steal
+	max     float64
+	prev    bool                    // the previous second had at least stealNotable steal
+	quiet   *hdrhistogram.Histogram // deliveries of the seconds counted
+	counted int                     // seconds merged into quiet
+	leftOut int                     // seconds not merged into quiet
+}
+
+func newStealWatch() *stealWatch { return &stealWatch{quiet: newHist()} }
+
+// second takes one second's steal (percent of one core) and its deliveries.
+func (w *stealWatch) second(steal float64, deliveries *hdrhistogram.Histogram) {
+	stole := steal >= stealNotable
+	if stole {
+		w.secs++
+	}
+	if stole || w.prev {
+		w.leftOut++
+	} else {
+		w.quiet.Merge(deliveries)
+		w.counted++
+	}
+	w.prev = stole
+	w.max = max(w.max, steal)
+}
+
+// result is the latency of the seconds counted, nil when none was left out or none counted.
+func (w *stealWatch) result() *QuietLatency {
+	if w.leftOut == 0 || w.quiet.TotalCount() == 0 {
+		return nil
+	}
+	return &QuietLatency{Seconds: w.counted, LeftOut: w.leftOut, Latency: latencies(w.quiet)}
+}
+
 // sampler takes the per-second samples of a run cell: the recorder's counts, server and
 // generator CPU and memory, and the server's goroutines.
 type sampler struct {
@@ -228,8 +282,11 @@ type sampler struct {
 	targetCPU   float64
 	targetAt    time.Time
 	machBusy    uint64
+	machSteal   uint64
 	machTotal   uint64
 	machineBusy int // seconds the whole machine was saturated
+	cpus        int // the machine's CPUs, for steal in percent of one core
+	steal       *stealWatch
 
 	serverBase      uint64 // server RSS before users
 	genBase         uint64 // generator RSS before users
@@ -243,7 +300,7 @@ type sampler struct {
 }
 
 func newSampler(c *cell, servers []*server) *sampler {
-	return &sampler{c: c, servers: servers, srvMeters: make([]cpuMeter, len(servers)), serverAvailable: true}
+	return &sampler{c: c, servers: servers, srvMeters: make([]cpuMeter, len(servers)), serverAvailable: true, cpus: machineCPUs(), steal: newStealWatch()}
 }
 
 // baseline records RSS before any user starts and primes the CPU meters.
@@ -262,7 +319,7 @@ func (s *sampler) baseline() {
 			s.brokerPID = ""
 		}
 	}
-	s.machBusy, s.machTotal = machineCPU()
+	s.machBusy, s.machSteal, s.machTotal = machineCPU()
 }
 
 // server samples the servers: CPU percent (sum over nodes), RSS (sum) and goroutines (sum).
@@ -328,12 +385,17 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	if c.opts.chatLike() {
 		ser.Logins = append(ser.Logins, sec.loginTried)
 	}
-	if b, t := machineCPU(); t > s.machTotal {
-		if float64(b-s.machBusy)/float64(t-s.machTotal) >= machineBusyShare {
+	steal := 0.0
+	if b, st, t := machineCPU(); t > s.machTotal {
+		dt := float64(t - s.machTotal)
+		if float64(b-s.machBusy)/dt >= machineBusyShare {
 			s.machineBusy++
 		}
-		s.machBusy, s.machTotal = b, t
+		steal = 100 * float64(s.cpus) * float64(st-s.machSteal) / dt
+		s.machBusy, s.machSteal, s.machTotal = b, st, t
 	}
+	ser.MachineSteal = append(ser.MachineSteal, steal)
+	s.steal.second(steal, c.col.second)
 
 	at := time.Duration(i) * time.Second
 	total := c.col.total[histDelivery]

@@ -97,6 +97,15 @@ func chartMetrics() []chartMetric {
 			}
 			return nums(r.Series.GeneratorCPU)
 		}},
+		{"brkcpu", "Broker server CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+			if !r.BrokerServer.Available {
+				return nil
+			}
+			return nums(r.Series.BrokerCPU)
+		}},
+		{"steal", "CPU taken by the hypervisor for other machines (steal; %, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+			return nums(r.Series.MachineSteal)
+		}},
 	}
 }
 
@@ -160,9 +169,9 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 				}
 			}
 		}
-		// Skip a chart with nothing to draw, and the errors chart when there were none: an empty
-		// chart only costs the reader a scroll.
-		if len(cols) == 0 || n == 0 || (cm.id == "errors" && !drawn) {
+		// Skip a chart with nothing to draw, and the errors and steal charts when there were
+		// none: an empty chart only costs the reader a scroll.
+		if len(cols) == 0 || n == 0 || ((cm.id == "errors" || cm.id == "steal") && !drawn) {
 			continue
 		}
 		x := make([]jsNum, n)

@@ -101,6 +101,35 @@ func TestVerdictAgainstMemory(t *testing.T) {
 	}
 }
 
+// TestVerdictAgainstMemoryWithoutSteal checks that when the hypervisor took CPU in some seconds
+// of a run, the verdict also holds each broker against memory on the seconds free of it, and
+// that a run with nothing left out counts whole there.
+func TestVerdictAgainstMemoryWithoutSteal(t *testing.T) {
+	run := func(broker string, p99 float64, quiet *bench.QuietLatency) *bench.Run {
+		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2,
+			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}, Quiet: quiet}}
+	}
+	quiet := func(p99 float64) *bench.QuietLatency {
+		return &bench.QuietLatency{Seconds: 50, LeftOut: 10, Latency: bench.Latencies{Count: 1, P99: p99}}
+	}
+	// Memory was hit (9 ms; 3 ms without), Redis was not, NATS was (40 ms; 7.5 without).
+	runs := []*bench.Run{run("memory", 9, quiet(3)), run("redis", 6, nil), run("nats", 40, quiet(7.5))}
+	got := verdict(5000, runs)
+	for _, want := range []string{
+		"WebSocket p99 against memory's: Redis 0.7× and NATS 4.4×",
+		"WebSocket p99 on seconds free of steal against memory's: Redis 2.0× and NATS 2.5×",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, got)
+		}
+	}
+	// Without steal in any run, the verdict says nothing of it.
+	runs = []*bench.Run{run("memory", 9, nil), run("redis", 6, nil)}
+	if got := verdict(5000, runs); strings.Contains(got, "steal") {
+		t.Errorf("verdict of runs without steal = %q", got)
+	}
+}
+
 // TestVerdictAgainstMemoryOverRounds checks that with --rounds each broker is held against
 // memory's run of the same round, and that the verdict gives the median ratio and its range.
 func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
