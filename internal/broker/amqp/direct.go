@@ -248,6 +248,7 @@ func (d *directLinks) took(r dialResult) {
 		return
 	}
 	d.cur = r.l
+	d.b.log.Info("amqp broker: requests go straight to the sequencer's node", "addr", r.a.addr)
 }
 
 // down is closed when the current link ends; nil without one.
