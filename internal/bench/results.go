@@ -105,8 +105,11 @@ type Run struct {
 
 	// GeneratorSaturated is set when the generator's CPU was near its budget, so latency figures
 	// may be the generator's, not the server's. The summary says so.
-	GeneratorSaturated bool     `json:"generatorSaturated"`
-	Notes              []string `json:"notes,omitempty"`
+	GeneratorSaturated bool `json:"generatorSaturated"`
+	// StealSeconds counts the seconds in which the hypervisor took 10 % of a core or more for
+	// other machines (Series.MachineSteal); latency in them is partly the neighbours'.
+	StealSeconds int      `json:"stealSeconds,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
 
 	// Series holds one point per second of the run, index i covering [i s, i+1 s).
 	Series Series `json:"series"`

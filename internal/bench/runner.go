@@ -302,6 +302,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	if smp.machineBusy >= saturationWindow {
 		run.Notes = append(run.Notes, fmt.Sprintf("machine CPU saturated for %d s (server and generator share %d cores): latency includes CPU contention", smp.machineBusy, runtime.NumCPU()))
 	}
+	run.StealSeconds = smp.steal.secs
 	if w := smp.steal; w.secs > 0 {
 		note := fmt.Sprintf("the hypervisor ran other machines on these CPUs for %d s (steal of %.0f%% of a core or more, at most %.0f%%): latency in those seconds includes the machine's neighbours", w.secs, stealNotable, w.max)
 		if run.Delivery.Quiet = w.result(); run.Delivery.Quiet != nil {

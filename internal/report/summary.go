@@ -31,6 +31,12 @@ func Summary(w io.Writer, r *bench.Results) {
 		if brokers {
 			rows[0] = append(rows[0], "brk CPU%")
 		}
+		// Seconds the hypervisor took CPU for other machines: shown only when it happened, as
+		// it explains a p99 the run itself did not cause.
+		steal := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.StealSeconds > 0 })
+		if steal {
+			rows[0] = append(rows[0], "steal s")
+		}
 		for _, run := range l.runs {
 			ratio := fmtRatio(run.Delivery.Ratio)
 			if run.Delivery.Ratio < MinRatio {
@@ -78,6 +84,9 @@ func Summary(w io.Writer, r *bench.Results) {
 					brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
 				}
 				rows[len(rows)-1] = append(rows[len(rows)-1], brkCPU)
+			}
+			if steal {
+				rows[len(rows)-1] = append(rows[len(rows)-1], fmtInt(int64(run.StealSeconds)))
 			}
 		}
 		writeTable(w, rows, 1, false)

@@ -184,3 +184,30 @@ func TestMachinePinned(t *testing.T) {
 		t.Errorf("summary does not say %q:\n%s", want, buf.String())
 	}
 }
+
+// TestSummaryStealColumn checks that the steal column appears only when the hypervisor took CPU
+// in some run, with each run's seconds.
+func TestSummaryStealColumn(t *testing.T) {
+	r := testResults()
+	var buf bytes.Buffer
+	Summary(&buf, r)
+	if strings.Contains(buf.String(), "steal s") {
+		t.Errorf("steal column without any steal:\n%s", buf.String())
+	}
+	r.Runs[len(r.Runs)-1].StealSeconds = 17
+	buf.Reset()
+	Summary(&buf, r)
+	out := buf.String()
+	last := &r.Runs[len(r.Runs)-1]
+	row := lineWith(out, "  "+label(last), fmtInt(int64(last.Peak))) // the table row, not the verdict
+	if !strings.Contains(out, "steal s") || !strings.HasSuffix(strings.TrimSpace(row), " 17") {
+		t.Errorf("steal column missing or wrong; row %q in:\n%s", row, out)
+	}
+	for _, b := range tableBlocks(out) {
+		for _, line := range b[1:] {
+			if utf8.RuneCountInString(line) != utf8.RuneCountInString(b[0]) {
+				t.Errorf("misaligned:\n%s\n%s", b[0], line)
+			}
+		}
+	}
+}
