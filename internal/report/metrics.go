@@ -266,24 +266,25 @@ func quietLatency(r *bench.Run) *bench.Latencies {
 // Figures used by the verdict table, the terminal and the comparison. They are values, not
 // pointers into a shared table, so nothing here is mutable package state.
 var (
-	mRatio = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: always(func(r *bench.Run) float64 { return r.Delivery.Ratio })}
-	mLost  = metric{key: "delivery.lost", label: "lost", unit: unitCount, better: lowerBetter, value: count(lost)}
-	mDups  = metric{key: "delivery.duplicates", label: "duplicates", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.Duplicates })}
-	mOOO   = metric{key: "delivery.outOfOrder", label: "out of order", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.OutOfOrder })}
-	mP50   = metric{key: "delivery.p50", label: "p50 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P50 })}
-	mP99   = metric{key: "delivery.p99", label: "p99 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P99 })}
-	// mQuietP99 is p99 without the seconds the machine's neighbours took CPU; only the verdict
-	// uses it, next to mP99.
-	mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal", unit: unitMs, better: lowerBetter, value: latency(quietLatency, func(l *bench.Latencies) float64 { return l.P99 })}
-	mMax      = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.Max })}
-	mOpened   = metric{key: "conn.opened", label: "conn ok", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
-	mFailed   = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Failed })}
-	mMsgs     = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.MessagesPerSec })}
-	mSrvCPU   = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
-	mSrvRSS   = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
-	mPerUsr   = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
-	mGenCPU   = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	mRatio  = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: always(func(r *bench.Run) float64 { return r.Delivery.Ratio })}
+	mLost   = metric{key: "delivery.lost", label: "lost", unit: unitCount, better: lowerBetter, value: count(lost)}
+	mDups   = metric{key: "delivery.duplicates", label: "duplicates", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.Duplicates })}
+	mOOO    = metric{key: "delivery.outOfOrder", label: "out of order", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.OutOfOrder })}
+	mP50    = metric{key: "delivery.p50", label: "p50 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P50 })}
+	mP99    = metric{key: "delivery.p99", label: "p99 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P99 })}
+	mMax    = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.Max })}
+	mOpened = metric{key: "conn.opened", label: "conn ok", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
+	mFailed = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Failed })}
+	mMsgs   = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.MessagesPerSec })}
+	mSrvCPU = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	mSrvRSS = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
+	mPerUsr = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
+	mGenCPU = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
 )
+
+// mQuietP99 is p99 without the seconds the machine's neighbours took CPU; only the verdict uses
+// it, next to mP99.
+var mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal", unit: unitMs, better: lowerBetter, value: latency(quietLatency, func(l *bench.Latencies) float64 { return l.P99 })}
 
 // headlineMetrics are the columns of the verdict table: what decides whether a transport did
 // its job at a user level and what it cost.
