@@ -18,60 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/web"
 )
 
 // TestBrowser drives the page in two headless Chromium browsers over every transport against
 // the real binary (test/browser/run.mjs), restarting the server under them once per transport.
-// It needs node, test/browser/node_modules (npm ci there) and Debian's chromium; without them
-// it skips, unless RTLAB_REQUIRE_BROWSER=1 (CI), where it fails. Screenshots go to
-// $RTLAB_BROWSER_OUT when set, else to a temporary folder that is removed afterwards.
-// $RTLAB_BIN names a prebuilt rtlab to test instead of building ./cmd/rtlab.
+// See newBrowserEnv for what it needs.
 func TestBrowser(t *testing.T) {
-	required := os.Getenv("RTLAB_REQUIRE_BROWSER") == "1"
-	missing := func(what string) {
-		t.Helper()
-		if required {
-			t.Fatalf("RTLAB_REQUIRE_BROWSER=1 but %s", what)
-		}
-		t.Skipf("skipping the browser test: %s", what)
-	}
-	if testing.Short() && !required {
-		t.Skip("skipping the browser test in -short mode")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("node is not installed")
-	}
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		missing(chromium + " is missing (apt-get install chromium)")
-	}
-	dir, err := filepath.Abs("../test/browser")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
-		missing("playwright-core is not installed (npm ci in " + dir + ")")
-	}
-	out := os.Getenv("RTLAB_BROWSER_OUT")
-	if out == "" {
-		out = t.TempDir()
-	} else if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	bin := os.Getenv("RTLAB_BIN") // a prebuilt binary, else the tree's
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "rtlab")
-		build := exec.Command("go", "build", "-o", bin, "../cmd/rtlab")
-		if b, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, b)
-		}
-	}
+	env := newBrowserEnv(t)
+	node, dir, out, bin := env.node, env.dir, env.out, env.bin
 	// The first server keeps everything in memory; every later one keeps chat history in a
 	// data dir (the default --durable chat/). So the first restart loses the chat's history
 	// and the others must resume it without a gap; location/ is always in memory and is lost
@@ -93,7 +49,7 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "run.mjs", "--base", base, "--out", out)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
+	cmd.Env = append(os.Environ(), "CHROMIUM="+env.chromium)
 	cmd.Stderr = &testWriter{t: t, prefix: "run.mjs! "}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -138,6 +94,163 @@ func TestBrowser(t *testing.T) {
 	}
 }
 
+// TestBrowserLiveGap drives the page (test/browser/gap.mjs) on one of two nodes sharing Redis,
+// with a history of 5, on each streaming transport. The page's node is cut off from Redis while
+// carol moves 20 times on the other node; when it returns, history no longer holds what the
+// page missed. The page must say so ("History gone on location/demo") and then show carol's
+// latest position. It needs redis-server besides what newBrowserEnv finds.
+func TestBrowserLiveGap(t *testing.T) {
+	env := newBrowserEnv(t)
+	redis := brokertest.StartRedis(t)
+	relay := brokertest.StartRelay(t, redis.Addr)
+	node := func(name, url string) *server {
+		s := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, name+".log"),
+			args: []string{"--broker", url, "--history-size", "5"}}
+		s.start()
+		t.Cleanup(s.stop)
+		return s
+	}
+	other := node("node-other", redis.URL)
+	cut := node("node-cut", strings.Replace(redis.URL, redis.Addr, relay.Addr, 1))
+	ready := func(s *server, want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if res, err := http.Get("http://" + s.addr + "/readyz"); err == nil {
+				res.Body.Close()
+				if res.StatusCode == want {
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s: /readyz did not answer %d within 30 s", s.addr, want)
+	}
+	ready(other, http.StatusOK)
+	ready(cut, http.StatusOK)
+	x := 0
+	move := func() string { // carol moves, on the node that stays connected
+		t.Helper()
+		x++
+		body := fmt.Sprintf(`{"member":"carol","x":%d,"y":%d}`, x, 100-x)
+		res, err := http.Post("http://"+other.addr+"/api/publish/location/demo", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("publish: %s", res.Status)
+		}
+		return fmt.Sprintf("%d.0, %d.0", x, 100-x)
+	}
+
+	for _, transport := range []string{"ws", "sse", "stomp"} {
+		t.Run(transport, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, env.node, "gap.mjs", "--base", "http://"+cut.addr, "--out", env.out, "--transport", transport)
+			cmd.Dir = env.dir
+			cmd.Env = append(os.Environ(), "CHROMIUM="+env.chromium)
+			cmd.Stderr = &testWriter{t: t, prefix: "gap.mjs! "}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			say := func(line string) {
+				if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+					t.Errorf("telling gap.mjs: %v", err)
+				}
+			}
+			passed := false
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				line := sc.Text()
+				t.Logf("gap.mjs: %s", line)
+				switch line {
+				case "READY":
+					say("SEE " + move())
+				case "SAW":
+					relay.Cut()
+					ready(cut, http.StatusServiceUnavailable)
+					for range 20 {
+						move()
+					}
+					relay.Heal()
+					ready(cut, http.StatusOK)
+					say("GAP " + move())
+				case "PASS":
+					passed = true
+				}
+			}
+			if err := cmd.Wait(); err != nil || !passed {
+				t.Fatalf("gap.mjs failed (%v); see the log above and %s", err, env.out)
+			}
+		})
+	}
+}
+
+// browserEnv is what a browser test needs: node, Chromium, the scripts' folder with
+// playwright-core installed, a folder for screenshots and logs, and the rtlab binary.
+type browserEnv struct {
+	node, chromium, dir, out, bin string
+}
+
+// newBrowserEnv finds or builds what a browser test needs. Without node, Chromium or
+// playwright-core the test skips, unless RTLAB_REQUIRE_BROWSER=1 (CI), where it fails.
+// Screenshots go to $RTLAB_BROWSER_OUT when set, else to a temporary folder. $RTLAB_BIN names a
+// prebuilt rtlab to test instead of building ./cmd/rtlab.
+func newBrowserEnv(t *testing.T) browserEnv {
+	t.Helper()
+	required := os.Getenv("RTLAB_REQUIRE_BROWSER") == "1"
+	missing := func(what string) {
+		t.Helper()
+		if required {
+			t.Fatalf("RTLAB_REQUIRE_BROWSER=1 but %s", what)
+		}
+		t.Skipf("skipping the browser test: %s", what)
+	}
+	if testing.Short() && !required {
+		t.Skip("skipping the browser test in -short mode")
+	}
+	var env browserEnv
+	var err error
+	if env.node, err = exec.LookPath("node"); err != nil {
+		missing("node is not installed")
+	}
+	if env.chromium = os.Getenv("CHROMIUM"); env.chromium == "" {
+		env.chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(env.chromium); err != nil {
+		missing(env.chromium + " is missing (apt-get install chromium)")
+	}
+	if env.dir, err = filepath.Abs("../test/browser"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(env.dir, "node_modules", "playwright-core")); err != nil {
+		missing("playwright-core is not installed (npm ci in " + env.dir + ")")
+	}
+	if env.out = os.Getenv("RTLAB_BROWSER_OUT"); env.out == "" {
+		env.out = t.TempDir()
+	} else if err := os.MkdirAll(env.out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if env.bin = os.Getenv("RTLAB_BIN"); env.bin == "" {
+		env.bin = filepath.Join(t.TempDir(), "rtlab")
+		build := exec.Command("go", "build", "-o", env.bin, "../cmd/rtlab")
+		if b, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+	}
+	return env
+}
+
 // server runs the rtlab binary on a fixed address, so a restarted server is found where the
 // pages left the old one.
 type server struct {
@@ -145,7 +258,8 @@ type server struct {
 	bin     string
 	addr    string
 	logPath string
-	dataDir string // --data-dir: empty keeps all history in memory
+	dataDir string   // --data-dir: empty keeps all history in memory
+	args    []string // more flags
 	cmd     *exec.Cmd
 	log     *os.File
 }
@@ -160,7 +274,7 @@ func (s *server) start() {
 		s.log = f
 	}
 	fmt.Fprintf(s.log, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
-	s.cmd = exec.Command(s.bin, "serve", "--addr", s.addr, "--data-dir="+s.dataDir, "--shutdown-timeout", "2s", "--log-level", "info")
+	s.cmd = exec.Command(s.bin, append([]string{"serve", "--addr", s.addr, "--data-dir=" + s.dataDir, "--shutdown-timeout", "2s", "--log-level", "info"}, s.args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting rtlab: %v", err)

@@ -12,32 +12,22 @@
 // web/browser_test.go does that. Location history is in memory and lost on every restart.
 // --restart none skips restarts.
 // Prints "ok ..." per check, "PASS" at the end; exits non-zero on the first failure.
-import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
+import { Browsers, deadline, fail, lines, live, log, parseArgs, seesPosition } from './lib.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const base = args.base || 'http://127.0.0.1:8080';
 const out = args.out || fs.mkdtempSync(path.join(os.tmpdir(), 'rtlab-browser-'));
 const transports = (args.transports || 'shortpoll,longpoll,sse,ws,stomp').split(',');
 const restartMode = args.restart || 'stdin';
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 const group = 'demo';
 const room = 'lobby';
-const timeout = 15000;
+deadline(150000);
 
-const started = Date.now();
-const log = (...a) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s]`, ...a);
-const fail = (msg) => { console.error('FAIL ' + msg); process.exitCode = 1; throw new Error(msg); };
-setTimeout(() => { console.error('FAIL timed out after 150 s'); process.exit(1); }, 150000).unref();
-
-const stdin = readline.createInterface({ input: process.stdin });
-const lines = [];
-const waiters = [];
-stdin.on('line', (l) => (waiters.length ? waiters.shift()(l) : lines.push(l)));
-const nextLine = () => new Promise((resolve) => (lines.length ? resolve(lines.shift()) : waiters.push(resolve)));
+const stdin = lines();
+const nextLine = stdin.next;
 
 // restartServer returns null without restarts, else whether the chat history was kept.
 async function restartServer(label) {
@@ -49,30 +39,8 @@ async function restartServer(label) {
   return m[1] === 'kept';
 }
 
-const browsers = [];
-async function openPage(user, transport) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `rtlab-chromium-${user}-`));
-  const ctx = await chromium.launchPersistentContext(dir, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
-  browsers.push({ ctx, dir });
-  const page = ctx.pages()[0] || await ctx.newPage();
-  page.setDefaultTimeout(timeout);
-  page.on('pageerror', (e) => fail(`${user}: page error: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error' && !/Failed to load resource|WebSocket connection/.test(m.text())) log(`${user} console: ${m.text()}`); });
-  await page.goto(`${base}/?user=${user}&transport=${transport}&group=${group}&room=${room}`);
-  page.user = user;
-  return page;
-}
-
-// live waits until the page's connection is live on the given transport.
-async function live(page, transport) {
-  await page.waitForFunction((t) => document.body.dataset.transport === t && document.body.dataset.state === 'live', transport);
-}
+const browsers = new Browsers();
+const openPage = (user, transport) => browsers.open(base, user, { transport, group, room });
 
 async function inRoom(page, ...users) {
   for (const u of users) await page.locator(`#room-members li[data-user="${u}"]`).waitFor();
@@ -93,10 +61,6 @@ async function drag(page, fx, fy, tx, ty) {
   }, page.user);
   await seesPosition(page, page.user, pos);
   return pos;
-}
-
-async function seesPosition(page, member, pos) {
-  await page.waitForFunction(([m, p]) => document.querySelector(`#map-members tr[data-member="${m}"] .pos`)?.textContent === p, [member, pos]);
 }
 
 async function say(page, text) {
@@ -196,24 +160,8 @@ try {
 } catch (e) {
   if (!process.exitCode) console.error('FAIL ' + (e.stack || e.message));
   process.exitCode = 1;
-  for (const [k, { ctx }] of browsers.entries()) {
-    const page = ctx.pages()[0];
-    if (page) await page.screenshot({ path: path.join(out, `failure-${k}.png`), fullPage: true }).catch(() => {});
-  }
+  await browsers.screenshot(out);
 } finally {
-  for (const { ctx, dir } of browsers) {
-    await ctx.close().catch(() => {});
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  await browsers.close();
   stdin.close();
-}
-
-function parseArgs(argv) {
-  const o = {};
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i].replace(/^--/, '');
-    if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) o[k] = argv[++i];
-    else o[k] = true;
-  }
-  return o;
 }

@@ -153,9 +153,12 @@ function route(p) {
 function onGap(g) {
   panel.event(`history gone on ${g.topic}: ${g.reason}`, 'warn');
   if (g.topic !== topicOf.notify(app.user)) { // notifications are reloaded below; no banner
-    notice(g.topic, `History gone on ${g.topic}: ${g.reason}. ${
-      /epoch/.test(g.reason || '') ? 'The server lost its history (a restart without durable storage); ' : ''
-    }what was published while you were away cannot be replayed.`);
+    // Only a new epoch means the server lost history; "publications 3 to 17 of epoch … are
+    // no longer retained" is older history, trimmed while this node was cut off.
+    const lost = /epoch changed|is gone\)/.test(g.reason || '');
+    notice(g.topic, `History gone on ${g.topic}: ${g.reason}. ${lost
+      ? 'The server lost its history (a restart without durable storage); what was published while you were away cannot be replayed.'
+      : 'What was published while you were away cannot be replayed.'}`);
   }
   if (g.topic === topicOf.chat(app.room)) {
     chat.gap(g);
