@@ -8,6 +8,10 @@
 //
 //	natsprobe -url nats://127.0.0.1:4222 -rate 1667 -subjects 500 -per 100
 //
+// With -republish the stream republishes every stored message to core NATS subjects, and two
+// plain subscriptions read those instead of the ordered consumers: the live path an rtlab node
+// could take instead of its consumer.
+//
 // It is a measuring tool, not part of rtlab. It deletes and recreates the stream -stream
 // (default natsprobe) and leaves it behind.
 package main
@@ -33,14 +37,15 @@ func main() {
 	subjects := flag.Int("subjects", 500, "subjects (rtlab topics) the publications are spread over")
 	per := flag.Int64("per", 100, "MaxMsgsPerSubject of the stream (-1: no limit)")
 	duration := flag.Duration("duration", 45*time.Second, "how long to publish")
+	republish := flag.Bool("republish", false, "read the stream's republished copies over core NATS instead of ordered consumers")
 	flag.Parse()
-	if err := run(*url, *stream, *rate, *subjects, *per, *duration); err != nil {
+	if err := run(*url, *stream, *rate, *subjects, *per, *duration, *republish); err != nil {
 		fmt.Fprintln(os.Stderr, "natsprobe:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, stream string, rate, subjects int, per int64, duration time.Duration) error {
+func run(url, stream string, rate, subjects int, per int64, duration time.Duration, republish bool) error {
 	if rate <= 0 || subjects <= 0 {
 		return fmt.Errorf("want -rate > 0 and -subjects > 0")
 	}
@@ -50,10 +55,15 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 		return err
 	}
 	_ = js.DeleteStream(ctx, stream)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage,
 		MaxMsgsPerSubject: per, MaxAge: 10 * time.Minute, AllowDirect: true,
-	}); err != nil {
+	}
+	live := "live-" + stream
+	if republish {
+		cfg.RePublish = &jetstream.RePublish{Source: stream + ".>", Destination: live + ".>"}
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("create stream %s: %w", stream, err)
 	}
 
@@ -63,24 +73,33 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 		consumed []time.Duration // publish to each consumer, in the second half
 	)
 	half := time.Now().Add(duration / 2)
+	took := func(data []byte) {
+		ns, _ := strconv.ParseInt(string(data), 10, 64)
+		if t := time.Unix(0, ns); t.After(half) {
+			d := time.Since(t)
+			mu.Lock()
+			consumed = append(consumed, d)
+			mu.Unlock()
+		}
+	}
 	for range 2 {
 		cjs, err := connect(url)
 		if err != nil {
 			return err
 		}
+		if republish {
+			sub, err := cjs.Conn().Subscribe(live+".>", func(m *natsgo.Msg) { took(m.Data) })
+			if err != nil {
+				return fmt.Errorf("subscribe %s: %w", live, err)
+			}
+			defer sub.Unsubscribe()
+			continue
+		}
 		c, err := cjs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			return fmt.Errorf("ordered consumer: %w", err)
 		}
-		cc, err := c.Consume(func(m jetstream.Msg) {
-			ns, _ := strconv.ParseInt(string(m.Data()), 10, 64)
-			if t := time.Unix(0, ns); t.After(half) {
-				d := time.Since(t)
-				mu.Lock()
-				consumed = append(consumed, d)
-				mu.Unlock()
-			}
-		})
+		cc, err := c.Consume(func(m jetstream.Msg) { took(m.Data()) })
 		if err != nil {
 			return fmt.Errorf("consume: %w", err)
 		}
@@ -137,7 +156,11 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 	time.Sleep(500 * time.Millisecond) // the consumers' last copies
 	mu.Lock()
 	defer mu.Unlock()
-	fmt.Printf("rate %d/s over %d subjects, %d per subject: ack %s; consumed %s\n", rate, subjects, per, quantiles(acks), quantiles(consumed))
+	how := "ordered consumers"
+	if republish {
+		how = "republished"
+	}
+	fmt.Printf("rate %d/s over %d subjects, %d per subject, %s: ack %s; consumed %s\n", rate, subjects, per, how, quantiles(acks), quantiles(consumed))
 	return nil
 }
 
