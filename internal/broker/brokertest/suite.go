@@ -101,6 +101,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("NodesPublishConcurrently", func(t *testing.T) { testConcurrent(t, h) })
 	t.Run("NodesPublishToABusyTopic", func(t *testing.T) { testBusyTopic(t, h) })
 	t.Run("SubscribeThenHistoryMissesNothing", func(t *testing.T) { testSubscribeThenHistory(t, h) })
+	t.Run("HandlerReadsHistory", func(t *testing.T) { testHandlerReadsHistory(t, h) })
 	t.Run("ServerRestart", func(t *testing.T) { testRestart(t, h, restart) })
 	t.Run("ServerHangs", func(t *testing.T) { testRestart(t, h, hang) })
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
@@ -563,6 +564,91 @@ var (
 // nodes publish, with a real hub on each node, and checks what subscribers see: offsets
 // contiguous within each epoch (gaps are filled from history after HandleResubscribed), every
 // acknowledged publication delivered when the data survives, and a new epoch when it does not.
+// testHandlerReadsHistory checks what the hub relies on when it fills a gap: a handler may
+// read History from inside HandlePublication, while other publishes to the topic are under way,
+// and the broker neither waits on itself nor answers with less than it delivered.
+func testHandlerReadsHistory(t *testing.T, h Harness) {
+	const topic, goroutines, each = "chat/reentrant", 4, 25
+	b := h.NewNode(t, Namespace(), hub.HistoryPolicy{})
+	r := &historyReader{b: b}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.Run(ctx, r); err != nil {
+		cancel()
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = b.Close()
+	})
+	(&Node{Broker: b}).Subscribe(t, topic)
+	published := make(chan error, goroutines*each)
+	for range goroutines {
+		go func() {
+			for range each {
+				pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := b.Publish(pctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{"n":1}`)})
+				pcancel()
+				published <- err
+			}
+		}()
+	}
+	timeout := time.After(30 * time.Second)
+	for range goroutines * each {
+		select {
+		case err := <-published:
+			if err != nil {
+				t.Fatalf("Publish: %v", err)
+			}
+		case <-timeout:
+			t.Fatalf("publishes still waiting after 30 s, with %d deliveries: the broker waits on its own delivery", r.count())
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for r.count() < goroutines*each && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen != goroutines*each {
+		t.Errorf("%d deliveries, want %d", r.seen, goroutines*each)
+	}
+	for _, err := range r.errs {
+		t.Error(err)
+	}
+}
+
+// historyReader reads the topic's history from inside every delivery, as the hub does when it
+// sees a gap.
+type historyReader struct {
+	b    hub.Broker
+	mu   sync.Mutex
+	seen int
+	errs []error
+}
+
+func (r *historyReader) HandlePublication(p *hub.Publication) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hr, err := r.b.History(ctx, p.Topic, p.Offset-1, 0)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen++
+	switch {
+	case err != nil:
+		r.errs = append(r.errs, fmt.Errorf("History inside the delivery of %d: %w", p.Offset, err))
+	case hr.Top.Epoch == p.Epoch && hr.Top.Offset < p.Offset:
+		r.errs = append(r.errs, fmt.Errorf("History inside the delivery of %d says the topic is at %d", p.Offset, hr.Top.Offset))
+	}
+}
+
+func (r *historyReader) HandleResubscribed() {}
+
+func (r *historyReader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen
+}
+
 func testRestart(t *testing.T, h Harness, o outage) {
 	if h.Server == nil {
 		t.Skip("no server to restart")

@@ -54,20 +54,26 @@ type shard struct {
 	streams map[string]*stream // guarded by mu
 }
 
-// stream is one topic's offsets and history. Publishing and reading lock mu; delivery to the
-// handler happens under mu too, which is what keeps a topic's deliveries in offset order.
-// Durable publishes also take appendMu (before mu) while handing over to the store.
+// stream is one topic's offsets and history. Publishing and reading lock mu. Publications are
+// queued for delivery under mu, in offset order, and delivered under deliverMu, outside mu: the
+// handler may read History (the hub does when it sees a gap), which takes mu. Whoever holds
+// deliverMu delivers everything queued so far, so a Publish that gets deliverMu finds its
+// publication delivered, by itself or by an earlier holder. Durable publishes also take
+// appendMu (before mu) while handing over to the store.
 type stream struct {
-	appendMu sync.Mutex
-	mu       sync.Mutex
-	epoch    string
-	top      uint64 // last offset assigned
-	visible  uint64 // last offset delivered and readable; below top while durable commits are pending
-	ring     history.Ring
-	lastUsed time.Time
-	policy   hub.HistoryPolicy
-	durable  bool
-	loadErr  error // durable history could not be read; publishing and reading fail
+	appendMu  sync.Mutex
+	deliverMu sync.Mutex
+	mu        sync.Mutex
+	queue     []*hub.Publication // to deliver, in offset order; guarded by mu
+	spare     []*hub.Publication // the other queue array, reused; guarded by deliverMu
+	epoch     string
+	top       uint64 // last offset assigned
+	visible   uint64 // last offset delivered and readable; below top while durable commits are pending
+	ring      history.Ring
+	lastUsed  time.Time
+	policy    hub.HistoryPolicy
+	durable   bool
+	loadErr   error // durable history could not be read; publishing and reading fail
 }
 
 // New returns a memory broker.
@@ -123,7 +129,6 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		return b.publishDurable(ctx, s, req, now)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.expireLocked(now)
 	s.top++
 	p := &hub.Publication{
@@ -138,14 +143,32 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	s.ring.Append(p)
 	s.visible = p.Offset
 	s.lastUsed = now
-	b.handler.HandlePublication(p)
+	s.queue = append(s.queue, p)
+	s.mu.Unlock()
+	b.deliver(s)
 	return p, nil
+}
+
+// deliver hands everything queued on s to the handler, in order. When it returns, whatever
+// was queued before the call has been delivered.
+func (b *Broker) deliver(s *stream) {
+	s.deliverMu.Lock()
+	defer s.deliverMu.Unlock()
+	s.mu.Lock()
+	q := s.queue
+	s.queue = s.spare[:0] // two arrays take turns, so publishing allocates nothing here
+	s.mu.Unlock()
+	for _, p := range q {
+		b.handler.HandlePublication(p)
+	}
+	clear(q)
+	s.spare = q
 }
 
 // publishDurable assigns the offset and hands the publication to the store under appendMu, so
 // the store sees a topic's offsets in order, but does not wait for the commit under any lock:
 // a topic's publishes are not serialized on fsyncs. The store calls done in append order,
-// which is offset order per topic; done appends to memory and fans out under mu. Append may
+// which is offset order per topic; done appends to memory under mu, then delivers. Append may
 // block when the store is backed up; it never holds mu meanwhile, so done can always run.
 func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishRequest, now time.Time) (*hub.Publication, error) {
 	s.appendMu.Lock()
@@ -169,8 +192,9 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 			s.expireLocked(b.cfg.Now())
 			s.ring.Append(p)
 			s.visible = p.Offset
-			b.handler.HandlePublication(p)
+			s.queue = append(s.queue, p)
 			s.mu.Unlock()
+			b.deliver(s)
 		}
 		committed <- err
 	})
