@@ -419,7 +419,13 @@ func (h *Hub) baseline(ctx context.Context, t *topic) {
 		return // no baseline: the first delivery is taken as it comes, and becomes one
 	}
 	t.deliverMu.Lock()
-	t.last, t.known = hr.Top, true
+	// A delivery may have come in between the broker subscription and this read's answer;
+	// being later in the topic, it is the better baseline. Going back to the read's position
+	// would make the next delivery look like a gap over what was already delivered.
+	if !t.known || t.last.Epoch != hr.Top.Epoch || t.last.Offset < hr.Top.Offset {
+		t.last = hr.Top
+	}
+	t.known = true
 	t.deliverMu.Unlock()
 }
 
