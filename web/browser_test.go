@@ -27,7 +27,7 @@ import (
 // See newBrowserEnv for what it needs.
 func TestBrowser(t *testing.T) {
 	env := newBrowserEnv(t)
-	node, dir, out, bin := env.node, env.dir, env.out, env.bin
+	out, bin := env.out, env.bin
 	// The first server keeps everything in memory; every later one keeps chat history in a
 	// data dir (the default --durable chat/). So the first restart loses the chat's history
 	// and the others must resume it without a gap; location/ is always in memory and is lost
@@ -45,27 +45,10 @@ func TestBrowser(t *testing.T) {
 		base = front.URL
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "run.mjs", "--base", base, "--out", out)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+env.chromium)
-	cmd.Stderr = &testWriter{t: t, prefix: "run.mjs! "}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, sc := env.script(t, 150*time.Second, "run.mjs", "--base", base, "--out", out)
 	passed, restarts := false, 0
 	durableDir := filepath.Join(t.TempDir(), "data")
-	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Text()
 		t.Logf("run.mjs: %s", line)
@@ -87,7 +70,7 @@ func TestBrowser(t *testing.T) {
 			passed = true
 		}
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	t.Logf("browser test took %s, %d restarts; screenshots and server.log in %s", time.Since(start).Round(time.Millisecond), restarts, out)
 	if err != nil || !passed {
 		t.Fatalf("browser test failed (%v); see the log above and %s", err, out)
@@ -146,30 +129,13 @@ func TestBrowserLiveGap(t *testing.T) {
 
 	for _, transport := range []string{"ws", "sse", "stomp"} {
 		t.Run(transport, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, env.node, "gap.mjs", "--base", "http://"+cut.addr, "--out", env.out, "--transport", transport)
-			cmd.Dir = env.dir
-			cmd.Env = append(os.Environ(), "CHROMIUM="+env.chromium)
-			cmd.Stderr = &testWriter{t: t, prefix: "gap.mjs! "}
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, stdin, sc := env.script(t, 90*time.Second, "gap.mjs", "--base", "http://"+cut.addr, "--out", env.out, "--transport", transport)
 			say := func(line string) {
 				if _, err := io.WriteString(stdin, line+"\n"); err != nil {
 					t.Errorf("telling gap.mjs: %v", err)
 				}
 			}
 			passed := false
-			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				line := sc.Text()
 				t.Logf("gap.mjs: %s", line)
@@ -249,6 +215,30 @@ func newBrowserEnv(t *testing.T) browserEnv {
 		}
 	}
 	return env
+}
+
+// script starts the browser script name (in test/browser) with args, killed after timeout,
+// and returns it with its stdin and its stdout line by line. Its stderr goes to the test log.
+func (env browserEnv) script(t *testing.T, timeout time.Duration, name string, args ...string) (*exec.Cmd, io.Writer, *bufio.Scanner) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, env.node, append([]string{name}, args...)...)
+	cmd.Dir = env.dir
+	cmd.Env = append(os.Environ(), "CHROMIUM="+env.chromium)
+	cmd.Stderr = &testWriter{t: t, prefix: name + "! "}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, bufio.NewScanner(stdout)
 }
 
 // server runs the rtlab binary on a fixed address, so a restarted server is found where the

@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Browsers, deadline, fail, lines, live, log, parseArgs, seesPosition } from './lib.mjs';
+import { Browsers, deadline, fail, lines, live, log, main, parseArgs, seesPosition } from './lib.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const base = args.base || 'http://127.0.0.1:8080';
@@ -31,7 +31,7 @@ async function expect(word) {
   return line.slice(word.length + 1);
 }
 
-try {
+await main({ out, browsers, stdin }, async () => {
   const a = await browsers.open(base, 'alice', { transport, group, room: 'lobby' });
   await live(a, transport);
   // Settled: in the room too, so no subscription (which reopens an SSE stream) is still under
@@ -54,12 +54,4 @@ try {
   await seesPosition(a, 'carol', last);
   log(`ok ${transport}: alice was told "${text.trim()}" and sees carol at ${last}`);
   await a.screenshot({ path: path.join(out, `gap-${transport}.png`), fullPage: true });
-  console.log('PASS');
-} catch (e) {
-  if (!process.exitCode) console.error('FAIL ' + (e.stack || e.message));
-  process.exitCode = 1;
-  await browsers.screenshot(out);
-} finally {
-  await browsers.close();
-  stdin.close();
-}
+});

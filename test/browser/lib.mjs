@@ -72,6 +72,23 @@ export class Browsers {
   }
 }
 
+// main runs body and prints "PASS" when it resolves. When it fails, main reports the failure
+// (unless fail already did), screenshots the pages into out and sets a failing exit code. It
+// closes the browsers and stdin either way.
+export async function main({ out, browsers, stdin }, body) {
+  try {
+    await body();
+    console.log('PASS');
+  } catch (e) {
+    if (!process.exitCode) console.error('FAIL ' + (e.stack || e.message));
+    process.exitCode = 1;
+    await browsers.screenshot(out);
+  } finally {
+    await browsers.close();
+    stdin.close();
+  }
+}
+
 // live waits until the page's connection is live on the given transport.
 export async function live(page, transport) {
   await page.waitForFunction((t) => document.body.dataset.transport === t && document.body.dataset.state === 'live', transport);

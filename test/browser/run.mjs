@@ -15,7 +15,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Browsers, deadline, fail, lines, live, log, parseArgs, seesPosition } from './lib.mjs';
+import { Browsers, deadline, fail, lines, live, log, main, parseArgs, seesPosition } from './lib.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const base = args.base || 'http://127.0.0.1:8080';
@@ -82,7 +82,7 @@ async function counter(page, sel) {
   return Number(await page.locator(sel).textContent());
 }
 
-try {
+await main({ out, browsers, stdin }, async () => {
   const first = transports[0];
   // Alice comes first so she owns the room and bob's words notify her.
   const a = await openPage('alice', first);
@@ -156,12 +156,4 @@ try {
     }
     log(`ok ${t} in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in ${out}`);
   }
-  console.log('PASS');
-} catch (e) {
-  if (!process.exitCode) console.error('FAIL ' + (e.stack || e.message));
-  process.exitCode = 1;
-  await browsers.screenshot(out);
-} finally {
-  await browsers.close();
-  stdin.close();
-}
+});

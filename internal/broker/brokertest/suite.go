@@ -129,10 +129,15 @@ type Node struct {
 // StartNode makes a node with h.NewNode, runs it with a Recorder and closes it at cleanup.
 func StartNode(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) *Node {
 	tb.Helper()
-	b := h.NewNode(tb, ns, policy)
 	rec := NewRecorder()
+	return &Node{Broker: runNode(tb, h.NewNode(tb, ns, policy), rec), Rec: rec}
+}
+
+// runNode runs b with handler, closes it at cleanup and returns it.
+func runNode(tb testing.TB, b hub.Broker, handler hub.Handler) hub.Broker {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := b.Run(ctx, rec); err != nil {
+	if err := b.Run(ctx, handler); err != nil {
 		cancel()
 		tb.Fatalf("Run: %v", err)
 	}
@@ -142,7 +147,7 @@ func StartNode(tb testing.TB, h Harness, ns string, policy hub.HistoryPolicy) *N
 			tb.Errorf("Close: %v", err)
 		}
 	})
-	return &Node{Broker: b, Rec: rec}
+	return b
 }
 
 // startNodes starts two nodes on namespace ns, or one when h is not Shared.
@@ -569,17 +574,8 @@ var (
 // and the broker neither waits on itself nor answers with less than it delivered.
 func testHandlerReadsHistory(t *testing.T, h Harness) {
 	const topic, goroutines, each = "chat/reentrant", 4, 25
-	b := h.NewNode(t, Namespace(), hub.HistoryPolicy{})
-	r := &historyReader{b: b}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := b.Run(ctx, r); err != nil {
-		cancel()
-		t.Fatalf("Run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = b.Close()
-	})
+	r := &historyReader{b: h.NewNode(t, Namespace(), hub.HistoryPolicy{})}
+	b := runNode(t, r.b, r)
 	(&Node{Broker: b}).Subscribe(t, topic)
 	published := make(chan error, goroutines*each)
 	for range goroutines {
