@@ -68,7 +68,7 @@ type stream struct {
 	spare     []*hub.Publication // the other queue array, reused; guarded by deliverMu
 	epoch     string
 	top       uint64 // last offset assigned
-	visible   uint64 // last offset delivered and readable; below top while durable commits are pending
+	visible   uint64 // last offset readable (and queued for delivery); below top while durable commits are pending
 	ring      history.Ring
 	lastUsed  time.Time
 	policy    hub.HistoryPolicy
