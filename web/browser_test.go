@@ -95,22 +95,8 @@ func TestBrowserLiveGap(t *testing.T) {
 	}
 	other := node("node-other", redis.URL)
 	cut := node("node-cut", strings.Replace(redis.URL, redis.Addr, relay.Addr, 1))
-	ready := func(s *server, want int) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if res, err := http.Get("http://" + s.addr + "/readyz"); err == nil {
-				res.Body.Close()
-				if res.StatusCode == want {
-					return
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("%s: /readyz did not answer %d within 30 s", s.addr, want)
-	}
-	ready(other, http.StatusOK)
-	ready(cut, http.StatusOK)
+	other.await("/readyz", http.StatusOK, 30*time.Second)
+	cut.await("/readyz", http.StatusOK, 30*time.Second)
 	x := 0
 	move := func() string { // carol moves, on the node that stays connected
 		t.Helper()
@@ -144,12 +130,12 @@ func TestBrowserLiveGap(t *testing.T) {
 					say("SEE " + move())
 				case "SAW":
 					relay.Cut()
-					ready(cut, http.StatusServiceUnavailable)
+					cut.await("/readyz", http.StatusServiceUnavailable, 30*time.Second)
 					for range 20 {
 						move()
 					}
 					relay.Heal()
-					ready(cut, http.StatusOK)
+					cut.await("/readyz", http.StatusOK, 30*time.Second)
 					say("GAP " + move())
 				case "PASS":
 					passed = true
@@ -269,18 +255,23 @@ func (s *server) start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting rtlab: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	s.await("/healthz", http.StatusOK, 10*time.Second)
+}
+
+// await waits until GET path on the server answers want, and fails the test after within.
+func (s *server) await(path string, want int, within time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		res, err := http.Get("http://" + s.addr + "/healthz")
-		if err == nil {
+		if res, err := http.Get("http://" + s.addr + path); err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			if res.StatusCode == want {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.t.Fatalf("rtlab did not answer /healthz on %s within 10 s; see %s", s.addr, s.logPath)
+	s.t.Fatalf("rtlab on %s did not answer %d to %s within %v; see %s", s.addr, want, path, within, s.logPath)
 }
 
 // restart stops the server, by SIGKILL when crash is set, else by SIGTERM, and starts it again.

@@ -213,11 +213,7 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 	}
 	first := publish()
 	for _, f := range fs {
-		eventually(t, 10*time.Second, f.name+" received the first publication", func() bool {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			return len(f.got) > 0 && f.got[len(f.got)-1] == first
-		})
+		eventually(t, 10*time.Second, f.name+" received the first publication", func() bool { return f.reached(first) })
 	}
 	relay.Cut()
 	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
@@ -620,10 +616,7 @@ func awaitAll(t *testing.T, fs []*follower, top clientPos) {
 		ok := false
 		deadline := time.Now().Add(20 * time.Second)
 		for !ok && time.Now().Before(deadline) {
-			f.mu.Lock()
-			ok = len(f.got) > 0 && f.got[len(f.got)-1] == top
-			f.mu.Unlock()
-			if !ok {
+			if ok = f.reached(top); !ok {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
@@ -633,6 +626,13 @@ func awaitAll(t *testing.T, fs []*follower, top clientPos) {
 			t.Errorf("%s did not receive %v: %s", f.name, top, f.summary())
 		}
 	}
+}
+
+// reached reports whether the last publication f received is pos.
+func (f *follower) reached(pos clientPos) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.got) > 0 && f.got[len(f.got)-1] == pos
 }
 
 func (f *follower) on() *testServer {

@@ -548,27 +548,6 @@ func testSubscribeThenHistory(t *testing.T, h Harness) {
 	}
 }
 
-// outage is how a test takes the broker server away and brings it back.
-type outage struct {
-	begin, end func(*Server)
-	// losesData reports whether history is gone afterwards: a restarted server without
-	// persistence (Redis here) forgets it; a hung one keeps it.
-	losesData func(Harness) bool
-	// failWithin bounds how long a publish may take to fail once the server is gone. A stopped
-	// server closes its sockets and publishes fail at once; a hung one keeps them open and silent,
-	// and a node notices only when heartbeats go unanswered (docs/brokers.md: about 4 s).
-	failWithin time.Duration
-}
-
-var (
-	restart = outage{begin: (*Server).Stop, end: (*Server).Start, losesData: func(h Harness) bool { return !h.Durable }, failWithin: 3 * time.Second}
-	hang    = outage{begin: (*Server).Hang, end: (*Server).Wake, losesData: func(Harness) bool { return false }, failWithin: 9 * time.Second}
-)
-
-// testRestart takes the broker server away (o: stopped, or hung) and brings it back while two
-// nodes publish, with a real hub on each node, and checks what subscribers see: offsets
-// contiguous within each epoch (gaps are filled from history after HandleResubscribed), every
-// acknowledged publication delivered when the data survives, and a new epoch when it does not.
 // testHandlerReadsHistory checks what the hub relies on when it fills a gap: a handler may
 // read History from inside HandlePublication, while other publishes to the topic are under way,
 // and the broker neither waits on itself nor answers with less than it delivered.
@@ -645,6 +624,27 @@ func (r *historyReader) count() int {
 	return r.seen
 }
 
+// outage is how a test takes the broker server away and brings it back.
+type outage struct {
+	begin, end func(*Server)
+	// losesData reports whether history is gone afterwards: a restarted server without
+	// persistence (Redis here) forgets it; a hung one keeps it.
+	losesData func(Harness) bool
+	// failWithin bounds how long a publish may take to fail once the server is gone. A stopped
+	// server closes its sockets and publishes fail at once; a hung one keeps them open and silent,
+	// and a node notices only when heartbeats go unanswered (docs/brokers.md: 2.5 s to 4 s).
+	failWithin time.Duration
+}
+
+var (
+	restart = outage{begin: (*Server).Stop, end: (*Server).Start, losesData: func(h Harness) bool { return !h.Durable }, failWithin: 3 * time.Second}
+	hang    = outage{begin: (*Server).Hang, end: (*Server).Wake, losesData: func(Harness) bool { return false }, failWithin: 9 * time.Second}
+)
+
+// testRestart takes the broker server away (o: stopped, or hung) and brings it back while two
+// nodes publish, with a real hub on each node, and checks what subscribers see: offsets
+// contiguous within each epoch (gaps are filled from history after HandleResubscribed), every
+// acknowledged publication delivered when the data survives, and a new epoch when it does not.
 func testRestart(t *testing.T, h Harness, o outage) {
 	if h.Server == nil {
 		t.Skip("no server to restart")
