@@ -2,12 +2,14 @@
 // two connections publish to a stream queue at a fixed total rate of publications, packed
 // -batch to a message, and two consumers read it, as two rtlab nodes would. It reports the
 // latency from publish to each consumer and, given -pid, the RabbitMQ VM's CPU. With -classic
-// it measures the same through a fanout exchange to two classic queues, one per consumer.
+// it measures the same through a fanout exchange to two classic queues, one per consumer; with
+// -replyto, by publishing each message to both consumers' direct reply-to addresses, which
+// skips RabbitMQ's queue processes. -log adds the stream to either, as rtlab's log.
 //
 //	streamprobe -url amqp://guest:guest@127.0.0.1:5672/ -rate 1667 -batch 1 -pid $(pgrep beam.smp)
 //
 // It is a measuring tool, not part of rtlab. It declares the stream queue -queue (default
-// streamprobe.log) and leaves it behind; -classic declares an auto-deleted exchange instead.
+// streamprobe.log) and leaves it behind; -classic declares an auto-deleted exchange.
 package main
 
 import (
@@ -30,17 +32,29 @@ func main() {
 	rate := flag.Int("rate", 1667, "publications per second, over both publishers")
 	batch := flag.Int("batch", 1, "publications per message")
 	classic := flag.Bool("classic", false, "publish to a fanout exchange with a classic queue per consumer instead of a stream")
+	replyTo := flag.Bool("replyto", false, "publish each message to every consumer's direct reply-to address instead of a queue (and, with -log, once to the stream)")
+	withLog := flag.Bool("log", false, "with -classic, also bind the stream to the fanout exchange; with -replyto, also publish every message to the stream (as rtlab's log)")
 	size := flag.Int("size", 120, "bytes per publication")
 	duration := flag.Duration("duration", 20*time.Second, "how long to publish")
 	pid := flag.Int("pid", 0, "RabbitMQ's beam.smp process, to report its CPU (0: not reported)")
 	flag.Parse()
-	if err := run(*url, *queue, *rate, *batch, *size, *duration, *pid, *classic); err != nil {
+	m := mode{classic: *classic, replyTo: *replyTo, log: *withLog}
+	if err := run(*url, *queue, *rate, *batch, *size, *duration, *pid, m); err != nil {
 		fmt.Fprintln(os.Stderr, "streamprobe:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, queue string, rate, batch, size int, duration time.Duration, pid int, classic bool) error {
+// mode is how publications travel: to a stream read by both consumers (the zero mode), a
+// fanout exchange with a classic queue per consumer, or each consumer's direct reply-to
+// address; with log, the last two also append every message to the stream.
+type mode struct{ classic, replyTo, log bool }
+
+func run(url, queue string, rate, batch, size int, duration time.Duration, pid int, md mode) error {
+	classic := md.classic
+	if classic && md.replyTo {
+		return fmt.Errorf("-classic or -replyto, not both")
+	}
 	if rate <= 0 || batch <= 0 || size < 20 {
 		return fmt.Errorf("want -rate > 0, -batch > 0, -size >= 20")
 	}
@@ -49,16 +63,41 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		return err
 	}
 	defer conn.Close()
+	stream := !classic && !md.replyTo
+	if stream || md.log {
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+			return fmt.Errorf("declare %s: %w", queue, err)
+		}
+	}
 	// Publications go to exchange with key: the stream through the default exchange, or the
-	// fanout exchange.
+	// fanout exchange; with -replyto, to each consumer's address (targets).
 	exchange, key := "", queue
 	if classic {
 		exchange, key = queue+".fanout", ""
 		if err := ch.ExchangeDeclare(exchange, "fanout", false, true, false, false, nil); err != nil {
 			return fmt.Errorf("declare %s: %w", exchange, err)
 		}
-	} else if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
-		return fmt.Errorf("declare %s: %w", queue, err)
+		if md.log {
+			if err := ch.QueueBind(queue, "", exchange, false, nil); err != nil {
+				return fmt.Errorf("bind %s: %w", queue, err)
+			}
+		}
+	}
+	var (
+		targets []string
+		hellos  <-chan amqp.Delivery
+	)
+	if md.replyTo {
+		// A consumer of amq.rabbitmq.reply-to learns its address only from a message it
+		// publishes: RabbitMQ fills in the reply_to property. Each one sends one here.
+		names, err := ch.QueueDeclare("", false, true, true, false, nil)
+		if err != nil {
+			return fmt.Errorf("declare a queue: %w", err)
+		}
+		if hellos, err = ch.Consume(names.Name, "", true, true, false, false, nil); err != nil {
+			return fmt.Errorf("consume %s: %w", names.Name, err)
+		}
+		key = names.Name
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -76,14 +115,21 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		if err := cch.Qos(1000, 0, false); err != nil {
 			return err
 		}
-		msgs, err := consume(cch, queue, exchange, classic)
-		if err != nil {
+		var msgs <-chan amqp.Delivery
+		if md.replyTo {
+			if msgs, err = cch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil); err != nil {
+				return fmt.Errorf("consume amq.rabbitmq.reply-to: %w", err)
+			}
+			if err := cch.PublishWithContext(ctx, "", key, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}); err != nil {
+				return fmt.Errorf("announce: %w", err)
+			}
+		} else if msgs, err = consume(cch, queue, exchange, classic); err != nil {
 			return err
 		}
 		go func() {
 			n := 0
 			for m := range msgs {
-				if n++; !classic && n%256 == 0 { // a stream consumer acks only to grant credit
+				if n++; stream && n%256 == 0 { // a stream consumer acks only to grant credit
 					_ = m.Ack(true)
 				}
 				if len(m.Body) < 20 {
@@ -101,6 +147,14 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 				mu.Unlock()
 			}
 		}()
+	}
+	for len(targets) < 2 && hellos != nil {
+		select {
+		case m := <-hellos:
+			targets = append(targets, m.ReplyTo)
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("consumers' reply-to addresses: got %d of 2", len(targets))
+		}
 	}
 	time.Sleep(500 * time.Millisecond) // consumers attached at "next" before anything is sent
 
@@ -124,7 +178,7 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 			for end := time.Now().Add(duration); time.Now().Before(end); {
 				<-tick.C
 				copy(body, fmt.Sprintf("%-20d", time.Now().UnixNano()))
-				if err := pch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Body: body}); err != nil {
+				if err := publish(ctx, pch, md, exchange, key, queue, targets, body); err != nil {
 					errc <- err
 					return
 				}
@@ -153,6 +207,25 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		fmt.Printf(", RabbitMQ CPU %.0f %%", float64(cpu1-cpu0)/elapsed.Seconds())
 	}
 	fmt.Println()
+	return nil
+}
+
+// publish sends one message the way md says: to every target and, with md.log, the stream
+// queue; otherwise to exchange with key.
+func publish(ctx context.Context, ch *amqp.Channel, md mode, exchange, key, queue string, targets []string, body []byte) error {
+	if !md.replyTo {
+		return ch.PublishWithContext(ctx, exchange, key, false, false, amqp.Publishing{Body: body})
+	}
+	if md.log {
+		if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{Body: body}); err != nil {
+			return err
+		}
+	}
+	for _, t := range targets {
+		if err := ch.PublishWithContext(ctx, "", t, false, false, amqp.Publishing{Body: body}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
