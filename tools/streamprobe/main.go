@@ -51,8 +51,7 @@ func main() {
 type mode struct{ classic, replyTo, log bool }
 
 func run(url, queue string, rate, batch, size int, duration time.Duration, pid int, md mode) error {
-	classic := md.classic
-	if classic && md.replyTo {
+	if md.classic && md.replyTo {
 		return fmt.Errorf("-classic or -replyto, not both")
 	}
 	if rate <= 0 || batch <= 0 || size < 20 {
@@ -63,16 +62,16 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		return err
 	}
 	defer conn.Close()
-	stream := !classic && !md.replyTo
+	stream := !md.classic && !md.replyTo
 	if stream || md.log {
 		if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
 			return fmt.Errorf("declare %s: %w", queue, err)
 		}
 	}
 	// Publications go to exchange with key: the stream through the default exchange, or the
-	// fanout exchange; with -replyto, to each consumer's address (targets).
+	// fanout exchange; with -replyto, to each consumer's address (targets) instead.
 	exchange, key := "", queue
-	if classic {
+	if md.classic {
 		exchange, key = queue+".fanout", ""
 		if err := ch.ExchangeDeclare(exchange, "fanout", false, true, false, false, nil); err != nil {
 			return fmt.Errorf("declare %s: %w", exchange, err)
@@ -85,6 +84,7 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	}
 	var (
 		targets []string
+		hello   string // the queue where each consumer sends its reply-to address
 		hellos  <-chan amqp.Delivery
 	)
 	if md.replyTo {
@@ -97,7 +97,7 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 		if hellos, err = ch.Consume(names.Name, "", true, true, false, false, nil); err != nil {
 			return fmt.Errorf("consume %s: %w", names.Name, err)
 		}
-		key = names.Name
+		hello = names.Name
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -120,10 +120,10 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 			if msgs, err = cch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil); err != nil {
 				return fmt.Errorf("consume amq.rabbitmq.reply-to: %w", err)
 			}
-			if err := cch.PublishWithContext(ctx, "", key, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}); err != nil {
+			if err := cch.PublishWithContext(ctx, "", hello, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}); err != nil {
 				return fmt.Errorf("announce: %w", err)
 			}
-		} else if msgs, err = consume(cch, queue, exchange, classic); err != nil {
+		} else if msgs, err = consume(cch, queue, exchange, md.classic); err != nil {
 			return err
 		}
 		go func() {
