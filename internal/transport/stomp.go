@@ -217,10 +217,10 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.wg.Add(1)
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame + 64, pong: c.w.sendPong})
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong))
 }
 
-func (c *stompConn) run(conn net.Conn, rd *wsReader) {
+func (c *stompConn) run(conn net.Conn, rd messageReader) {
 	s := c.s
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -245,8 +245,12 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 			switch {
 			case errors.Is(err, errFrameTooLarge):
 				c.fail(fmt.Errorf("frame too large: more than %d bytes", s.lim.MaxFrame), nil, 1009)
-			case errors.Is(err, io.EOF):
-				c.w.close(ReasonClientClosed, false)
+			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
+				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
+				if refused {
+					s.m.Refused.WithLabelValues("stomp_" + r.Code).Inc()
+				}
+				c.w.close(r, false)
 			case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
 				c.w.close(ReasonHeartbeat, false)
 			}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -148,10 +146,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 	}
 	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame, pong: c.w.sendPong})
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong))
 }
 
-func (c *wsConn) run(conn net.Conn, rd *wsReader) {
+func (c *wsConn) run(conn net.Conn, rd messageReader) {
 	s := c.s
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -177,12 +175,11 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 		_, msg, err := rd.readMessage()
 		if err != nil {
-			switch {
-			case errors.Is(err, errFrameTooLarge):
-				s.m.Refused.WithLabelValues("too_large").Inc()
-				c.w.close(ProtocolReason("too_large", err.Error(), 1009), false)
-			case errors.Is(err, io.EOF):
-				c.w.close(ReasonClientClosed, false)
+			if r, refused := wsReadCloseReason(err, s.lim.MaxFrame); r.Code != "" {
+				if refused {
+					s.m.Refused.WithLabelValues(r.Code).Inc()
+				}
+				c.w.close(r, false)
 			}
 			return
 		}
