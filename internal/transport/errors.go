@@ -16,6 +16,9 @@ var (
 	ErrRateLimited  = errors.New("rate limited")
 	ErrTooManySubs  = errors.New("too many subscriptions")
 	ErrNotFound     = errors.New("not found")
+	ErrTooManyConns = errors.New("too many connections")
+	ErrServerFull   = errors.New("server full")
+	ErrTimeout      = errors.New("timed out")
 )
 
 // errorCode maps an error to the code clients see and an HTTP status.
@@ -37,6 +40,12 @@ func errorCode(err error) (string, int) {
 		return "too_many_subscriptions", http.StatusBadRequest
 	case errors.Is(err, ErrNotFound):
 		return "not_found", http.StatusNotFound
+	case errors.Is(err, ErrTooManyConns):
+		return "too_many_connections", http.StatusTooManyRequests
+	case errors.Is(err, ErrServerFull):
+		return "server_full", http.StatusServiceUnavailable
+	case errors.Is(err, ErrTimeout):
+		return "timeout", http.StatusRequestTimeout
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
 		return "unavailable", http.StatusServiceUnavailable
 	}
@@ -65,6 +74,12 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		s.m.Refused.WithLabelValues(code).Inc()
 	} else {
 		s.log.Warn("request failed", "err", err)
+	}
+	if ra := retryAfter(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	if status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // the rest of a trickled body is not waited for
 	}
 	WriteJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
 }

@@ -24,6 +24,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if errors.As(err, &mbe) {
 		return nil, fmt.Errorf("%w: body over %d bytes", hub.ErrTooLarge, s.lim.MaxFrame)
 	}
+	if isTimeout(err) {
+		return nil, fmt.Errorf("%w: the body was not read within %s (--body-timeout)", ErrTimeout, s.lim.BodyTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
 	}
@@ -51,6 +54,9 @@ func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic
 
 func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
 	user, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowHTTPPublish(r, user)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return

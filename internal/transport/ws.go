@@ -53,6 +53,8 @@ type wsConn struct {
 	group string // modeGroup: topic that non-op frames publish to
 	room  string // modeChat: joined topic
 	rl    rateLimiter
+
+	release func() // gives back the connection's admission (see Server.admit)
 }
 
 // wsSink delivers a subscription's publications to its connection.
@@ -127,12 +129,20 @@ func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
 	user, err := s.authenticate(r)
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
+	var release func()
+	if err == nil {
+		release, err = s.admit(r)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
 	conn, br, _, err := upgrade(w, r, nil)
 	if err != nil {
+		release()
 		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
@@ -141,9 +151,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 	}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
 	if !s.track(c.w, metrics.WS) {
+		release()
 		c.w.close(ReasonShutdown, true)
 		return
 	}
+	c.release = release
 	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
 	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong))
@@ -160,6 +172,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 		}
 		c.w.close(ReasonReadError, false)
 		s.untrack(c.w, metrics.WS)
+		c.release()
 		s.policy.Disconnected(c.client())
 	}()
 	if c.mode == modeNative {
