@@ -62,11 +62,12 @@ func reasonText(err error) string {
 }
 
 // WriteError answers an HTTP request with {"error": code, "reason": text} and the status.
-// A request whose client left gets no answer. Only r tells that: an error wrapping
+// A request whose client left gets no answer (a body read that timed out also ends r's
+// context, but that client is still there and is told). Only r tells that: an error wrapping
 // context.Canceled can also come from inside the server (a broker connection dropped
 // mid-call), and that client is still waiting for a reason.
 func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(err, ErrTimeout) {
 		return // nobody reads an answer and it is not a server fault
 	}
 	code, status := errorCode(err)

@@ -36,6 +36,7 @@ type stompConn struct {
 	hbIn      time.Duration // client promised to send at least this often (0: never)
 	hbOut     time.Duration // we send at least this often (0: WebSocket pings instead); set before tracking
 	release   func()        // gives back the connection's admission (see Server.admit)
+	connectBy time.Time     // the CONNECT frame must come before this
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -236,7 +237,12 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.wg.Add(1)
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong))
+	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
+	// FirstFrameTimeout of the upgrade, so a socket cannot be held open with "\n" alone.
+	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
+	touch := func() { _ = conn.SetReadDeadline(c.readDeadline()) }
+	touch()
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong, touch))
 }
 
 func (c *stompConn) run(conn net.Conn, rd messageReader) {
@@ -253,19 +259,8 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 		c.release()
 		s.policy.Disconnected(c.client())
 	}()
-	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
-	// FirstFrameTimeout of the upgrade, so a socket cannot be held open with "\n" alone.
-	connectBy := time.Now().Add(s.lim.FirstFrameTimeout)
 	for {
-		timeout := 2*s.lim.PingInterval + 10*time.Second
-		if c.hbIn > 0 {
-			timeout = 2*c.hbIn + time.Second
-		}
-		deadline := time.Now().Add(timeout)
-		if !c.connected && connectBy.Before(deadline) {
-			deadline = connectBy
-		}
-		_ = conn.SetReadDeadline(deadline)
+		_ = conn.SetReadDeadline(c.readDeadline()) // CONNECT may have changed it
 		_, msg, err := rd.readMessage()
 		if err != nil {
 			var ne net.Error
@@ -300,6 +295,20 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			}
 		}
 	}
+}
+
+// readDeadline is when the session ends unless the client sends something: two heart-beat
+// intervals (or ping intervals) from now, and never after connectBy before CONNECT.
+func (c *stompConn) readDeadline() time.Time {
+	timeout := 2*c.s.lim.PingInterval + 10*time.Second
+	if c.hbIn > 0 {
+		timeout = 2*c.hbIn + time.Second
+	}
+	d := time.Now().Add(timeout)
+	if !c.connected && c.connectBy.Before(d) {
+		d = c.connectBy
+	}
+	return d
 }
 
 func (c *stompConn) client() Client { return Client{ID: c.id, User: c.user} }

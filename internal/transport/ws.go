@@ -158,7 +158,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 	c.release = release
 	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong))
+	// A client is dropped after two ping intervals without a frame; pongs count.
+	readTimeout := 2*s.lim.PingInterval + 10*time.Second
+	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
+	touch()
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch))
 }
 
 func (c *wsConn) run(conn net.Conn, rd messageReader) {
@@ -183,9 +187,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 			c.replyError(err, nil, c.group)
 		}
 	}
-	readTimeout := 2*s.lim.PingInterval + 10*time.Second
 	for {
-		_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 		_, msg, err := rd.readMessage()
 		if err != nil {
 			if r, refused := wsReadCloseReason(err, s.lim.MaxFrame); r.Code != "" {

@@ -86,9 +86,11 @@ type messageReader interface {
 	readMessage() (ws.OpCode, []byte, error)
 }
 
-// newMessageReader returns the reader connections use.
-func newMessageReader(br *bufio.Reader, max int, pong func([]byte)) messageReader {
-	return &wsReader{br: br, max: max, pong: pong}
+// newMessageReader returns the reader connections use. touch, when not nil, is called after
+// every frame, control frames included, so that a connection extends its read deadline for a
+// client that only answers pings.
+func newMessageReader(br *bufio.Reader, max int, pong func([]byte), touch func()) messageReader {
+	return &wsReader{br: br, max: max, pong: pong, touch: touch}
 }
 
 // wsReader reads client messages: it checks each header against RFC 6455 with gobwas/ws's own
@@ -96,10 +98,11 @@ func newMessageReader(br *bufio.Reader, max int, pong func([]byte)) messageReade
 // only inside a fragmented message), enforces the size limit before reading a payload,
 // unmasks, reassembles fragments, answers pings through pong and checks that text is UTF-8.
 type wsReader struct {
-	br   *bufio.Reader
-	max  int
-	pong func(payload []byte) // queues a pong; called for each ping
-	hdr  [ws.MaxHeaderSize - 2]byte
+	br    *bufio.Reader
+	max   int
+	pong  func(payload []byte) // queues a pong; called for each ping
+	touch func()               // called after each frame; may be nil
+	hdr   [ws.MaxHeaderSize - 2]byte
 }
 
 func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
@@ -130,6 +133,9 @@ func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
 			return 0, nil, err
 		}
 		ws.Cipher(payload, h.Mask, 0)
+		if r.touch != nil {
+			r.touch()
+		}
 		switch h.OpCode {
 		case ws.OpPing:
 			r.pong(payload)
