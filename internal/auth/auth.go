@@ -95,7 +95,9 @@ func (g *Grants) validate() error {
 }
 
 // MayRead reports whether the grants let the user read topic (nil Subscribe: yes).
-func (g *Grants) MayRead(topic string) bool { return g.Subscribe == nil || MatchAny(g.Subscribe, topic) }
+func (g *Grants) MayRead(topic string) bool {
+	return g.Subscribe == nil || MatchAny(g.Subscribe, topic)
+}
 
 // MayPublish reports whether the grants let the user publish on topic (nil Publish: yes).
 func (g *Grants) MayPublish(topic string) bool { return g.Publish == nil || MatchAny(g.Publish, topic) }
