@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-
-	"github.com/rtlab/rtlab/internal/auth"
 )
 
 const testSecret = "test-secret-0123456789abcdef"
@@ -20,15 +18,7 @@ const testSecret = "test-secret-0123456789abcdef"
 func login(t testing.TB, s *testServer, user string) string {
 	t.Helper()
 	if s.app.cfg.Auth.Secret != "" {
-		sg, err := auth.NewSigner([]byte(s.app.cfg.Auth.Secret), time.Hour, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, _, err := sg.Issue(user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
+		return tokenFor(t, user, time.Hour)
 	}
 	var ans struct{ Token, User string }
 	if code := s.post(t, "/api/login", `{"user":"`+user+`"}`, &ans); code != 200 || ans.Token == "" || ans.User != user {
