@@ -38,8 +38,8 @@ type stompConn struct {
 	subs      map[string]*stompSub // by subscription id
 	tx        map[string][]stomp.Frame
 	rl        rateLimiter
-	hbIn      time.Duration // client promised to send at least this often (0: never)
-	hbOut     time.Duration // we send at least this often (0: WebSocket pings instead); set before tracking
+	hbIn      time.Duration          // client promised to send at least this often (0: never)
+	hbOut     time.Duration          // we send at least this often (0: WebSocket pings instead); set before tracking
 	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
 }
 

@@ -95,7 +95,7 @@ type presenceClient struct {
 	events []string   // "join ann", "leave bob"
 }
 
-func (c *presenceClient) Deliver(*hub.Publication)      {}
+func (c *presenceClient) Deliver(*hub.Publication)     {}
 func (c *presenceClient) PresenceInfo() hub.ClientInfo { return c.info }
 func (c *presenceClient) WatchPresence() bool          { return c.watch }
 
