@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -177,11 +178,19 @@ func (s *Server) HandlePresence(w http.ResponseWriter, r *http.Request, topic st
 	}
 	clients, err := s.hub.Presence(topic)
 	if err != nil {
-		s.WriteError(w, r, err)
+		s.WriteError(w, r, PresenceErr(err))
 		return
 	}
 	s.m.Requests.WithLabelValues("presence", "2xx").Inc()
 	WriteJSON(w, http.StatusOK, NewPresenceAnswer(topic, clients))
+}
+
+// PresenceErr maps the hub's "presence is off" to a 404 with a reason.
+func PresenceErr(err error) error {
+	if errors.Is(err, hub.ErrPresenceOff) {
+		return fmt.Errorf("%w: presence is off on this server (--presence=false)", ErrNotFound)
+	}
+	return err
 }
 
 // DisconnectUser closes every streaming connection of user on this node with the reason
