@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	rtlabjs "github.com/rtlab/rtlab/clients/js"
 )
 
 //go:embed index.html lab.html static
@@ -33,13 +35,30 @@ const pageCSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; o
 // report; results.json too). A run is one directory name directly under resultsDir; anything
 // else, such as a path that climbs out of it, is a 404. An empty resultsDir lists nothing.
 //
-// Register it for GET /{$}, GET /static/, GET /lab and GET /lab/.
+// It also serves GET /rtlab.js, the client library (clients/js), which the page imports.
+//
+// Register it for GET /{$}, GET /static/, GET /rtlab.js, GET /lab and GET /lab/.
 func Handler(resultsDir string) http.Handler {
 	mux := http.NewServeMux()
 	a := newAssets()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serve(w, r, "index.html") })
 	mux.HandleFunc("GET /static/{file...}", func(w http.ResponseWriter, r *http.Request) {
 		a.serve(w, r, "static/"+r.PathValue("file"))
+	})
+	lib := sha256.Sum256(rtlabjs.Source)
+	libTag := `"` + base64.RawURLEncoding.EncodeToString(lib[:12]) + `"`
+	mux.HandleFunc("GET /rtlab.js", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("ETag", libTag)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Type", "text/javascript; charset=utf-8")
+		h.Set("Access-Control-Allow-Origin", "*") // a library: pages of any origin may import it
+		if r.Header.Get("If-None-Match") == libTag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		_, _ = w.Write(rtlabjs.Source)
 	})
 	l := &lab{dir: resultsDir}
 	mux.HandleFunc("GET /lab", l.serveList)
