@@ -136,6 +136,14 @@ export class Subscription {
 
   _error(code, reason) { this._call('error', new RtlabError(code, reason)); }
 
+  // _refused: the server refused the subscription. Unless it is a passing trouble (the broker
+  // is away) the subscription ends, so that reconnects do not ask again.
+  _refused(code, reason) {
+    if (['closed', 'timeout', 'unavailable', 'internal', 'rate_limited'].includes(code)) return;
+    this._error(code, reason);
+    this.unsubscribe();
+  }
+
   // _presence takes a full list: after the first, differences are told as joins and leaves.
   _presence(list) {
     const next = new Map(list.map((i) => [presenceKey(i), i]));
@@ -502,7 +510,7 @@ class WSTransport {
       case 'refreshed': this.settle(this.refreshId, null, m); break;
       case 'error':
         if (m.id !== undefined && this.pending.has(m.id)) this.settle(m.id, new RtlabError(m.code, m.reason));
-        else if (sub) sub._error(m.code, m.reason);
+        else if (sub) sub._refused(m.code, m.reason);
         else c._emit('error', new RtlabError(m.code, m.reason));
         break;
       case 'disconnect': this.bye = { code: m.code, reason: m.reason, reconnect: m.reconnect }; break;
@@ -696,9 +704,9 @@ class StompTransport {
           this.receipts.delete(h['receipt-id']);
           fn(new RtlabError(code, msg));
         }
-        // The server closes the session after an ERROR; a refusal of one request is no reason
-        // to stop, an operator's disconnect (code disconnected) may be.
-        this.bye = { code, reason: msg, reconnect: code !== 'disconnected' };
+        // The server closes the session after an ERROR. It says whether to come back when it
+        // closes on its own account (reconnect header); a refused request is no reason to stop.
+        this.bye = { code, reason: msg.replace(/^[a-z_]+: /, ''), reconnect: h.reconnect === undefined || h.reconnect === 'true' };
         break;
       }
     }
@@ -725,7 +733,7 @@ class StompTransport {
     this.receipt('SUBSCRIBE', headers).then((f) => {
       if (f.headers.offset !== undefined) sub._advance(Number(f.headers.offset), f.headers.epoch, true);
       sub._state('subscribed');
-    }, () => {});
+    }, (err) => sub._refused(err.code, err.message));
   }
 
   remove(sub) {
@@ -916,9 +924,8 @@ class PollTransport {
         body = await c._http('GET', '/api/poll/' + sub.topic, q, undefined, signal);
       } catch (e) {
         if (signal.aborted || c.t !== this) return;
-        if (e.status >= 400 && e.status < 500 && e.status !== 429) {
-          sub._error(e.code, e.message); // this topic is refused; the others go on
-          this.remove(sub);
+        if (e.status >= 400 && e.status < 500 && e.status !== 429 && e.status !== 401) {
+          sub._refused(e.code, e.message); // this topic is refused; the others go on
           return;
         }
         c._down(this, e);

@@ -175,6 +175,7 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	}
 	f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{
 		{Key: "message", Value: r.Code + ": " + r.Text}, {Key: "content-type", Value: "text/plain"},
+		{Key: "reconnect", Value: strconv.FormatBool(r.Reconnect)},
 	}, Body: []byte(r.Text)}
 	return append(appendWSText(nil, stomp.AppendFrame(nil, &f)), wsClose(r.WSCode, r.Code)...)
 }
