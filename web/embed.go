@@ -1,10 +1,7 @@
 // Package web is the browser page `rtlab serve` shows at /: a live map and a chat over any of
 // the five transports, and /lab, the list of bench results. Everything is embedded (no CDN,
-// no build step), so the page works offline and doubles as the reference client: each file
-// under static/js/transports/ is one transport's client, behind the same small interface.
-//
-// static/vendor/stomp.umd.min.js is bundles/stomp.umd.min.js of @stomp/stompjs 7.5.0 (from
-// `npm pack @stomp/stompjs@7.5.0`), unmodified; its license is static/vendor/stomp.LICENSE.
+// no build step), so the page works offline. Its live traffic goes through rtlab.js, the client
+// library of clients/js, served at /rtlab.js.
 package web
 
 import (

@@ -285,7 +285,8 @@ export class Client extends Emitter {
   }
 
   // _http makes a JSON request; a refused token is refreshed through getToken and the request
-  // tried once more.
+  // tried once more, unless it is a transport's own (signal given): that transport then
+  // reconnects, as the others do when the server refuses their token.
   async _http(method, path, params = {}, body, signal) {
     for (let attempt = 0; ; attempt++) {
       const init = { method, headers: this._headers(), cache: 'no-store', signal };
@@ -302,7 +303,7 @@ export class Client extends Emitter {
       }
       const data = await res.json().catch(() => ({}));
       if (res.ok) return data;
-      if (res.status === 401 && attempt === 0 && this.getToken) {
+      if (res.status === 401 && attempt === 0 && this.getToken && !signal) {
         await this._refreshToken();
         continue;
       }
@@ -398,7 +399,9 @@ export class Client extends Emitter {
       if (this.index !== 0) delay = 0; // straight to the next; a full round backs off
     }
     this._setState('connecting', `${t.name}: ${reason}`);
-    const tokenTrouble = bye && (bye.code === 'token_expired' || bye.code === 'unauthorized');
+    // A browser does not tell why a WebSocket or EventSource could not connect: a refused
+    // token looks like any failure. So a connection that never came up asks for a token too.
+    const tokenTrouble = (bye && (bye.code === 'token_expired' || bye.code === 'unauthorized')) || (!t.liveAt && this.token);
     this._timer('reconnect', delay, async () => {
       if (this.getToken && (tokenTrouble || this._expiring())) await this._refreshToken().catch(() => {});
       this._open();
@@ -928,7 +931,7 @@ class PollTransport {
           sub._refused(e.code, e.message); // this topic is refused; the others go on
           return;
         }
-        c._down(this, e);
+        c._down(this, e, e.status === 401 ? { code: 'unauthorized', reason: e.message, reconnect: true } : null);
         return;
       }
       if (signal.aborted || c.t !== this) return;
