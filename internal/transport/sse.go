@@ -21,7 +21,9 @@ import (
 type sseConn struct {
 	s        *Server
 	w        *writer
+	id, user string
 	dataOnly bool // seed stream: data: carries the position alone
+	watch    bool // the client asked for the topics' presence (presence=true)
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
 	topics []string       // in request order
@@ -180,7 +182,8 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, pos: make([]hub.Position, len(topics))}
+	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, pos: make([]hub.Position, len(topics)),
+		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: user, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"

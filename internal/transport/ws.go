@@ -61,6 +61,7 @@ type wsConn struct {
 type wsSink struct {
 	c        *wsConn
 	dataOnly bool // seed dialects receive the data unwrapped
+	watch    bool // the client asked for the topic's presence (joins and leaves)
 }
 
 func (k *wsSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
@@ -168,7 +169,7 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.user})
 	}
 	if c.mode == modeGroup {
-		if err := c.subscribe(ctx, c.group, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, c.group, nil, "", true, false); err != nil {
 			c.replyError(err, nil, c.group)
 		}
 	}
@@ -199,6 +200,8 @@ type wsRequest struct {
 	Data  json.RawMessage `json:"data"`
 	Type  string          `json:"type"`
 	ID    json.RawMessage `json:"id"`
+	// Presence asks subscribe for the topic's presence: who is there, then joins and leaves.
+	Presence bool `json:"presence"`
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
@@ -219,7 +222,7 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 	}
 	switch req.Op {
 	case "subscribe":
-		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative); err != nil {
+		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative, req.Presence && c.mode == modeNative); err != nil {
 			c.replyError(err, req.ID, req.Topic)
 		}
 	case "unsubscribe":
@@ -294,7 +297,7 @@ func asJSON(msg []byte) json.RawMessage {
 	return b
 }
 
-func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly bool) error {
+func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly, watch bool) error {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
@@ -311,7 +314,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 	if since != nil {
 		opts.Recover, opts.Since = true, *since
 	}
-	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly}, opts)
+	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly, watch: watch}, opts)
 	if err != nil {
 		return err
 	}
@@ -380,7 +383,7 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		}
 	} else if c.room == "" {
 		topic := "chat/" + room
-		if err := c.subscribe(ctx, topic, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, topic, nil, "", true, false); err != nil {
 			c.replyError(err, nil, topic)
 			return
 		}
