@@ -58,6 +58,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history survives restarts (memory broker)")
 	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic")
 	fs.StringVar(&cfg.ResultsDir, "results-dir", "bench-results", "folder of bench results listed by the page at /lab")
+	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("RTLAB_API_KEY"), "key of the server API for backends, sent as Authorization: apikey KEY (default $RTLAB_API_KEY); empty leaves the API off")
+	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
+	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", 0, "how often a node resends its presence entries to the others; entries expire after three missed refreshes (0 = 5s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -83,6 +86,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			cfg.Durable = append(cfg.Durable, p)
 		}
 	}
+	cfg.PresenceOff = !*presence
 	cfg.Version = version
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a, err := app.New(cfg)

@@ -58,8 +58,14 @@ type Config struct {
 	DurableHistory int
 	// ResultsDir is where /lab looks for bench results; zero means "bench-results".
 	ResultsDir string
-	Version    string
-	Logger     *slog.Logger
+	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
+	APIKey string
+	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
+	// entries to the others (zero means 5 s; entries expire after three missed refreshes).
+	PresenceOff     bool
+	PresenceRefresh time.Duration
+	Version         string
+	Logger          *slog.Logger
 }
 
 // App is a configured server.
@@ -147,7 +153,8 @@ func New(cfg Config) (*App, error) {
 			return nil, err
 		}
 	}
-	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame})
+	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
+		Presence: hub.PresenceConfig{Off: cfg.PresenceOff, Refresh: cfg.PresenceRefresh}})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
@@ -430,9 +437,13 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
 	mux.HandleFunc("GET /api/poll/{topic...}", tr.HandlePoll)
 	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
+			tr.HandlePresence(w, r, topic)
+			return
+		}
 		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
 		if !ok {
-			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history", transport.ErrNotFound))
+			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history or /presence", transport.ErrNotFound))
 			return
 		}
 		tr.HandleHistory(w, r, topic)
@@ -448,6 +459,7 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
 	mux.HandleFunc("GET /api/ws", tr.HandleWS)
 	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
+	a.serverRoutes(mux)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
 	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
@@ -490,6 +502,7 @@ func (a *App) routes() http.Handler {
 	page := web.Handler(resultsDir)
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /static/", page)
+	mux.Handle("GET /rtlab.js", page)
 	mux.Handle("GET /lab", page)
 	mux.Handle("GET /lab/", page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

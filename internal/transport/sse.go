@@ -21,7 +21,9 @@ import (
 type sseConn struct {
 	s        *Server
 	w        *writer
+	id, user string
 	dataOnly bool    // seed stream: data: carries the position alone
+	watch    bool    // the client asked for the topics' presence (presence=true)
 	guards   []Guard // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
@@ -188,7 +190,8 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, guards: guards, pos: make([]hub.Position, len(topics))}
+	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
+		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	// The stream ends at the token's expiry with event: disconnect (token_expired); an
 	// EventSource reconnects, with a fresh token in its URL if the page gave it one.

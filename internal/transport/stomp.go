@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
@@ -37,8 +38,9 @@ type stompConn struct {
 	subs      map[string]*stompSub // by subscription id
 	tx        map[string][]stomp.Frame
 	rl        rateLimiter
-	hbIn      time.Duration // client promised to send at least this often (0: never)
-	hbOut     time.Duration // we send at least this often (0: WebSocket pings instead); set before tracking
+	hbIn      time.Duration          // client promised to send at least this often (0: never)
+	hbOut     time.Duration          // we send at least this often (0: WebSocket pings instead); set before tracking
+	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
 }
 
 type ackMode int
@@ -58,6 +60,7 @@ type stompSub struct {
 	ack   ackMode
 	sub   *hub.Subscription
 	guard Guard // the policy's check before each delivery; nil: none
+	watch bool  // presence:true asked for the topic's presence
 
 	mu      sync.Mutex
 	pending []*hub.Publication // unacknowledged, in offset order (client modes); guarded by mu
@@ -176,6 +179,7 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	}
 	f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{
 		{Key: "message", Value: r.Code + ": " + r.Text}, {Key: "content-type", Value: "text/plain"},
+		{Key: "reconnect", Value: strconv.FormatBool(r.Reconnect)},
 	}, Body: []byte(r.Text)}
 	return append(appendWSText(nil, stomp.AppendFrame(nil, &f)), wsClose(r.WSCode, r.Code)...)
 }
@@ -215,6 +219,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
 		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim),
 	}
+	c.userSeen.Store(&ident.User)
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.STOMP))
 	s.bindIdentity(c.w, ident)
 	if !s.track(c.w, metrics.STOMP) {
@@ -403,6 +408,7 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		}
 		if ident.User != "" {
 			c.ident = ident
+			c.userSeen.Store(&ident.User)
 			c.s.bindIdentity(c.w, ident)
 		}
 	}
@@ -552,6 +558,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		opts.Epoch, _ = f.Get("epoch")
 	}
 	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode, guard: guard}
+	k.watch = headerTrue(f, "presence")
 	sub, res, err := c.s.hub.Subscribe(ctx, topic, k, opts)
 	if err != nil {
 		c.fail(err, f, 4000)

@@ -48,7 +48,8 @@ const (
 type wsConn struct {
 	s     *Server
 	id    string
-	ident Identity // refreshed in place by the refresh op
+	ident Identity // refreshed in place by the refresh op; reader-owned
+	user  string   // ident.User, which a refresh never changes; read by other goroutines
 	mode  wsMode
 	w     *writer // safe for concurrent use
 	subs  map[string]*hub.Subscription
@@ -61,6 +62,7 @@ type wsConn struct {
 type wsSink struct {
 	c        *wsConn
 	dataOnly bool  // seed dialects receive the data unwrapped
+	watch    bool  // the client asked for the topic's presence (joins and leaves)
 	guard    Guard // the policy's check before each delivery; nil: none
 }
 
@@ -144,7 +146,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
-		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, mode: mode,
+		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, mode: mode,
 		subs: make(map[string]*hub.Subscription), group: group, rl: newRateLimiter(s.lim),
 	}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
@@ -175,7 +177,7 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.ident.User})
 	}
 	if c.mode == modeGroup {
-		if err := c.subscribe(ctx, c.group, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, c.group, nil, "", true, false); err != nil {
 			c.replyError(err, nil, c.group)
 		}
 	}
@@ -206,6 +208,8 @@ type wsRequest struct {
 	Data  json.RawMessage `json:"data"`
 	Type  string          `json:"type"`
 	ID    json.RawMessage `json:"id"`
+	// Presence asks subscribe for the topic's presence: who is there, then joins and leaves.
+	Presence bool `json:"presence"`
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
@@ -230,7 +234,7 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 	}
 	switch req.Op {
 	case "subscribe":
-		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative); err != nil {
+		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative, req.Presence && c.mode == modeNative); err != nil {
 			c.replyError(err, req.ID, req.Topic)
 		}
 	case "unsubscribe":
@@ -336,7 +340,7 @@ func asJSON(msg []byte) json.RawMessage {
 	return b
 }
 
-func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly bool) error {
+func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly, watch bool) error {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
@@ -354,7 +358,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 	if since != nil {
 		opts.Recover, opts.Since = true, *since
 	}
-	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly, guard: guard}, opts)
+	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly, watch: watch, guard: guard}, opts)
 	if err != nil {
 		return err
 	}
@@ -423,7 +427,7 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		}
 	} else if c.room == "" {
 		topic := "chat/" + room
-		if err := c.subscribe(ctx, topic, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, topic, nil, "", true, false); err != nil {
 			c.replyError(err, nil, topic)
 			return
 		}
