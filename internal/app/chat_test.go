@@ -17,8 +17,8 @@ const testSecret = "test-secret-0123456789abcdef"
 // when the server has a secret (login is off then), else from POST /api/login (open dev mode).
 func login(t testing.TB, s *testServer, user string) string {
 	t.Helper()
-	if s.app.cfg.Auth.Secret != "" {
-		return tokenFor(t, user, time.Hour)
+	if secret := s.app.cfg.Auth.Secret; secret != "" {
+		return mintWith(t, secret, user, time.Hour)
 	}
 	var ans struct{ Token, User string }
 	if code := s.post(t, "/api/login", `{"user":"`+user+`"}`, &ans); code != 200 || ans.Token == "" || ans.User != user {

@@ -13,7 +13,13 @@ import (
 // tokenFor mints an HS256 token for user with testSecret, valid for ttl.
 func tokenFor(t testing.TB, user string, ttl time.Duration) string {
 	t.Helper()
-	sg, err := auth.NewSigner([]byte(testSecret), ttl, "", nil)
+	return mintWith(t, testSecret, user, ttl)
+}
+
+// mintWith mints an HS256 token for user with secret, valid for ttl.
+func mintWith(t testing.TB, secret, user string, ttl time.Duration) string {
+	t.Helper()
+	sg, err := auth.NewSigner([]byte(secret), ttl, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
