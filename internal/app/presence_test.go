@@ -30,7 +30,7 @@ func TestPresenceAndServerAPIMultiNode(t *testing.T) {
 			start := func() *testServer {
 				return startServer(t, func(c *Config) {
 					c.Broker = srv.URL
-					c.AuthSecret = "a shared secret of the test nodes"
+					c.Auth.Secret = "a shared secret of the test nodes"
 					c.APIKey = "backend-key"
 					c.PresenceRefresh = 200 * time.Millisecond
 					c.Logger = brokertest.Logger()
@@ -43,13 +43,7 @@ func TestPresenceAndServerAPIMultiNode(t *testing.T) {
 
 func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	const topic = "room/presence"
-	token := func(s *testServer, user string) string {
-		tok, _, err := s.app.policy.signer.Issue(user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
+	token := func(s *testServer, user string) string { return login(t, s, user) }
 	join := func(s *testServer, user string, extra ...string) *wsClient {
 		t.Helper()
 		c := dialWS(t, s.ws("/api/ws?access_token="+token(s, user)))

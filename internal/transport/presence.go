@@ -120,7 +120,7 @@ func (k *sseSink) Leave(topic string, c hub.ClientInfo) {
 // subscription's.
 
 func (k *stompSub) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.user, Transport: "stomp"}
+	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.stompUser(), Transport: "stomp"}
 }
 
 func (k *stompSub) WatchPresence() bool { return k.watch }
