@@ -88,7 +88,7 @@ func TestLocationGroupsBounded(t *testing.T) {
 // TestOperatorEndpointsLoopbackOnly: with auth on and no --admin-addr, /metrics and /lab answer
 // only clients on loopback.
 func TestOperatorEndpointsLoopbackOnly(t *testing.T) {
-	a, err := New(Config{AuthSecret: "0123456789abcdef0123"})
+	a, err := New(Config{Auth: AuthConfig{Secret: "0123456789abcdef0123"}})
 	if err != nil {
 		t.Fatal(err)
 	}
