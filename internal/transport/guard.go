@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/metrics"
 )
 
 // retryError is a refusal the client may retry later: HTTP answers carry Retry-After.
@@ -71,6 +73,18 @@ func (s *Server) admit(r *http.Request) (release func(), err error) {
 			s.mu.Unlock()
 		})
 	}, nil
+}
+
+// admitLongPoll admits a waiting long poll like a streaming connection (it holds a
+// subscription as long as one) and counts it in the long-poll gauge.
+func (s *Server) admitLongPoll(r *http.Request) (release func(), err error) {
+	release, err = s.admit(r)
+	if err != nil {
+		return nil, err
+	}
+	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
+	g.Inc()
+	return func() { g.Dec(); release() }, nil
 }
 
 // keyedLimiter is a token bucket per key (a user or an address), safe for concurrent use.

@@ -146,9 +146,12 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 	kind := metrics.ShortPoll
 	if pp.wait > 0 {
 		kind = metrics.LongPoll
-		g := s.m.Connections.WithLabelValues(metrics.LongPoll)
-		g.Inc()
-		defer g.Dec()
+		release, err := s.admitLongPoll(r)
+		if err != nil {
+			s.WriteError(w, r, err)
+			return
+		}
+		defer release()
 	}
 	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
 	if err != nil {
@@ -312,9 +315,12 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 		s.WriteError(w, r, err)
 		return
 	}
-	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
-	g.Inc()
-	defer g.Dec()
+	release, err := s.admitLongPoll(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	defer release()
 	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
 	if err != nil {
 		s.WriteError(w, r, err)

@@ -459,7 +459,8 @@ trickle:
 }
 
 // TestConnectionCaps: 200 WebSocket connections from one address were all accepted. Now an
-// address may hold --max-conns-per-ip (100) streaming connections and the server
+// address may hold --max-conns-per-ip (100) streaming connections (and waiting long polls)
+// and the server
 // --max-conns; past them the upgrade is refused (429 / 503, Retry-After, a JSON reason), and
 // a closed connection frees its place.
 func TestConnectionCaps(t *testing.T) {
@@ -488,6 +489,20 @@ func TestConnectionCaps(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("SSE over the per-address cap: %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// So do waiting long polls (they hold a subscription as long); short polls do not.
+	for _, q := range []struct {
+		path string
+		want int
+	}{{"/api/poll/news/conns?wait=5s", http.StatusTooManyRequests}, {"/location/long/c", http.StatusTooManyRequests}, {"/api/poll/news/conns", http.StatusOK}} {
+		res, err := httpFrom(attacker).Get(p.URL() + q.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != q.want {
+			t.Fatalf("GET %s over the per-address cap: %d, want %d", q.path, res.StatusCode, q.want)
+		}
 	}
 	// The global cap: 100 + the bystander's 1, so 49 more from another address, then 503.
 	for i := 0; i < 49; i++ {
