@@ -77,14 +77,14 @@ func (s *Server) admit(r *http.Request) (release func(), err error) {
 
 // admitLongPoll admits a waiting long poll like a streaming connection (it holds a
 // subscription as long as one) and counts it in the long-poll gauge.
-func (s *Server) admitLongPoll(r *http.Request) (release func(), err error) {
-	release, err = s.admit(r)
+func (s *Server) admitLongPoll(r *http.Request) (func(), error) {
+	admitted, err := s.admit(r)
 	if err != nil {
 		return nil, err
 	}
 	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
 	g.Inc()
-	return func() { g.Dec(); release() }, nil
+	return func() { g.Dec(); admitted() }, nil
 }
 
 // keyedLimiter is a token bucket per key (a user or an address), safe for concurrent use.
