@@ -36,6 +36,7 @@ type chatRooms struct {
 	mu      sync.Mutex
 	rooms   map[string]*room              // by topic; guarded by mu
 	entered map[string]map[*room][]string // connection ID → rooms → members it entered as; guarded by mu
+	joins   [64]sync.Mutex                // serialise implicit ENTERs by room and member (seedchat.go)
 }
 
 type room struct {
@@ -159,25 +160,9 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	if err := hub.ValidateTopic(req.Topic); err != nil {
 		return nil, err
 	}
-	var f chatFields
-	_ = json.Unmarshal(req.Data, &f) // non-object data is a TALK with no fields
-	typ := strings.ToUpper(req.Type)
-	if typ == "" {
-		typ = strings.ToUpper(f.Type)
-	}
-	switch typ {
-	case "", "CHAT", "MESSAGE":
-		typ = typeTalk
-	case typeEnter, typeTalk, typeLeave:
-	default:
-		return nil, fmt.Errorf("%w: chat type %q: want ENTER, TALK or LEAVE", transport.ErrBadRequest, typ)
-	}
-	name := c.User
-	if name == "" {
-		name = f.Sender
-	}
-	if name == "" {
-		name = "anonymous"
+	typ, name, f, err := classify(c, req)
+	if err != nil {
+		return nil, err
 	}
 	r, err := cr.room(ctx, req.Topic)
 	if err != nil {
@@ -201,23 +186,7 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	r.waitApplied(p)
 	switch typ {
 	case typeEnter:
-		if c.ID != "" {
-			cr.mu.Lock()
-			byRoom := cr.entered[c.ID]
-			if byRoom == nil {
-				byRoom = make(map[*room][]string)
-				cr.entered[c.ID] = byRoom
-			}
-			if !slices.Contains(byRoom[r], name) {
-				byRoom[r] = append(byRoom[r], name)
-				r.mu.Lock()
-				if m := r.members[name]; m != nil {
-					m.conns++
-				}
-				r.mu.Unlock()
-			}
-			cr.mu.Unlock()
-		}
+		cr.noteEntered(c, r, name)
 	case typeTalk:
 		r.mu.Lock()
 		owner := r.owner
@@ -227,6 +196,55 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 		}
 	}
 	return p, nil
+}
+
+// classify returns a chat message's type (from the request, else the data's own "type"; CHAT
+// means TALK) and the member it speaks for: the logged-in user, or in open dev mode the data's
+// "sender".
+func classify(c transport.Client, req hub.PublishRequest) (typ, name string, f chatFields, err error) {
+	_ = json.Unmarshal(req.Data, &f) // non-object data is a TALK with no fields
+	typ = strings.ToUpper(req.Type)
+	if typ == "" {
+		typ = strings.ToUpper(f.Type)
+	}
+	switch typ {
+	case "", "CHAT", "MESSAGE":
+		typ = typeTalk
+	case typeEnter, typeTalk, typeLeave:
+	default:
+		return "", "", f, fmt.Errorf("%w: chat type %q: want ENTER, TALK or LEAVE", transport.ErrBadRequest, typ)
+	}
+	name = c.User
+	if name == "" {
+		name = f.Sender
+	}
+	if name == "" {
+		name = "anonymous"
+	}
+	return typ, name, f, nil
+}
+
+// noteEntered records that connection c entered r as name, so that its drop can LEAVE for it.
+func (cr *chatRooms) noteEntered(c transport.Client, r *room, name string) {
+	if c.ID == "" {
+		return
+	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	byRoom := cr.entered[c.ID]
+	if byRoom == nil {
+		byRoom = make(map[*room][]string)
+		cr.entered[c.ID] = byRoom
+	}
+	if slices.Contains(byRoom[r], name) {
+		return
+	}
+	byRoom[r] = append(byRoom[r], name)
+	r.mu.Lock()
+	if m := r.members[name]; m != nil {
+		m.conns++
+	}
+	r.mu.Unlock()
 }
 
 // disconnected sends LEAVE for every member whose last connection on this node was c.
