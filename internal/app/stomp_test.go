@@ -16,7 +16,7 @@ func TestSTOMPSeedScriptsQuirks(t *testing.T) {
 	if f := sub.expect("CONNECTED"); func() string { v, _ := f.Get("version"); return v }() != "1.2" {
 		t.Fatalf("CONNECTED: %+v", f)
 	}
-	time.Sleep(50 * time.Millisecond)
+	subscriptionsReach(t, s, 1)
 
 	pub := dialSTOMP(t, s.ws("/location"))
 	pub.sendFrame("CONNECT\naccept-version:1.2\n\n\x00\n")
