@@ -32,8 +32,8 @@ func (cr *chatRooms) joinImplicitly(ctx context.Context, c transport.Client, req
 		return err
 	}
 	typ, name, _, err := classify(c, req)
-	if err != nil || typ != typeTalk {
-		return nil // publish refuses or applies it
+	if err != nil || typ != typeTalk || len(req.Data) > cr.maxMsg {
+		return nil // publish applies it, or refuses it (then no ENTER either)
 	}
 	r, err := cr.room(ctx, req.Topic)
 	if err != nil {

@@ -106,6 +106,16 @@ func TestSeedRawChatFirstMessageJoins(t *testing.T) {
 	won.conn.Close()
 	expectChat(t, bob, "LEAVE", "won11111", "")
 
+	// A first message that is refused joins nobody.
+	big := dialWS(t, s.ws("/chat"))
+	big.send(seedChat("big", strings.Repeat("x", 5000)))
+	if m := big.readJSON(5 * time.Second); m.Op != "error" || m.Code != "too_large" {
+		t.Fatalf("oversized first message: %+v", m)
+	}
+	if got := strings.Join(chatHistory(t, s, "8", ""), " "); strings.Contains(got, "big") {
+		t.Fatalf("history after a refused first message: %s", got)
+	}
+
 	// The native API still wants ENTER before TALK.
 	n := dialWS(t, s.ws("/api/ws"))
 	n.expectOp("connected")
