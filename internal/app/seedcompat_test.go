@@ -296,18 +296,9 @@ func sseBody(t *testing.T, url, lastEventID string) (events []sseEvent, lastLine
 		if line != "" {
 			lastLine = line
 		}
-		switch {
-		case line == "":
-			if ev.Data != "" || ev.Event != "" {
-				events = append(events, ev)
-			}
+		if ev.add(line) {
+			events = append(events, ev)
 			ev = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			ev.ID = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			ev.Event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			ev.Data += line[6:]
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,22 +24,7 @@ const k6Version = "v1.8.1"
 // bin is the rtlab binary under test, built once by TestMain.
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rtlab-k6-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin, err = servertest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { servertest.Main(m, &bin) }
 
 // k6Binary finds k6: $RTLAB_K6, .cache/k6-v1.8.1/k6 in the checkout, or k6 on PATH. Without
 // one the suite is skipped, or fails when $RTLAB_REQUIRE_K6 is set (CI).

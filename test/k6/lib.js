@@ -49,6 +49,24 @@ export function users(execName) {
 // usersEnd is when the users' scenario ends, in seconds after the test started.
 export const usersEnd = 1 + 2 * RAMP + HOLD;
 
+// STAY_MS is how long a chat user stays after its message, listening.
+export const STAY_MS = 4000;
+
+// chatOptions run the users and one observer, which listens to the room from before the
+// first user until after the last (observerEndAt).
+export const chatOptions = {
+  scenarios: {
+    observer: { executor: 'per-vu-iterations', vus: 1, iterations: 1, exec: 'observer', maxDuration: `${usersEnd + 60}s` },
+    users: users('user'),
+  },
+  thresholds,
+};
+
+// observerEndAt is when the last user has gone (ms since the epoch; call it in the observer).
+export function observerEndAt() {
+  return exec.scenario.startTime + (usersEnd + STAY_MS / 1000 + 3) * 1000;
+}
+
 // inPeak reports whether [from, to] (ms since the epoch) overlaps the users' peak, when every
 // user is connected, by at least two seconds: then a member must hear from the others.
 export function inPeak(from, to) {

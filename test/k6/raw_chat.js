@@ -4,21 +4,13 @@
 import http from 'k6/http';
 import ws from 'k6/ws';
 import { check, sleep } from 'k6';
-import exec from 'k6/execution';
 import {
-  BASE, WS, closeWhen, checkPeak, delivered, ordered, parseJSON, received, thresholds, users, usersEnd,
+  BASE, STAY_MS, WS, chatOptions, checkPeak, closeWhen, delivered, observerEndAt, ordered, parseJSON, received,
 } from './lib.js';
 
-const STAY_MS = 4000; // a user stays this long after its message
 const seedMessage = JSON.stringify({ type: 'CHAT', sender: 'won11111', message: 'Hello', roomId: 8, createdAt: '10:00:00' });
 
-export const options = {
-  scenarios: {
-    observer: { executor: 'per-vu-iterations', vus: 1, iterations: 1, exec: 'observer', maxDuration: `${usersEnd + 60}s` },
-    users: users('user'),
-  },
-  thresholds,
-};
+export const options = chatOptions;
 
 let told = false; // this user logged its refusal
 
@@ -72,7 +64,7 @@ function canonical(v) {
 // observer joins room 8 before the first user and stays until after the last; then what it
 // received, from its own ENTER on, must be the room's history, message for message.
 export function observer() {
-  const endAt = exec.scenario.startTime + (usersEnd + STAY_MS / 1000 + 3) * 1000;
+  const endAt = observerEndAt();
   const got = [];
   let last = Date.now();
   ws.connect(`${WS}/chat`, null, (socket) => {

@@ -4,21 +4,12 @@
 import http from 'k6/http';
 import ws from 'k6/ws';
 import { check, sleep } from 'k6';
-import exec from 'k6/execution';
 import {
-  BASE, WS, closeWhen, Offsets, checkPeak, delivered, ordered, received, stompFrame, stompFrames,
-  thresholds, users, usersEnd,
+  BASE, Offsets, STAY_MS, WS, chatOptions, checkPeak, closeWhen, delivered, observerEndAt, ordered, received,
+  stompFrame, stompFrames,
 } from './lib.js';
 
-const STAY_MS = 4000; // a user stays this long after its message
-
-export const options = {
-  scenarios: {
-    observer: { executor: 'per-vu-iterations', vus: 1, iterations: 1, exec: 'observer', maxDuration: `${usersEnd + 60}s` },
-    users: users('user'),
-  },
-  thresholds,
-};
+export const options = chatOptions;
 
 let told = false; // this user logged its refusal
 
@@ -71,7 +62,7 @@ export function user() {
 // observer listens to room 8 from before the first user until after the last, then checks it
 // received every publication of that time, in order, by offset.
 export function observer() {
-  const endAt = exec.scenario.startTime + (usersEnd + STAY_MS / 1000 + 3) * 1000;
+  const endAt = observerEndAt();
   let from = -1; // the room's offset when the subscription started
   let final = -1; // the room's offset once the users were gone
   const got = [];
