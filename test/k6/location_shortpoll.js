@@ -18,7 +18,17 @@ export function user() {
   seq++;
   const share = http.post(`${BASE}/location/sse/share?group=${g}`, position(seq), { headers: { 'Content-Type': 'application/json' } });
   check(share, { 'share: status 200': (r) => r.status === 200 });
-  const res = http.get(`${BASE}/cur/${g}`);
+  // The state follows publications a moment behind: read it until it has caught up with the
+  // share (by offset), as a user polling again would.
+  const at = share.status === 200 ? share.json('offset') : 0;
+  let res;
+  for (let tries = 0; ; tries++) {
+    res = http.get(`${BASE}/cur/${g}`);
+    if (res.status !== 200 || res.json('offset') >= at || tries === 50) {
+      break;
+    }
+    sleep(0.1);
+  }
   const ok = check(res, { 'GET /cur: status 200': (r) => r.status === 200 });
   let others = 0;
   let mine = false;

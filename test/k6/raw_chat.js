@@ -61,29 +61,9 @@ function canonical(v) {
   return JSON.stringify(sorted(typeof v === 'string' ? JSON.parse(v) : v));
 }
 
-// observer joins room 8 before the first user and stays until after the last; then what it
-// received, from its own ENTER on, must be the room's history, message for message.
-export function observer() {
-  const endAt = observerEndAt();
-  const got = [];
-  let last = Date.now();
-  ws.connect(`${WS}/chat`, null, (socket) => {
-    socket.on('open', () => {
-      socket.send(JSON.stringify({ type: 'CHAT', sender: 'k6-observer', message: 'listening', roomId: 8, createdAt: '10:00:00' }));
-    });
-    socket.on('message', (data) => {
-      got.push(data);
-      last = Date.now();
-    });
-    socket.setTimeout(() => {
-      socket.setInterval(() => { // the users are gone: wait for the room to fall quiet
-        if (Date.now() - last > 1500) {
-          socket.close();
-        }
-      }, 100);
-    }, endAt - Date.now());
-  });
-  // The room's history, from the observer's ENTER on.
+// history is room 8's history, from this observer's ENTER on (its last, should the room have
+// an older history).
+function history() {
   const pubs = [];
   for (let since = 0; ;) {
     const page = JSON.parse(http.get(`${BASE}/api/poll/chat/8?since=${since}&limit=1000`).body).publications;
@@ -93,24 +73,45 @@ export function observer() {
     }
     since = page[page.length - 1].offset;
   }
-  let enter = -1; // this observer's ENTER: the last in the room's history
+  let enter = -1;
   pubs.forEach((p, i) => {
     if (p.type === 'ENTER' && p.sender === 'k6-observer') {
       enter = i;
     }
   });
-  const start = got.findIndex((d) => (parseJSON(d) || {}).sender === 'k6-observer');
-  // The observer's own LEAVE comes after it left.
-  const want = pubs.slice(enter).filter((p) => !(p.type === 'LEAVE' && p.sender === 'k6-observer'));
-  const have = start < 0 ? [] : got.slice(start);
-  let same = enter >= 0 && have.length === want.length;
+  return enter < 0 ? [] : pubs.slice(enter);
+}
+
+// observer joins room 8 before the first user and stays until after the last; then what it
+// received, from its own ENTER on, must be the room's history up to then, message for message.
+export function observer() {
+  const got = [];
+  let start = -1; // where in got the observer's own ENTER is
+  let want = [];
+  ws.connect(`${WS}/chat`, null, (socket) => {
+    socket.on('open', () => {
+      socket.send(JSON.stringify({ type: 'CHAT', sender: 'k6-observer', message: 'listening', roomId: 8, createdAt: '10:00:00' }));
+    });
+    socket.on('message', (data) => {
+      if (start < 0 && (parseJSON(data) || {}).sender === 'k6-observer') {
+        start = got.length;
+      }
+      got.push(data);
+    });
+    socket.setTimeout(() => { // the users are gone: wait for what the room holds by now
+      want = history();
+      closeWhen(socket, () => start >= 0 && got.length - start >= want.length, 10000);
+    }, observerEndAt() - Date.now());
+  });
+  const have = start < 0 ? [] : got.slice(start, start + want.length);
+  let same = have.length === want.length;
   for (let i = 0; i < have.length && same; i++) {
     same = canonical(have[i]) === canonical(want[i].data);
     if (!same) {
       console.error(`observer: message ${i} is ${have[i]}, history has ${JSON.stringify(want[i])}`);
     }
   }
-  check(null, { 'observer: joined and saw the users': () => enter >= 0 && want.length > 2 });
+  check(null, { 'observer: joined and saw the users': () => want.length > 2 });
   delivered.add(have.length === want.length, { what: 'observer: every message' });
   ordered.add(same, { what: 'observer: history order' });
   console.log(`observer: ${have.length} of ${want.length} messages of chat/8`);
