@@ -32,23 +32,23 @@ func (cr *chatRooms) joinImplicitly(ctx context.Context, c transport.Client, req
 		return err
 	}
 	typ, name, _, err := classify(c, req)
-	if err != nil || typ != typeTalk || len(req.Data) > cr.maxMsg {
+	if err != nil || typ != typeTalk || len(req.Data) > cr.cfg.maxMsg {
 		return nil // publish applies it, or refuses it (then no ENTER either)
-	}
-	r, err := cr.room(ctx, req.Topic)
-	if err != nil {
-		return err
 	}
 	// First messages from one member often come together (a user's tabs, a script's users
 	// sharing one sender): one ENTER between them.
 	mu := &cr.joins[joinStripe(req.Topic, name)%uint32(len(cr.joins))]
 	mu.Lock()
 	defer mu.Unlock()
-	if r.isMember(name) {
-		cr.noteEntered(c, r, name)
+	rec, ok, err := cr.load(ctx, req.Topic)
+	if err != nil {
+		return err
+	}
+	if _, in := rec.Members[name]; ok && in {
+		cr.track(c.ID, req.Topic, name)
 		return nil
 	}
-	data, _ := json.Marshal(map[string]string{"type": typeEnter, "sender": name, "roomId": r.name, "reason": "first message"})
+	data, _ := json.Marshal(map[string]string{"type": typeEnter, "sender": name, "roomId": strings.TrimPrefix(req.Topic, "chat/"), "reason": "first message"})
 	_, err = cr.publish(ctx, c, hub.PublishRequest{Topic: req.Topic, Type: typeEnter, Sender: name, Data: data})
 	return err
 }

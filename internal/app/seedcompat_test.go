@@ -156,21 +156,12 @@ func TestSeedChatOneEnterPerMember(t *testing.T) {
 	}
 }
 
-// memberConns is how many connections on this node entered a room as member (-1: no member).
+// memberConns is how many connections on this node entered a room as member.
 func memberConns(s *testServer, topic, member string) int {
 	cr := s.app.chat
 	cr.mu.Lock()
-	r := cr.rooms[topic]
-	cr.mu.Unlock()
-	if r == nil {
-		return -1
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m := r.members[member]; m != nil {
-		return m.conns
-	}
-	return -1
+	defer cr.mu.Unlock()
+	return cr.online[[2]string{topic, member}]
 }
 
 // stompMessage is a MESSAGE frame's body, type, sender and offset.
@@ -242,7 +233,7 @@ func TestSTOMPSeedChatFirstSendJoins(t *testing.T) {
 // TestSeedChatJoinsAsLoggedInUser: with --auth-secret the implicit ENTER is the logged-in
 // user's, whatever the message's "sender" says, on both seed chat routes.
 func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
-	s := startServer(t, func(c *Config) { c.AuthSecret = testSecret })
+	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	ann, bob := login(t, s, "ann"), login(t, s, "bob")
 	a := dialWS(t, s.ws("/chat?access_token="+ann))
 	a.send(seedChat("mallory", "Hello"))
@@ -410,10 +401,12 @@ func TestSSEStreamAgeAndResume(t *testing.T) {
 	}
 }
 
-// subscriptionsReach waits until the hub holds n subscriptions (a socket has joined).
+// subscriptions counts the hub's subscriptions. The server holds some of its own, so tests
+// compare with a count taken before their clients joined.
+func subscriptions(s *testServer) int64 { return s.app.hub.Stats().Subscriptions.Load() }
+
+// subscriptionsReach waits until the hub holds n subscriptions (a client has joined).
 func subscriptionsReach(t *testing.T, s *testServer, n int64) {
 	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("%d subscriptions", n), func() bool {
-		return s.app.hub.Stats().Subscriptions.Load() == n
-	})
+	eventually(t, 5*time.Second, fmt.Sprintf("%d subscriptions", n), func() bool { return subscriptions(s) == n })
 }
