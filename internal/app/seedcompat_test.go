@@ -263,6 +263,31 @@ func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 	}
 }
 
+// TestSeedChatMembersOnlyRoom: in a members-only room the implicit ENTER is refused to a user
+// the room does not admit, and so is the message.
+func TestSeedChatMembersOnlyRoom(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.PrivateRooms = []string{"chat/private/"} })
+	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	send := func(c *stompClient) {
+		c.sendFrame("SEND\ndestination:/pub/chat/message/private/x\ncontent-type:application/json\n\n{\"sender\":\"won11111\",\"message\":\"Hello STOMP!\"}\x00")
+	}
+	a := dialSTOMP(t, s.ws("/stomp/chat"))
+	a.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + ann + "\n\n\x00")
+	a.expect("CONNECTED")
+	send(a) // ann creates the room: she owns it
+	eventually(t, 5*time.Second, "ann's message", func() bool { return len(chatHistory(t, s, "private/x", ann)) == 2 })
+	b := dialSTOMP(t, s.ws("/stomp/chat"))
+	b.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00")
+	b.expect("CONNECTED")
+	send(b)
+	if f := b.frame(5 * time.Second); f.Command != "ERROR" || !strings.Contains(string(f.Body), "members-only") {
+		t.Fatalf("bob's first message to a members-only room: %s %q", f.Command, f.Body)
+	}
+	if got := strings.Join(chatHistory(t, s, "private/x", ann), " "); got != "ENTER:ann TALK:ann" {
+		t.Fatalf("history %s", got)
+	}
+}
+
 // sseBody reads one SSE response to its end: the events, the stream's last line, and the last
 // event id.
 func sseBody(t *testing.T, url, lastEventID string) (events []sseEvent, lastLine string) {
