@@ -44,6 +44,8 @@ type Config struct {
 	Broker Broker
 	// MaxDataBytes bounds a publication's data. Zero means 64 KiB.
 	MaxDataBytes int
+	// Archive answers pages below the broker's window (Page). Nil: pages end with the window.
+	Archive Archive
 }
 
 // Stats are cumulative counters, read by the metrics exporter.
@@ -63,6 +65,7 @@ const numShards = 64
 // Hub routes publications to subscriptions. It is safe for concurrent use.
 type Hub struct {
 	broker  Broker
+	archive Archive // nil when there is none
 	maxData int
 	seed    maphash.Seed
 	shards  [numShards]shard
@@ -96,7 +99,7 @@ type topic struct {
 
 // New returns a Hub using cfg.Broker. Call Run before use.
 func New(cfg Config) *Hub {
-	h := &Hub{broker: cfg.Broker, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
+	h := &Hub{broker: cfg.Broker, archive: cfg.Archive, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
 	if h.maxData <= 0 {
 		h.maxData = 64 << 10
 	}

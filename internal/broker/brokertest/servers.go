@@ -28,7 +28,9 @@ type Server struct {
 	Durable bool
 
 	tb      testing.TB
-	startUp time.Duration // how long a start may take
+	startUp time.Duration  // how long a start may take
+	stopSig syscall.Signal // what Stop sends first; zero means SIGTERM
+	ready   func() error   // after the port accepts: nil once the server serves; may be nil
 	argv    []string
 	env     []string
 	dir     string // working directory and data
@@ -161,6 +163,15 @@ func (s *Server) Start() {
 	go func() { _ = cmd.Wait(); close(waited) }()
 	s.cmd, s.waited = cmd, waited
 	waitPort(s.tb, s.Addr, s.startUp, waited)
+	if s.ready != nil {
+		deadline := time.Now().Add(s.startUp)
+		for err := s.ready(); err != nil; err = s.ready() {
+			if time.Now().After(deadline) {
+				s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if s.Name == "rabbitmq" {
 		// The listener opens before the node is fully booted; give it a moment to settle.
 		time.Sleep(200 * time.Millisecond)
@@ -175,7 +186,11 @@ func (s *Server) Stop() {
 		return
 	}
 	pgid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	sig := s.stopSig
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
+	_ = syscall.Kill(-pgid, sig)
 	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a server left hung (Hang) takes SIGTERM only once it runs
 	select {
 	case <-s.waited:
