@@ -126,7 +126,7 @@ func TestApplyAndHistory(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
-	ret, pol := Policies(hub.HistoryPolicy{}, nil)
+	ret, pol := Policies(hub.HistoryPolicy{}, 1000, nil)
 	if ret != (hub.HistoryPolicy{Size: 100, TTL: 10 * time.Minute}) || pol("x") != ret {
 		t.Fatalf("defaults: %+v %+v", ret, pol("x"))
 	}
@@ -139,7 +139,7 @@ func TestPolicies(t *testing.T) {
 		}
 		return hub.HistoryPolicy{Size: 1000, TTL: -1} // more than retained: narrowed
 	}
-	ret, pol = Policies(hub.HistoryPolicy{TTL: time.Hour}, user)
+	ret, pol = Policies(hub.HistoryPolicy{TTL: time.Hour}, 1000, user)
 	if ret != (hub.HistoryPolicy{Size: 50, TTL: time.Hour}) {
 		t.Fatalf("retention: %+v", ret)
 	}
