@@ -332,42 +332,43 @@ func (b *Broker) watch() {
 func (b *Broker) startConsumers(reset bool) error {
 	b.consMu.Lock()
 	defer b.consMu.Unlock()
+	// New generations, and the reset, in one step under deliverMu: the old consumers apply
+	// nothing more, in particular nothing after the replica was reset.
+	var gens, applied [2]uint64
 	b.deliverMu.Lock()
 	if reset {
 		b.rebuilding.Store(true)
-		for _, l := range b.logs {
-			l.appliedMu.Lock()
-			l.applied = 0
-			l.appliedMu.Unlock()
-		}
 		b.rep.Reset()
 	}
+	for i, l := range b.logs {
+		l.consGen++
+		gens[i] = l.consGen
+		l.appliedMu.Lock()
+		if reset {
+			l.applied = 0
+		}
+		applied[i] = l.applied
+		l.appliedMu.Unlock()
+	}
 	b.deliverMu.Unlock()
-	for _, l := range b.logs {
-		if err := b.startConsumerLocked(l); err != nil {
+	for i, l := range b.logs {
+		if err := b.startConsumerLocked(l, gens[i], applied[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// startConsumerLocked (re)starts l's consumer after what was applied. b.consMu must be held.
-func (b *Broker) startConsumerLocked(l *streamLog) error {
+// startConsumerLocked (re)starts l's consumer of generation gen after sequence applied.
+// b.consMu must be held.
+func (b *Broker) startConsumerLocked(l *streamLog, gen, applied uint64) error {
 	if l.cons != nil {
 		// Stop waits for a consumer reset nats.go may have in flight, whose request, sent
-		// before the connection dropped, times out only after 10 s. The generation bump below
+		// before the connection dropped, times out only after 10 s. The generation bump
 		// already drops the old consumer's messages, so it is stopped in the background.
 		go l.cons.Stop()
 		l.cons = nil
 	}
-	b.deliverMu.Lock()
-	l.consGen++
-	gen := l.consGen
-	// Read under deliverMu, after the generation changed: the old consumer applies nothing more.
-	l.appliedMu.Lock()
-	applied := l.applied
-	l.appliedMu.Unlock()
-	b.deliverMu.Unlock()
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if applied > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1}

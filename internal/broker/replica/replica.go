@@ -43,9 +43,9 @@ type shard struct {
 // guarded by its shard's mu.
 type topicLog struct {
 	epoch string
-	top   uint64    // offset of the latest publication
-	seq   uint64    // log position of the latest publication
-	last  time.Time // time of the latest publication
+	top   uint64        // offset of the latest publication
+	seq   uint64        // log position of the latest publication
+	last  time.Time     // time of the latest publication
 	ttl   time.Duration // negative: never expires (a durable topic)
 	ring  history.Ring
 }
