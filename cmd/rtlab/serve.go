@@ -50,6 +50,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.ArchiveRetention, "archive-retention", "", "what the archive keeps: empty or 0 = everything, a count per topic (100000), or an age (720h, 30d)")
 	fs.IntVar(&cfg.ArchiveQueue, "archive-queue", 100_000, "publications waiting to be archived before new ones are left to the sweeps")
 	fs.DurationVar(&cfg.ArchiveSweep, "archive-sweep", 0, "how often each node checks the broker's window for publications nobody archived (0 = 30s)")
+	fs.DurationVar(&cfg.ArchiveGrace, "archive-grace", 0, "how old a publication must be before a sweep archives it for the node that acknowledged it (0 = 10s)")
 	fs.StringVar(&cfg.ResultsDir, "results-dir", "bench-results", "folder of bench results listed by the page at /lab")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
