@@ -340,6 +340,13 @@ func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 	clear(a.seen)
 	a.mu.Unlock()
 	cutoff := a.cfg.Now().Add(-a.cfg.Grace)
+	a.mu.Lock()
+	if len(a.queue) > 0 && a.queue[0].Time.Before(cutoff) {
+		// This node's own backlog (an archive that was down) goes first, by its writer: a
+		// sweep takes only what is older than anything still queued here.
+		cutoff = a.queue[0].Time
+	}
+	a.mu.Unlock()
 	var errs []error
 	done := make(map[string]struct{}, len(topics))
 	for _, t := range topics {

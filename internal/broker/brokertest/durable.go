@@ -121,6 +121,12 @@ func testDurablePaging(t *testing.T, h Harness) {
 		nodes[i%len(nodes)].Publish(t, "chat/paged", fmt.Sprintf(`{"i":%d}`, i))
 	}
 	for k, n := range nodes {
+		Eventually(t, 10*time.Second, func() error {
+			if hr := n.History(t, "chat/paged", ^uint64(0), 0); hr.Top.Offset != 500 {
+				return notYet("node %d at %d of 500", k, hr.Top.Offset)
+			}
+			return nil
+		})
 		before, seen := uint64(501), 0
 		for before > 1 {
 			const limit = 37

@@ -643,6 +643,16 @@ func (b *Broker) onDisconnect(err error) {
 	b.connected.Store(false)
 	b.synced.Store(false)
 	b.conn.Load().cancel()
+	if b.running.Load() {
+		// The ordered consumers resume by themselves after a reconnect, at the next sequence
+		// they expect; on a stream recreated meanwhile that skips its first messages. Nothing
+		// they deliver is applied until resync has checked the streams and started new ones.
+		b.deliverMu.Lock()
+		for _, l := range b.logs {
+			l.consGen++
+		}
+		b.deliverMu.Unlock()
+	}
 	b.m.Ready.Set(0)
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	b.log.Warn("nats connection lost", "err", err)
