@@ -56,6 +56,19 @@ func StartRedis(tb testing.TB) *Server {
 	return s.launch()
 }
 
+// StartRedisAOF starts redis-server with an append-only file fsynced on every write, as
+// docs/brokers.md advises for durable topics: a restart keeps every key.
+func StartRedisAOF(tb testing.TB) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "redis-server", "apt-get install redis-server")
+	s, port := newServer(tb, "redis", 10*time.Second)
+	s.Durable = true
+	s.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no"}
+	s.URL = "redis://" + s.Addr + "/0"
+	return s.launch()
+}
+
 // StartNATS starts nats-server with JetStream storing in a temporary directory that survives
 // Stop and Start. It skips the test when nats-server is not installed.
 func StartNATS(tb testing.TB) *Server {
