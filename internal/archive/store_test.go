@@ -27,8 +27,7 @@ func stores(t *testing.T) map[string]func(t *testing.T) archive.Store {
 			return s
 		},
 		"postgres": func(t *testing.T) archive.Store {
-			srv := brokertest.StartPostgres(t)
-			s, err := archive.OpenPostgres(context.Background(), srv.URL)
+			s, err := archive.OpenPostgres(context.Background(), startPostgres(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +36,9 @@ func stores(t *testing.T) map[string]func(t *testing.T) archive.Store {
 		},
 	}
 }
+
+// startPostgres starts a PostgreSQL of the test's own and returns its URL.
+func startPostgres(tb testing.TB) string { return brokertest.StartPostgres(tb).URL }
 
 func pub(topic, epoch string, off uint64, at time.Time) *hub.Publication {
 	return &hub.Publication{Topic: topic, Epoch: epoch, Offset: off, Time: at.Truncate(time.Millisecond).UTC(),
