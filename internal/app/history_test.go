@@ -5,23 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/servertest"
 )
 
 // page is a history page as clients decode it.
@@ -282,53 +278,8 @@ var rtlabBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "rtlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/rtlab/rtlab/cmd/rtlab").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
+	return servertest.Build(dir)
 })
-
-// processNode runs `rtlab serve` as a process of its own, which the test can kill.
-type processNode struct {
-	*testServer
-	cmd *exec.Cmd
-}
-
-func startProcessNode(t *testing.T, args ...string) *processNode {
-	t.Helper()
-	bin, err := rtlabBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--data-dir", t.TempDir(), "--msg-rate", "-1"}, args...)...)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = io.Discard, &lockedBuilder{b: out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &processNode{testServer: &testServer{Server: &httptest.Server{URL: "http://" + addr}}, cmd: cmd}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	eventually(t, 60*time.Second, "process node ready", func() bool { return readyz(p.testServer) == 200 })
-	return p
-}
-
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // TestArchiveKeepsEveryAcknowledged: two nodes on each broker share a PostgreSQL archive while
 // clients publish to a room on both. PostgreSQL stops mid-stream; one node is killed (SIGKILL)
@@ -348,8 +299,14 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			srv := bk.start(t)
 			pg := brokertest.StartPostgres(t)
 			const topic = "room/kept"
-			killed := startProcessNode(t, "--broker", srv.URL, "--durable", "room/", "--durable-history", "2000",
-				"--archive", pg.URL, "--archive-sweep", "200ms", "--archive-grace", "1s")
+			bin, err := rtlabBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			proc := servertest.Start(t, bin, "--broker", srv.URL, "--durable", "room/", "--durable-history", "2000",
+				"--archive", pg.URL, "--archive-sweep", "200ms", "--archive-grace", "1s", "--msg-rate", "-1")
+			proc.Await("/readyz", http.StatusOK, 60*time.Second)
+			killed := &testServer{Server: &httptest.Server{URL: proc.URL()}}
 			alive := startServer(t, func(c *Config) {
 				c.Broker, c.Durable, c.DurableHistory, c.Archive = srv.URL, []string{"room/"}, 2000, pg.URL
 				c.ArchiveSweep, c.ArchiveGrace = 200*time.Millisecond, time.Second
@@ -363,7 +320,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 				wg    sync.WaitGroup
 				count = func() int { mu.Lock(); defer mu.Unlock(); return len(acks) }
 			)
-			for w, n := range []*testServer{killed.testServer, alive, alive} {
+			for w, n := range []*testServer{killed, alive, alive} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -374,7 +331,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 						default:
 						}
 						pos, code, err := publishHTTP(n, topic, fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
-						if err != nil && n == killed.testServer {
+						if err != nil && n == killed {
 							return // the node is gone
 						}
 						if code == 200 {
@@ -391,8 +348,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			await(100, "publications before PostgreSQL stops")
 			pg.Stop()
 			await(count()+150, "publications while PostgreSQL is down")
-			_ = killed.cmd.Process.Signal(syscall.SIGKILL)
-			_ = killed.cmd.Wait()
+			proc.Kill()
 			await(count()+50, "publications after the node died")
 			pg.Start()
 			await(count()+100, "publications after PostgreSQL is back")
