@@ -227,8 +227,9 @@ func TestPagingNeedsSubscribePermission(t *testing.T) {
 	}
 }
 
-// TestDurableHistoryMultiNode: two nodes on each broker with a --history-ttl of 1 s; a room
-// (durable) keeps its whole window on both nodes after other topics expired, and pages back.
+// TestDurableHistoryMultiNode: two nodes on each broker with a --history-ttl of 1 s share a
+// PostgreSQL archive; a room (durable, a window of 20) keeps its window on both nodes after other
+// topics expired, and pages back through the window and the archive to its first message.
 func TestDurableHistoryMultiNode(t *testing.T) {
 	for _, bk := range []struct {
 		name  string
@@ -240,10 +241,11 @@ func TestDurableHistoryMultiNode(t *testing.T) {
 	} {
 		t.Run(bk.name, func(t *testing.T) {
 			srv := bk.start(t)
+			pg := brokertest.StartPostgres(t)
 			node := func() *testServer {
 				return startServer(t, func(c *Config) {
 					c.Broker, c.HistoryTTL, c.HistorySize = srv.URL, time.Second, 10
-					c.Durable, c.DurableHistory = []string{"room/"}, 200
+					c.Durable, c.DurableHistory, c.Archive = []string{"room/"}, 20, pg.URL
 					c.Logger = brokertest.Logger()
 				})
 			}
@@ -261,10 +263,13 @@ func TestDurableHistoryMultiNode(t *testing.T) {
 				nodes[1].get(t, "/api/poll/news/brief?since=0", &a)
 				return len(a.Publications) == 0
 			})
+			eventually(t, 20*time.Second, "every publication archived", func() bool {
+				return archivedMetric(t, nodes[0], "live")+archivedMetric(t, nodes[1], "live") >= 60
+			})
 			for i, n := range nodes {
 				var a pollAnswer
-				if code := n.get(t, "/api/topics/room/kept/history?since=0&limit=1000", &a); code != 200 || len(a.Publications) != 60 || !a.Recovered {
-					t.Fatalf("node %d: room history after the TTL: %d, %d publications, recovered %v", i, code, len(a.Publications), a.Recovered)
+				if code := n.get(t, "/api/topics/room/kept/history?since=40&limit=1000", &a); code != 200 || len(a.Publications) != 20 || !a.Recovered {
+					t.Fatalf("node %d: room window after the TTL: %d, %d publications, recovered %v", i, code, len(a.Publications), a.Recovered)
 				}
 				checkDescending(t, fmt.Sprintf("node %d paging", i), walkBack(t, pageHTTP(t, n, "room/kept", 7)), 60)
 			}
