@@ -227,18 +227,21 @@ func TestPagingNeedsSubscribePermission(t *testing.T) {
 	}
 }
 
+// externalBrokers are the shared brokers, each with the starter of its server.
+var externalBrokers = []struct {
+	name  string
+	start func(testing.TB) *brokertest.Server
+}{
+	{"redis", brokertest.StartRedis},
+	{"nats", brokertest.StartNATS},
+	{"amqp", brokertest.StartRabbit},
+}
+
 // TestDurableHistoryMultiNode: two nodes on each broker with a --history-ttl of 1 s share a
 // PostgreSQL archive; a room (durable, a window of 20) keeps its window on both nodes after other
 // topics expired, and pages back through the window and the archive to its first message.
 func TestDurableHistoryMultiNode(t *testing.T) {
-	for _, bk := range []struct {
-		name  string
-		start func(testing.TB) *brokertest.Server
-	}{
-		{"redis", brokertest.StartRedis},
-		{"nats", brokertest.StartNATS},
-		{"amqp", brokertest.StartRabbit},
-	} {
+	for _, bk := range externalBrokers {
 		t.Run(bk.name, func(t *testing.T) {
 			srv := bk.start(t)
 			pg := brokertest.StartPostgres(t)
@@ -292,14 +295,7 @@ var rtlabBinary = sync.OnceValues(func() (string, error) {
 // archive holds every acknowledged publication exactly once: the surviving node caught up the
 // dead one's from the broker's window.
 func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
-	for _, bk := range []struct {
-		name  string
-		start func(testing.TB) *brokertest.Server
-	}{
-		{"redis", brokertest.StartRedis},
-		{"nats", brokertest.StartNATS},
-		{"amqp", brokertest.StartRabbit},
-	} {
+	for _, bk := range externalBrokers {
 		t.Run(bk.name, func(t *testing.T) {
 			srv := bk.start(t)
 			pg := brokertest.StartPostgres(t)
