@@ -46,7 +46,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
 	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history is durable: kept across restarts, never expiring by time, archived")
 	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic in the live window (the broker's)")
-	fs.StringVar(&cfg.Archive, "archive", "", "archive of durable topics beyond the window: empty = archive.db in --data-dir (one node), off, or postgres://user:pass@host:port/db shared by every node")
+	fs.StringVar(&cfg.Archive, "archive", "", "archive of durable topics beyond the window: embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db shared by every node; empty = embedded with --broker memory, off with a shared broker")
 	fs.StringVar(&cfg.ArchiveRetention, "archive-retention", "", "what the archive keeps: empty or 0 = everything, a count per topic (100000), or an age (720h, 30d)")
 	fs.IntVar(&cfg.ArchiveQueue, "archive-queue", 100_000, "publications waiting to be archived before new ones are left to the sweeps")
 	fs.DurationVar(&cfg.ArchiveSweep, "archive-sweep", 0, "how often each node checks the broker's window for publications nobody archived (0 = 30s)")

@@ -53,8 +53,9 @@ type Config struct {
 	Durable []string
 	// DurableHistory is how many publications a durable topic keeps; zero means 1000.
 	DurableHistory int
-	// Archive keeps durable topics beyond their window: "" the embedded archive.db in DataDir
-	// (none without DataDir), "off", or a PostgreSQL URL shared by every node.
+	// Archive keeps durable topics beyond their window: "embedded" (archive.db in DataDir; none
+	// without DataDir), "off", or a PostgreSQL URL shared by every node. Empty means embedded
+	// with the memory broker and off with a shared one.
 	Archive string
 	// ArchiveRetention is what the archive keeps (archive.ParseRetention); empty keeps all.
 	ArchiveRetention string
@@ -327,9 +328,12 @@ func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(stri
 	}
 	var st archive.Store
 	switch spec := cfg.Archive; {
-	case spec == "off" || len(cfg.Durable) == 0 || (spec == "" && cfg.DataDir == ""):
+	case spec == "" && cfg.Broker != "memory":
+		// Nodes on a shared broker share one archive; an embedded one per node is opt-in.
+		return nil, "off (several nodes share --archive postgres://…; one node may use --archive embedded)", nil
+	case spec == "off" || len(cfg.Durable) == 0 || ((spec == "" || spec == "embedded") && cfg.DataDir == ""):
 		return nil, "off", nil
-	case spec == "":
+	case spec == "" || spec == "embedded":
 		bs, err := archive.OpenBolt(filepath.Join(cfg.DataDir, "archive.db"), archive.BoltOptions{})
 		if err != nil {
 			return nil, "", fmt.Errorf("--archive (embedded in --data-dir %s): %w", cfg.DataDir, err)
@@ -342,7 +346,7 @@ func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(stri
 		}
 		st = ps
 	default:
-		return nil, "", fmt.Errorf("--archive %q: want off, empty (embedded, in --data-dir) or postgres://user:pass@host:port/db", redactedURL(spec))
+		return nil, "", fmt.Errorf("--archive %q: want embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db", redactedURL(spec))
 	}
 	a := archive.New(archive.Config{
 		Store: st, Source: b, Durable: durable, Queue: cfg.ArchiveQueue, Sweep: cfg.ArchiveSweep,

@@ -405,3 +405,30 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 		})
 	}
 }
+
+// TestArchiveFlags: bad --archive and --archive-retention values are refused at start with the
+// flag named, and the start line says where the archive is.
+func TestArchiveFlags(t *testing.T) {
+	base := Config{DataDir: t.TempDir(), Durable: []string{"chat/"}, DurableHistory: 1000}
+	for _, c := range []struct {
+		archive, retention, want string
+	}{
+		{"mysql://x", "", "--archive"},
+		{"", "500", "--archive-retention 500"},
+		{"", "soon", "--archive-retention"},
+	} {
+		cfg := base
+		cfg.Archive, cfg.ArchiveRetention = c.archive, c.retention
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--archive %q --archive-retention %q: %v, want an error naming %s", c.archive, c.retention, err, c.want)
+		}
+	}
+	a, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.closeStore()
+	if !strings.Contains(a.archDesc, "archive.db") {
+		t.Fatalf("memory broker's default archive: %q", a.archDesc)
+	}
+}
