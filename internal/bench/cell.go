@@ -123,6 +123,11 @@ func newCell(ctx context.Context, o *Options, transport string, plan *Plan, node
 				}
 			}
 		}
+		if o.AuthSecret != "" {
+			// The servers require tokens: each user carries one minted with the secret.
+			tok := mintToken(o.AuthSecret, c.tag+"-u"+strconv.Itoa(i))
+			v.token.Store(&tok)
+		}
 		if v.talker {
 			// One record per publication the user can make: one per interval it is active, plus
 			// one for each activity's partial interval.

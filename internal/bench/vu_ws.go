@@ -57,10 +57,7 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
 	c.connTried(v)
 	start := time.Now()
-	path := "/api/ws"
-	if c.opts.chatLike() {
-		path = string(v.tokenQuery([]byte(path), '?'))
-	}
+	path := string(v.tokenQuery([]byte("/api/ws"), '?')) // no token: no query
 	s, err := c.wsDial(a.ctx, v, path, nil)
 	if err != nil {
 		c.connFailed(a, fmt.Errorf("ws: %w", err))

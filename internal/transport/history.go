@@ -44,7 +44,8 @@ func parsePage(pp pageParams) (hub.PageOptions, error) {
 	return o, nil
 }
 
-// page checks c may read topic and reads one page.
+// page checks c may read topic's history (Policy.CanRead: what may be subscribed) and reads
+// one page.
 func (s *Server) page(ctx context.Context, c Client, topic string, pp pageParams) (hub.PageResult, error) {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return hub.PageResult{}, err
@@ -53,7 +54,7 @@ func (s *Server) page(ctx context.Context, c Client, topic string, pp pageParams
 	if err != nil {
 		return hub.PageResult{}, err
 	}
-	if err := s.policy.CanSubscribe(c, topic); err != nil {
+	if err := s.policy.CanRead(c, topic); err != nil {
 		return hub.PageResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -100,11 +101,11 @@ func appendPage(b []byte, topic string, res hub.PageResult, maxBytes int) ([]byt
 
 // handlePage serves GET /api/topics/{topic}/history?before=N[&epoch=E][&limit=M].
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, topic string) {
-	user, err := s.authenticate(r)
+	ident, err := s.authenticate(r)
 	var res hub.PageResult
 	if err == nil {
 		q := r.URL.Query()
-		res, err = s.page(r.Context(), Client{User: user}, topic, pageParams{q.Get("before"), q.Get("epoch"), q.Get("limit")})
+		res, err = s.page(r.Context(), Client{Identity: ident}, topic, pageParams{q.Get("before"), q.Get("epoch"), q.Get("limit")})
 	}
 	if err != nil {
 		s.WriteError(w, r, err)

@@ -118,6 +118,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
 	t.Run("NodeCutOff", func(t *testing.T) { testLateNode(t, h, false) })
 	t.Run("NodeCutOffWhileDataLost", func(t *testing.T) { testLateNode(t, h, true) })
+	t.Run("Presence", func(t *testing.T) { testPresence(t, h) })
 	t.Run("DurableTopics", func(t *testing.T) { testDurable(t, h) })
 	t.Run("DurableWindowPagedBack", func(t *testing.T) { testDurablePaging(t, h) })
 }
