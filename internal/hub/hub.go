@@ -44,6 +44,8 @@ type Config struct {
 	Broker Broker
 	// MaxDataBytes bounds a publication's data. Zero means 64 KiB.
 	MaxDataBytes int
+	// Archive answers pages below the broker's window (Page). Nil: pages end with the window.
+	Archive Archive
 	// Presence configures who-is-connected tracking (presence.go).
 	Presence PresenceConfig
 }
@@ -65,6 +67,7 @@ const numShards = 64
 // Hub routes publications to subscriptions. It is safe for concurrent use.
 type Hub struct {
 	broker  Broker
+	archive Archive // nil when there is none
 	maxData int
 	seed    maphash.Seed
 	shards  [numShards]shard
@@ -99,7 +102,7 @@ type topic struct {
 
 // New returns a Hub using cfg.Broker. Call Run before use.
 func New(cfg Config) *Hub {
-	h := &Hub{broker: cfg.Broker, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
+	h := &Hub{broker: cfg.Broker, archive: cfg.Archive, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
 	if h.maxData <= 0 {
 		h.maxData = 64 << 10
 	}
