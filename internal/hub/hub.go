@@ -223,7 +223,14 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		res.Reason = fmt.Sprintf("offset %d is ahead of the topic (at %d): history was reset", opts.Since, hr.Top.Offset)
 	case hr.Oldest > opts.Since+1 || (hr.Oldest == 0 && hr.Top.Offset > opts.Since):
 		res.Recovered = false
-		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d)", opts.Since, hr.Oldest)
+		// Name what is gone as a live gap does, so a client reads one kind of notice whether it
+		// was following or resuming.
+		last := hr.Top.Offset
+		if hr.Oldest > 0 {
+			last = hr.Oldest - 1
+		}
+		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d): publications %d to %d of epoch %s are no longer retained",
+			opts.Since, hr.Oldest, opts.Since+1, last, hr.Top.Epoch)
 	default:
 		return res, nil
 	}
