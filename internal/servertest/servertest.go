@@ -193,6 +193,9 @@ func (p *Proc) Restart(crash bool) {
 	p.start()
 }
 
+// Kill ends the process with SIGKILL, as a crash would, and leaves it stopped.
+func (p *Proc) Kill() { p.signalAndWait(true) }
+
 // Stop ends the process with SIGTERM, then SIGKILL after 5 s. Stopping twice is fine.
 func (p *Proc) Stop() { p.signalAndWait(false) }
 

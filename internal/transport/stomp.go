@@ -511,6 +511,9 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: SUBSCRIBE needs a destination header", ErrBadRequest), f, 4000)
 		return false
 	}
+	if strings.HasPrefix(dest, historyDest) {
+		return c.onHistory(ctx, f, dest) // one page of history (history.go)
+	}
 	topic, _, err := destTopic(dest, false)
 	if err == nil {
 		err = hub.ValidateTopic(topic)
