@@ -38,6 +38,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", 0, "STOMP heart-beat offered both ways (0 = 10s)")
 	fs.DurationVar(&lim.LongPollMax, "long-poll-max", 0, "longest wait a long poll may ask for (0 = 60s)")
 	fs.DurationVar(&lim.SeedLongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
+	fs.DurationVar(&lim.SeedSSETimeout, "seed-sse-timeout", 0, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (0 = 30s, negative = never)")
+	fs.DurationVar(&lim.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0 = never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	ac := &cfg.Auth

@@ -607,7 +607,14 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	typ, _ := f.Get("type")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User})
+	req := hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User}
+	if seed && strings.HasPrefix(topic, "chat/") {
+		err = c.s.policy.SeedJoin(pctx, c.client(), req) // /pub/chat/message/{room}
+	}
+	var p *hub.Publication
+	if err == nil {
+		p, err = c.s.policy.Publish(pctx, c.client(), req)
+	}
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

@@ -449,7 +449,12 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		c.replyError(c.s.errRateLimited(), nil, topic)
 		return
 	}
-	if _, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}); err != nil {
+	req := hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}
+	err := c.s.policy.SeedJoin(pctx, c.client(), req)
+	if err == nil {
+		_, err = c.s.policy.Publish(pctx, c.client(), req)
+	}
+	if err != nil {
 		c.replyError(err, nil, topic)
 	}
 }
