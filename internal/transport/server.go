@@ -29,6 +29,8 @@ type Limits struct {
 	StompHeartbeat  time.Duration // STOMP heart-beat offered both ways; zero means 10 s
 	LongPollMax     time.Duration // longest long-poll wait; zero means 60 s
 	SeedLongTimeout time.Duration // wait of the seed long-poll route; zero means 10 s
+	SeedSSETimeout  time.Duration // life of a seed SSE stream; zero means 30 s, negative never ends
+	SSEMaxAge       time.Duration // life of a native SSE stream; zero (the default) never ends
 
 	StompTxFrames     int           // SEND frames held by one STOMP transaction; zero means 100
 	StompTxBytes      int           // body bytes held by one STOMP transaction; zero means 1 MiB
@@ -90,6 +92,9 @@ func (l *Limits) fill() {
 	def(&l.StompHeartbeat, 10*time.Second)
 	def(&l.LongPollMax, 60*time.Second)
 	def(&l.SeedLongTimeout, 10*time.Second)
+	if l.SeedSSETimeout == 0 {
+		l.SeedSSETimeout = 30 * time.Second // Spring's SseEmitter default, which seed scripts rely on
+	}
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.
@@ -138,6 +143,10 @@ type Policy interface {
 	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 	// Disconnected is called once when a streaming connection has closed.
 	Disconnected(c Client)
+	// SeedJoin is called by the seed chat routes (raw /chat, STOMP SEND to
+	// /pub/chat/message/{room}) before they publish req: there a user's first message to a
+	// room joins it. The native routes keep their explicit rules and never call it.
+	SeedJoin(ctx context.Context, c Client, req hub.PublishRequest) error
 }
 
 // authenticate resolves a request's identity and refuses anonymous ones when auth is required.
