@@ -20,7 +20,8 @@ import (
 func TestBrowserFallback(t *testing.T) {
 	env := newBrowserEnv(t)
 	srv := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, "fallback-server.log"),
-		args: []string{"--history-size", "250"}}
+		// 460 publishes from one address in a few seconds: over the default HTTP publish rate.
+		args: []string{"--history-size", "250", "--http-pub-rate", "-1"}}
 	srv.start()
 	t.Cleanup(srv.stop)
 	base := "http://" + srv.addr

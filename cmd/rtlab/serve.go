@@ -38,6 +38,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", 0, "STOMP heart-beat offered both ways (0 = 10s)")
 	fs.DurationVar(&lim.LongPollMax, "long-poll-max", 0, "longest wait a long poll may ask for (0 = 60s)")
 	fs.DurationVar(&lim.SeedLongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
+	fs.IntVar(&lim.StompTxFrames, "stomp-tx-frames", 100, "SEND frames one STOMP transaction may hold")
+	fs.IntVar(&lim.StompTxBytes, "stomp-tx-bytes", 1<<20, "body bytes one STOMP transaction may hold")
+	fs.IntVar(&lim.StompTxMax, "stomp-tx-max", 16, "open transactions per STOMP session")
+	fs.IntVar(&lim.UnackedMsgs, "stomp-unacked", 1000, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
+	fs.IntVar(&lim.UnackedBytes, "stomp-unacked-bytes", 4<<20, "data bytes of those unacknowledged messages")
+	fs.DurationVar(&lim.FirstFrameTimeout, "first-frame-timeout", 0, "time from a STOMP upgrade to its CONNECT frame (0 = 10s)")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", 0, "time to read one request body (0 = 10s)")
+	fs.Float64Var(&lim.HTTPPubRate, "http-pub-rate", 100, "HTTP publishes per second per user, or per address when anonymous (-1 = unlimited)")
+	fs.IntVar(&lim.HTTPPubBurst, "http-pub-burst", 0, "HTTP publish burst (0 = 2 x http-pub-rate, at least 10)")
+	fs.IntVar(&lim.MaxConns, "max-conns", 10000, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
+	fs.IntVar(&lim.MaxConnsPerIP, "max-conns-per-ip", 100, "streaming connections and waiting long polls per client address (-1 = unlimited)")
+	origins := fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, and with auth on only to loopback clients)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.IntVar(&cfg.Location.Groups, "location-groups", 1000, "location groups whose latest positions are kept for GET /cur/{group}")
+	fs.IntVar(&cfg.Location.Members, "location-members", 10000, "members kept per location group")
+	fs.IntVar(&cfg.Location.Bytes, "location-bytes", 4<<20, "position data kept per location group, in bytes")
+	fs.DurationVar(&cfg.Location.MemberTTL, "location-member-ttl", 0, "a member's position older than this is dropped from its group (0 = 5m)")
 	fs.DurationVar(&lim.SeedSSETimeout, "seed-sse-timeout", 0, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (0 = 30s, negative = never)")
 	fs.DurationVar(&lim.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0 = never)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
@@ -91,6 +110,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	for _, p := range strings.Split(*durable, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Durable = append(cfg.Durable, p)
+		}
+	}
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
 	cfg.PresenceOff = !*presence

@@ -5,6 +5,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,16 @@ type Config struct {
 	ArchiveGrace     time.Duration // age before a sweep archives another node's publication; zero means 10 s
 	// ResultsDir is where /lab looks for bench results; zero means "bench-results".
 	ResultsDir string
+	// AllowedOrigins are the browser origins, besides the server's own host, that may open
+	// WebSocket, STOMP and SSE connections and get CORS headers ("*" for any).
+	AllowedOrigins []string
+	// AdminAddr, when set, serves /metrics and /lab on a listener of their own instead of Addr.
+	// Unset with auth on, they answer only clients on loopback.
+	AdminAddr string
+	// TLSCert and TLSKey are PEM files; with both, Addr serves HTTPS (and wss://).
+	TLSCert, TLSKey string
+	// Location bounds the state kept for GET /cur/{group}.
+	Location LocationLimits
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
 	APIKey string
 	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
@@ -97,6 +108,7 @@ type App struct {
 	users     *auth.Users  // nil: login takes any name (open dev mode)
 	reg       *prometheus.Registry
 	handler   http.Handler
+	admin     http.Handler // /metrics and /lab when they have a listener of their own (AdminAddr)
 }
 
 // New builds the server from cfg without starting it.
@@ -118,6 +130,14 @@ func New(cfg Config) (*App, error) {
 	}
 	if cfg.DurableHistory <= 0 {
 		cfg.DurableHistory = 1000
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if cfg.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
 	}
 	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
 	durableHistory := hub.HistoryPolicy{Size: cfg.DurableHistory, TTL: -1}
@@ -180,7 +200,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		_ = b.Close()
 		if arch != nil {
@@ -218,14 +238,19 @@ func New(cfg Config) (*App, error) {
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	a.tr = transport.New(transport.Config{
 		Hub: h, Policy: a.policy, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
+		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 	})
 	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
-	a.handler = a.routes()
+	a.handler, a.admin = a.routes()
 	return a, nil
 }
 
 // Handler returns the HTTP handler with every route; tests serve it with httptest.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// AdminHandler returns the handler of the operator's endpoints when AdminAddr moves them off
+// Handler, else nil.
+func (a *App) AdminHandler() http.Handler { return a.admin }
 
 // Start starts the hub's broker and background work. Run calls it; tests that serve Handler
 // themselves call it directly.
@@ -286,7 +311,24 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if a.cfg.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, a.cfg.TLSCert, a.cfg.TLSKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	if a.admin != nil {
+		aln, err := net.Listen("tcp", a.cfg.AdminAddr)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--admin-addr %s: %w", a.cfg.AdminAddr, err)
+		}
+		asrv := &http.Server{Handler: a.admin, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		go func() { _ = asrv.Serve(aln) }()
+		defer asrv.Close()
+		a.log.Info("rtlab admin endpoints", "addr", aln.Addr().String(), "paths", "/metrics /lab")
+	}
 	startc := make(chan error, 1)
 	go func() { startc <- a.Start(runCtx) }()
 	select {
@@ -311,7 +353,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
-		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
+		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "http_pub_rate", lim.HTTPPubRate,
+		"max_conns", lim.MaxConns, "max_conns_per_ip", lim.MaxConnsPerIP, "tls", a.cfg.TLSCert != "", "auth", a.authMode(),
 		"durable", a.durableMode(), "archive", a.archDesc,
 		"version", a.cfg.Version)
 	select {
@@ -499,7 +542,9 @@ func durOrDefault(v, d time.Duration) time.Duration {
 	return v
 }
 
-func (a *App) routes() http.Handler {
+// routes returns the handler of the main listener and, when AdminAddr is set, that of the
+// admin listener, which then alone serves /metrics and /lab.
+func (a *App) routes() (http.Handler, http.Handler) {
 	mux := http.NewServeMux()
 	tr := a.tr
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { tr.WriteError(w, r, err) }
@@ -563,7 +608,6 @@ func (a *App) routes() http.Handler {
 		}
 		transport.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 
 	// The demo page and the lab's results browser.
 	resultsDir := a.cfg.ResultsDir
@@ -574,12 +618,46 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /static/", page)
 	mux.Handle("GET /rtlab.js", page)
-	mux.Handle("GET /lab", page)
-	mux.Handle("GET /lab/", page)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, fmt.Errorf("%w: no route %s %s", transport.ErrNotFound, r.Method, r.URL.Path))
+	}
+	mux.HandleFunc("/", notFound)
+
+	// The operator's endpoints: on the admin listener when there is one; otherwise here,
+	// and with auth on only for clients on loopback.
+	admin := mux
+	var adminMux *http.ServeMux
+	if a.cfg.AdminAddr != "" {
+		adminMux = http.NewServeMux()
+		adminMux.HandleFunc("/", notFound)
+		admin = adminMux
+	}
+	guard := func(h http.Handler) http.Handler {
+		if adminMux != nil || !a.policy.required {
+			return h
+		}
+		return loopbackOnly(h, fail)
+	}
+	admin.Handle("GET /metrics", guard(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{})))
+	admin.Handle("GET /lab", guard(page))
+	admin.Handle("GET /lab/", guard(page))
+	public := a.tr.CORS(a.tr.BodyDeadline(mux))
+	if adminMux == nil {
+		return public, nil
+	}
+	return public, adminMux
+}
+
+// loopbackOnly serves h to clients on loopback and refuses others with 403.
+func loopbackOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			fail(w, r, fmt.Errorf("%w: %s is for the operator: with auth on it answers only on loopback, or on --admin-addr", transport.ErrForbidden, r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
-	return mux
 }
 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {

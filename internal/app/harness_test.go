@@ -29,7 +29,7 @@ type testServer struct {
 
 func startServer(t testing.TB, mod func(*Config)) *testServer {
 	t.Helper()
-	cfg := Config{Limits: transport.Limits{MsgRate: -1}}
+	cfg := Config{Limits: transport.Limits{MsgRate: -1, HTTPPubRate: -1}}
 	if mod != nil {
 		mod(&cfg)
 	}

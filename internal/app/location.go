@@ -13,27 +13,65 @@ import (
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
+// LocationLimits bound what GET /cur/{group} keeps. Zero values mean the defaults given.
+type LocationLimits struct {
+	Groups    int           // groups tracked at once; zero means 1,000 (the least recently asked is dropped)
+	Members   int           // members kept per group; zero means 10,000
+	Bytes     int           // position data kept per group, in bytes; zero means 4 MiB
+	MemberTTL time.Duration // a member whose last position is older is dropped; zero means 5 minutes
+}
+
+func (l *LocationLimits) fill() {
+	if l.Groups <= 0 {
+		l.Groups = 1000
+	}
+	if l.Members <= 0 {
+		l.Members = 10_000
+	}
+	if l.Bytes <= 0 {
+		l.Bytes = 4 << 20
+	}
+	if l.MemberTTL <= 0 {
+		l.MemberTTL = 5 * time.Minute
+	}
+}
+
 // locations keeps the latest position per member of each group someone asked about. A group
 // is tracked through an ordinary hub subscription (seeded from history), so positions
 // published on other nodes count too; groups nobody asks about for a while are dropped.
+// Everything is bounded: groups, members and bytes per group, and a member's age; over a bound
+// the least recently heard member (or asked group) goes first.
 type locations struct {
 	hub     *hub.Hub
 	idleTTL time.Duration
-	maxMem  int // members kept per group
+	lim     LocationLimits
 
 	mu     sync.Mutex
 	groups map[string]*groupState // guarded by mu
 }
 
 type groupState struct {
+	lim     *LocationLimits
 	sub     *hub.Subscription
 	ready   chan struct{} // closed once the replay was applied
 	mu      sync.Mutex
 	top     hub.Position
-	members map[string]memberPos // guarded by mu
-	asked   time.Time            // guarded by locations.mu
+	members map[string]*groupMember // guarded by mu
+	oldest  groupMember             // sentinel of the list of members, least recently heard first; guarded by mu
+	bytes   int                     // data bytes of all members; guarded by mu
+	asked   time.Time               // guarded by locations.mu
 }
 
+// groupMember is one member's latest position, in its group's list by recency.
+type groupMember struct {
+	name       string
+	offset     uint64
+	time       time.Time
+	data       json.RawMessage
+	prev, next *groupMember
+}
+
+// memberPos is a member as GET /cur/{group} shows it.
 type memberPos struct {
 	Member string          `json:"member"`
 	Offset uint64          `json:"offset"`
@@ -41,8 +79,15 @@ type memberPos struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-func newLocations(h *hub.Hub) *locations {
-	return &locations{hub: h, idleTTL: 5 * time.Minute, maxMem: 10000, groups: make(map[string]*groupState)}
+func newLocations(h *hub.Hub, lim LocationLimits) *locations {
+	lim.fill()
+	return &locations{hub: h, idleTTL: 5 * time.Minute, lim: lim, groups: make(map[string]*groupState)}
+}
+
+func newGroupState(lim *LocationLimits) *groupState {
+	g := &groupState{lim: lim, ready: make(chan struct{}), members: make(map[string]*groupMember)}
+	g.oldest.prev, g.oldest.next = &g.oldest, &g.oldest
+	return g
 }
 
 // memberOf says whose position p is: the authenticated sender, else a name field in the data.
@@ -67,14 +112,53 @@ func (g *groupState) Deliver(p *hub.Publication) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if p.Epoch != g.top.Epoch {
-		clear(g.members) // history was lost: old positions belong to a previous life
+		g.clearLocked() // history was lost: old positions belong to a previous life
 	}
 	g.top = hub.Position{Offset: p.Offset, Epoch: p.Epoch}
-	m := memberOf(p)
-	if _, ok := g.members[m]; !ok && len(g.members) >= 10000 {
-		return
+	name := memberOf(p)
+	m := g.members[name]
+	if m == nil {
+		m = &groupMember{name: name}
+		g.members[name] = m
+	} else {
+		g.bytes -= len(m.data)
+		m.prev.next, m.next.prev = m.next, m.prev // out of the list; back in at the newest end
 	}
-	g.members[m] = memberPos{Member: m, Offset: p.Offset, Time: p.Time.UTC().Format(hub.TimeFormat), Data: p.Data}
+	m.offset, m.time, m.data = p.Offset, p.Time, p.Data
+	g.bytes += len(m.data)
+	m.prev, m.next = g.oldest.prev, &g.oldest
+	m.prev.next, g.oldest.prev = m, m
+	for len(g.members) > g.lim.Members || g.bytes > g.lim.Bytes {
+		g.dropLocked(g.oldest.next)
+	}
+}
+
+// dropLocked removes m from the group.
+func (g *groupState) dropLocked(m *groupMember) {
+	m.prev.next, m.next.prev = m.next, m.prev
+	m.prev, m.next = nil, nil
+	g.bytes -= len(m.data)
+	delete(g.members, m.name)
+}
+
+func (g *groupState) clearLocked() {
+	clear(g.members)
+	g.oldest.prev, g.oldest.next = &g.oldest, &g.oldest
+	g.bytes = 0
+}
+
+// expireLocked drops members whose latest position is older than the member TTL.
+func (g *groupState) expireLocked(now time.Time) {
+	for m := g.oldest.next; m != &g.oldest && now.Sub(m.time) > g.lim.MemberTTL; m = g.oldest.next {
+		g.dropLocked(m)
+	}
+}
+
+// groupCount is how many groups are tracked.
+func (l *locations) groupCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.groups)
 }
 
 // state returns the group's state, starting to track it if needed.
@@ -82,7 +166,10 @@ func (l *locations) state(ctx context.Context, topic string) (*groupState, error
 	l.mu.Lock()
 	g := l.groups[topic]
 	if g == nil {
-		g = &groupState{ready: make(chan struct{}), members: make(map[string]memberPos)}
+		if len(l.groups) >= l.lim.Groups {
+			l.dropLeastAskedLocked()
+		}
+		g = newGroupState(&l.lim)
 		l.groups[topic] = g
 		l.mu.Unlock()
 		sub, res, err := l.hub.Subscribe(ctx, topic, g, hub.ReadOptions{Recover: true})
@@ -114,7 +201,24 @@ func (l *locations) state(ctx context.Context, topic string) (*groupState, error
 	return g, nil
 }
 
-// sweep drops groups nobody asked about within idleTTL.
+// dropLeastAskedLocked stops tracking the group asked about least recently, to make room.
+func (l *locations) dropLeastAskedLocked() {
+	var (
+		name string
+		old  *groupState
+	)
+	for n, g := range l.groups {
+		if g.sub != nil && (old == nil || g.asked.Before(old.asked)) {
+			name, old = n, g
+		}
+	}
+	if old != nil {
+		l.hub.Unsubscribe(old.sub)
+		delete(l.groups, name)
+	}
+}
+
+// sweep drops groups nobody asked about within idleTTL, and members past their TTL.
 func (l *locations) sweep(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -128,7 +232,11 @@ func (l *locations) sweep(ctx context.Context) {
 				if g.sub != nil && now.Sub(g.asked) > l.idleTTL {
 					l.hub.Unsubscribe(g.sub)
 					delete(l.groups, name)
+					continue
 				}
+				g.mu.Lock()
+				g.expireLocked(now)
+				g.mu.Unlock()
 			}
 			l.mu.Unlock()
 		}
@@ -145,9 +253,10 @@ func (l *locations) serve(w http.ResponseWriter, r *http.Request, group string) 
 		return err
 	}
 	g.mu.Lock()
+	g.expireLocked(time.Now())
 	members := make([]memberPos, 0, len(g.members))
-	for _, m := range g.members {
-		members = append(members, m)
+	for m := g.oldest.next; m != &g.oldest; m = m.next {
+		members = append(members, memberPos{Member: m.name, Offset: m.offset, Time: m.time.UTC().Format(hub.TimeFormat), Data: m.data})
 	}
 	top := g.top
 	g.mu.Unlock()

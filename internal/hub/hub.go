@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Sink receives a subscription's publications, in offset order. Deliver must not block: it is
@@ -157,6 +158,11 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 	}
 	if len(req.Data) == 0 || !json.Valid(req.Data) {
 		return nil, ErrBadData
+	}
+	// encoding/json accepts invalid UTF-8 inside strings; browsers close a WebSocket that
+	// carries it, so it is refused here, once per publication, for every route.
+	if !utf8.Valid(req.Data) || !utf8.ValidString(req.Sender) || !utf8.ValidString(req.Type) {
+		return nil, ErrBadText
 	}
 	p, err := h.broker.Publish(ctx, req)
 	if err != nil {

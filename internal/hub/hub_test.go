@@ -3,7 +3,9 @@ package hub_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,5 +222,53 @@ func BenchmarkFanout(b *testing.B) {
 			}
 			b.ReportMetric(float64(got.Load())/b.Elapsed().Seconds(), "deliveries/s")
 		})
+	}
+}
+
+// BenchmarkPublishValidate measures Publish with no subscriber at three data sizes: what the
+// checks on a publication's data (size, JSON, UTF-8) cost once per publication.
+func BenchmarkPublishValidate(b *testing.B) {
+	for _, size := range []int{32, 4 << 10, 60 << 10} {
+		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
+			h := newHub(b, 100)
+			text := strings.Repeat("héllo wörld ", size/14+1)
+			data, _ := json.Marshal(map[string]string{"m": text[:size-8]})
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := h.Publish(context.Background(), hub.PublishRequest{Topic: "v", Data: data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestPublishRefusesInvalidUTF8: JSON whose strings hold bytes that are not UTF-8 is refused
+// (encoding/json alone would accept it), so it is never stored or delivered.
+func TestPublishRefusesInvalidUTF8(t *testing.T) {
+	h := newHub(t, 10)
+	var got atomic.Int64
+	s, _, _ := h.Subscribe(context.Background(), "u", hub.SinkFunc(func(*hub.Publication) { got.Add(1) }), hub.ReadOptions{})
+	s.Start()
+	for _, req := range []hub.PublishRequest{
+		{Topic: "u", Data: json.RawMessage("{\"message\":\"\xff\xfe\"}")},
+		{Topic: "u", Data: json.RawMessage(`{"m":"ok"}`), Sender: "\xc3"},
+		{Topic: "u", Data: json.RawMessage(`{"m":"ok"}`), Type: "T\xed\xa0\x80"}, // an encoded surrogate
+	} {
+		if _, err := h.Publish(context.Background(), req); !errors.Is(err, hub.ErrBadText) {
+			t.Errorf("Publish(%q, sender %q, type %q) = %v, want ErrBadText", req.Data, req.Sender, req.Type, err)
+		}
+	}
+	if _, err := h.Publish(context.Background(), hub.PublishRequest{Topic: "u", Data: json.RawMessage(`{"m":"héllo ✓"}`)}); err != nil {
+		t.Fatalf("valid UTF-8 refused: %v", err)
+	}
+	res, err := h.Read(context.Background(), "u", hub.ReadOptions{Recover: true})
+	if err != nil || len(res.Publications) != 1 {
+		t.Fatalf("history holds %d publications (%v), want only the valid one", len(res.Publications), err)
+	}
+	if got.Load() != 1 {
+		t.Fatalf("%d deliveries, want 1", got.Load())
 	}
 }

@@ -14,6 +14,7 @@ var (
 	ErrClosed        = errors.New("hub: closed")
 	ErrTooLarge      = errors.New("hub: publication too large")
 	ErrBadData       = errors.New("hub: data is not valid JSON")
+	ErrBadText       = errors.New("hub: text is not valid UTF-8")
 	ErrNotReady      = errors.New("hub: broker not ready")
 	ErrAlreadyExists = errors.New("hub: already subscribed")
 )

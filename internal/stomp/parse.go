@@ -3,6 +3,7 @@ package stomp
 import (
 	"bytes"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Parser states. Between frames the parser is idle and skips heart-beats.
@@ -293,6 +294,11 @@ func (p *Parser) header(data []byte, end int) error {
 	}
 	if bytes.IndexByte(line, '\r') >= 0 {
 		return p.failErr(ErrBadHeader, inHeader, "CR in line", p.line, line)
+	}
+	if !utf8.Valid(line) {
+		// STOMP 1.2 headers are UTF-8; values are echoed (receipt, subscription ids) in text
+		// frames, which a browser drops the connection over when they are not.
+		return p.failErr(ErrBadHeader, inHeader, "not UTF-8", p.line, line)
 	}
 	// Split on the first colon; later colons belong to the value. 1.2 wants them escaped but
 	// many clients do not bother, and nothing is ambiguous about it.

@@ -336,6 +336,16 @@ var parseTests = []parseTest{
 		err:  ErrBadHeader,
 	},
 	{
+		name: "header value not UTF-8",
+		raw:  "SEND\nreceipt:\xff\xfe\n\n\x00",
+		err:  ErrBadHeader,
+	},
+	{
+		name: "header name not UTF-8",
+		raw:  "SEND\n\xc3:v\n\n\x00",
+		err:  ErrBadHeader,
+	},
+	{
 		name: "unknown escape",
 		raw:  "SEND\na:\\t\n\n\x00",
 		err:  ErrBadEscape,

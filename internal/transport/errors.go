@@ -16,6 +16,9 @@ var (
 	ErrRateLimited  = errors.New("rate limited")
 	ErrTooManySubs  = errors.New("too many subscriptions")
 	ErrNotFound     = errors.New("not found")
+	ErrTooManyConns = errors.New("too many connections")
+	ErrServerFull   = errors.New("server full")
+	ErrTimeout      = errors.New("timed out")
 )
 
 // errorCode maps an error to the code clients see and an HTTP status.
@@ -25,7 +28,7 @@ func errorCode(err error) (string, int) {
 		return "bad_topic", http.StatusBadRequest
 	case errors.Is(err, hub.ErrTooLarge):
 		return "too_large", http.StatusRequestEntityTooLarge
-	case errors.Is(err, hub.ErrBadData), errors.Is(err, ErrBadRequest):
+	case errors.Is(err, hub.ErrBadData), errors.Is(err, hub.ErrBadText), errors.Is(err, ErrBadRequest):
 		return "bad_request", http.StatusBadRequest
 	case errors.Is(err, ErrUnauthorized):
 		return "unauthorized", http.StatusUnauthorized
@@ -37,6 +40,12 @@ func errorCode(err error) (string, int) {
 		return "too_many_subscriptions", http.StatusBadRequest
 	case errors.Is(err, ErrNotFound):
 		return "not_found", http.StatusNotFound
+	case errors.Is(err, ErrTooManyConns):
+		return "too_many_connections", http.StatusTooManyRequests
+	case errors.Is(err, ErrServerFull):
+		return "server_full", http.StatusServiceUnavailable
+	case errors.Is(err, ErrTimeout):
+		return "timeout", http.StatusRequestTimeout
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
 		return "unavailable", http.StatusServiceUnavailable
 	}
@@ -53,11 +62,12 @@ func reasonText(err error) string {
 }
 
 // WriteError answers an HTTP request with {"error": code, "reason": text} and the status.
-// A request whose client left gets no answer. Only r tells that: an error wrapping
+// A request whose client left gets no answer (a body read that timed out also ends r's
+// context, but that client is still there and is told). Only r tells that: an error wrapping
 // context.Canceled can also come from inside the server (a broker connection dropped
 // mid-call), and that client is still waiting for a reason.
 func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && !errors.Is(err, ErrTimeout) {
 		return // nobody reads an answer and it is not a server fault
 	}
 	code, status := errorCode(err)
@@ -65,6 +75,12 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		s.m.Refused.WithLabelValues(code).Inc()
 	} else {
 		s.log.Warn("request failed", "err", err)
+	}
+	if ra := retryAfter(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	if status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // the rest of a trickled body is not waited for
 	}
 	WriteJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
 }

@@ -24,6 +24,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if errors.As(err, &mbe) {
 		return nil, fmt.Errorf("%w: body over %d bytes", hub.ErrTooLarge, s.lim.MaxFrame)
 	}
+	if isTimeout(err) {
+		return nil, fmt.Errorf("%w: the body was not read within %s (--body-timeout)", ErrTimeout, s.lim.BodyTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
 	}
@@ -51,6 +54,9 @@ func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic
 
 func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowHTTPPublish(r, ident.User)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -140,9 +146,12 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 	kind := metrics.ShortPoll
 	if pp.wait > 0 {
 		kind = metrics.LongPoll
-		g := s.m.Connections.WithLabelValues(metrics.LongPoll)
-		g.Inc()
-		defer g.Dec()
+		release, err := s.admitLongPoll(r)
+		if err != nil {
+			s.WriteError(w, r, err)
+			return
+		}
+		defer release()
 	}
 	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
 	if err != nil {
@@ -310,9 +319,12 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 		s.WriteError(w, r, err)
 		return
 	}
-	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
-	g.Inc()
-	defer g.Dec()
+	release, err := s.admitLongPoll(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	defer release()
 	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
 	if err != nil {
 		s.WriteError(w, r, err)

@@ -31,6 +31,18 @@ type Limits struct {
 	SeedLongTimeout time.Duration // wait of the seed long-poll route; zero means 10 s
 	SeedSSETimeout  time.Duration // life of a seed SSE stream; zero means 30 s, negative never ends
 	SSEMaxAge       time.Duration // life of a native SSE stream; zero (the default) never ends
+
+	StompTxFrames     int           // SEND frames held by one STOMP transaction; zero means 100
+	StompTxBytes      int           // body bytes held by one STOMP transaction; zero means 1 MiB
+	StompTxMax        int           // open transactions per STOMP session; zero means 16
+	UnackedMsgs       int           // unacknowledged messages per STOMP subscription; zero means 1000
+	UnackedBytes      int           // their data bytes; zero means 4 MiB
+	FirstFrameTimeout time.Duration // STOMP: upgrade to the CONNECT frame; zero means 10 s
+	BodyTimeout       time.Duration // reading one request body; zero means 10 s
+	HTTPPubRate       float64       // HTTP publishes per second per user (address when anonymous); zero means 100, -1 unlimited
+	HTTPPubBurst      int           // HTTP publish burst; zero means 2×HTTPPubRate (at least 10)
+	MaxConns          int           // streaming connections in all; zero means 10,000, -1 unlimited
+	MaxConnsPerIP     int           // streaming connections per client address; zero means 100, -1 unlimited
 }
 
 func (l *Limits) fill() {
@@ -54,6 +66,26 @@ func (l *Limits) fill() {
 	if l.MsgBurst <= 0 {
 		l.MsgBurst = max(10, int(2*l.MsgRate))
 	}
+	if l.HTTPPubRate == 0 {
+		l.HTTPPubRate = 100
+	}
+	if l.HTTPPubBurst <= 0 {
+		l.HTTPPubBurst = max(10, int(2*l.HTTPPubRate))
+	}
+	defInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defInt(&l.StompTxFrames, 100)
+	defInt(&l.StompTxBytes, 1<<20)
+	defInt(&l.StompTxMax, 16)
+	defInt(&l.UnackedMsgs, 1000)
+	defInt(&l.UnackedBytes, 4<<20)
+	defInt(&l.MaxConns, 10_000)
+	defInt(&l.MaxConnsPerIP, 100)
+	def(&l.FirstFrameTimeout, 10*time.Second)
+	def(&l.BodyTimeout, 10*time.Second)
 	def(&l.WriteTimeout, 10*time.Second)
 	def(&l.PingInterval, 25*time.Second)
 	def(&l.SSEHeartbeat, 15*time.Second)
@@ -134,22 +166,27 @@ type Config struct {
 	Hub     *hub.Hub
 	Policy  Policy
 	Limits  Limits
+	Origins Origins
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
 
 // Server holds the transports' shared state: the connections it must close at shutdown.
 type Server struct {
-	hub    *hub.Hub
-	policy Policy
-	lim    Limits
-	m      *metrics.Metrics
-	log    *slog.Logger
+	hub     *hub.Hub
+	policy  Policy
+	lim     Limits
+	origins Origins
+	m       *metrics.Metrics
+	log     *slog.Logger
+	pubRate *keyedLimiter // HTTP publishes per user or address
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
 	mu       sync.Mutex
 	conns    map[*writer]struct{} // guarded by mu
+	admitted int                  // streaming connections admitted; guarded by mu
+	perIP    map[string]int       // admitted connections per client address; guarded by mu
 	draining chan struct{}        // closed at shutdown: long polls return at once
 	wg       sync.WaitGroup       // connection goroutines
 	stop     chan struct{}
@@ -162,8 +199,10 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, m: cfg.Metrics, log: cfg.Logger,
-		conns: make(map[*writer]struct{}), draining: make(chan struct{}), stop: make(chan struct{}),
+		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, m: cfg.Metrics, log: cfg.Logger,
+		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
+		conns:   make(map[*writer]struct{}), perIP: make(map[string]int),
+		draining: make(chan struct{}), stop: make(chan struct{}),
 	}
 	go s.keepalive()
 	return s

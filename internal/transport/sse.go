@@ -162,6 +162,9 @@ func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic str
 
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -216,8 +219,14 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		s.WriteError(w, r, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
 		return
 	}
+	release, err := s.admit(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
 	conn, rw, err := hj.Hijack()
 	if err != nil {
+		release()
 		return
 	}
 	if rw.Reader.Buffered() > 0 {
@@ -233,17 +242,19 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
-		head += "Access-Control-Allow-Origin: *\r\n"
+		// checkOrigin let it through: CORS for this origin alone, never "*".
+		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"))
+	go c.run(conn, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), release)
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
 // nothing published after that; then it replays and waits for the client to leave.
-func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte) {
+func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte, release func()) {
 	s := c.s
 	defer s.wg.Done()
+	defer release()
 	ctx, cancel := context.WithCancel(context.Background())
 	type started struct {
 		idx  int

@@ -22,10 +22,6 @@ import (
 // stompVersions are the versions served, best first; also the WebSocket subprotocols.
 var stompVersions = []string{"1.2", "1.1", "1.0"}
 
-// maxPending bounds unacknowledged messages per subscription in client ack modes: a client
-// that never acknowledges is a slow consumer.
-const maxPending = 4096
-
 // stompConn is one STOMP session over WebSocket. Fields are owned by the reader goroutine
 // unless noted.
 type stompConn struct {
@@ -36,11 +32,19 @@ type stompConn struct {
 	connected bool
 	parser    *stomp.Parser
 	subs      map[string]*stompSub // by subscription id
-	tx        map[string][]stomp.Frame
+	tx        map[string]*stompTx  // open transactions by id
 	rl        rateLimiter
 	hbIn      time.Duration          // client promised to send at least this often (0: never)
 	hbOut     time.Duration          // we send at least this often (0: WebSocket pings instead); set before tracking
 	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
+	release   func()                 // gives back the connection's admission (see Server.admit)
+	connectBy time.Time              // the CONNECT frame must come before this
+}
+
+// stompTx is an open transaction: the SENDs it holds until COMMIT.
+type stompTx struct {
+	frames []stomp.Frame
+	bytes  int // body bytes held
 }
 
 type ackMode int
@@ -62,8 +66,9 @@ type stompSub struct {
 	guard Guard // the policy's check before each delivery; nil: none
 	watch bool  // presence:true asked for the topic's presence
 
-	mu      sync.Mutex
-	pending []*hub.Publication // unacknowledged, in offset order (client modes); guarded by mu
+	mu           sync.Mutex
+	pending      []*hub.Publication // unacknowledged, in offset order (client modes); guarded by mu
+	pendingBytes int                // their data bytes; guarded by mu
 }
 
 // stompRedelivery marks a redelivery in the writer queue.
@@ -74,14 +79,20 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 		return
 	}
 	if k.ack != ackAuto {
+		lim := &k.c.s.lim
 		k.mu.Lock()
-		if len(k.pending) >= maxPending {
+		if len(k.pending) >= lim.UnackedMsgs || k.pendingBytes+len(p.Data) > lim.UnackedBytes {
+			n, b := len(k.pending), k.pendingBytes
 			k.mu.Unlock()
+			// A client that never acknowledges is a slow consumer: what it holds is bounded.
 			k.c.s.m.QueueOverflows.WithLabelValues(metrics.STOMP).Inc()
-			k.c.w.close(ReasonSlow, false)
+			k.c.w.close(Reason{Code: ReasonSlow.Code, WSCode: ReasonSlow.WSCode, Reconnect: true, Text: fmt.Sprintf(
+				"subscription %s has %d unacknowledged messages (%d bytes), at most %d and %d bytes: ACK them",
+				k.id, n, b, lim.UnackedMsgs, lim.UnackedBytes)}, false)
 			return
 		}
 		k.pending = append(k.pending, p)
+		k.pendingBytes += len(p.Data)
 		k.mu.Unlock()
 	}
 	k.c.w.send(item{pub: p, sub: k})
@@ -204,6 +215,13 @@ func (c *stompConn) keepaliveDue(idle time.Duration) bool {
 func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
 	ident, err := s.policy.Authenticate(r)
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
+	var release func()
+	if err == nil {
+		release, err = s.admit(r)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -212,25 +230,32 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return p == "v12.stomp" || p == "v11.stomp" || p == "v10.stomp"
 	})
 	if err != nil {
+		release()
 		return
 	}
 	c := &stompConn{
 		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim),
+		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
 	}
 	c.userSeen.Store(&ident.User)
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.STOMP))
 	s.bindIdentity(c.w, ident)
 	if !s.track(c.w, metrics.STOMP) {
+		release()
 		c.w.close(ReasonShutdown, true)
 		return
 	}
 	s.wg.Add(1)
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame + 64, pong: c.w.sendPong})
+	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
+	// FirstFrameTimeout of the upgrade, so a socket cannot be held open with "\n" alone.
+	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
+	touch := func() { _ = conn.SetReadDeadline(c.readDeadline()) }
+	touch()
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong, touch))
 }
 
-func (c *stompConn) run(conn net.Conn, rd *wsReader) {
+func (c *stompConn) run(conn net.Conn, rd messageReader) {
 	s := c.s
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -241,22 +266,25 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 		}
 		c.w.close(ReasonReadError, false)
 		s.untrack(c.w, metrics.STOMP)
+		c.release()
 		s.policy.Disconnected(c.client())
 	}()
 	for {
-		timeout := 2*s.lim.PingInterval + 10*time.Second
-		if c.hbIn > 0 {
-			timeout = 2*c.hbIn + time.Second
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(timeout))
+		_ = conn.SetReadDeadline(c.readDeadline()) // CONNECT may have changed it
 		_, msg, err := rd.readMessage()
 		if err != nil {
 			var ne net.Error
 			switch {
+			case !c.connected && isTimeout(err):
+				c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
 			case errors.Is(err, errFrameTooLarge):
 				c.fail(fmt.Errorf("frame too large: more than %d bytes", s.lim.MaxFrame), nil, 1009)
-			case errors.Is(err, io.EOF):
-				c.w.close(ReasonClientClosed, false)
+			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
+				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
+				if refused {
+					s.m.Refused.WithLabelValues("stomp_" + r.Code).Inc()
+				}
+				c.w.close(r, false)
 			case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
 				c.w.close(ReasonHeartbeat, false)
 			}
@@ -277,6 +305,20 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 			}
 		}
 	}
+}
+
+// readDeadline is when the session ends unless the client sends something: two heart-beat
+// intervals (or ping intervals) from now, and never after connectBy before CONNECT.
+func (c *stompConn) readDeadline() time.Time {
+	timeout := 2*c.s.lim.PingInterval + 10*time.Second
+	if c.hbIn > 0 {
+		timeout = 2*c.hbIn + time.Second
+	}
+	d := time.Now().Add(timeout)
+	if !c.connected && c.connectBy.Before(d) {
+		d = c.connectBy
+	}
+	return d
 }
 
 func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
@@ -355,11 +397,20 @@ func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 			return c.onRefresh(f)
 		}
 		if txid, ok := f.Get("transaction"); ok {
-			if _, open := c.tx[txid]; !open {
+			tx := c.tx[txid]
+			if tx == nil {
 				c.fail(fmt.Errorf("%w: transaction %q was not begun", ErrBadRequest, txid), f, 4000)
 				return false
 			}
-			c.tx[txid] = append(c.tx[txid], stomp.Frame{Command: f.Command, Headers: f.Headers, Body: append([]byte(nil), f.Body...)})
+			lim := &c.s.lim
+			if len(tx.frames) >= lim.StompTxFrames || tx.bytes+len(f.Body) > lim.StompTxBytes {
+				c.fail(fmt.Errorf("%w: transaction %q would hold more than %d frames or %d bytes (--stomp-tx-frames, --stomp-tx-bytes): commit smaller ones",
+					hub.ErrTooLarge, txid, lim.StompTxFrames, lim.StompTxBytes), f, 1009)
+				return false
+			}
+			// The body is copied: it may share the parser's buffer (headers are the frame's own).
+			tx.frames = append(tx.frames, stomp.Frame{Command: f.Command, Headers: f.Headers, Body: append([]byte(nil), f.Body...)})
+			tx.bytes += len(f.Body)
 			c.receipt(f)
 			return true
 		}
@@ -647,9 +698,11 @@ func (c *stompConn) onAck(f *stomp.Frame) bool {
 		case p.Offset == off:
 			if f.Command == stomp.CmdNack {
 				redeliver = p
+				continue // counted again when redelivered
 			}
+			k.pendingBytes -= len(p.Data)
 		case p.Offset < off && k.ack == ackClient:
-			// client mode acknowledges cumulatively
+			k.pendingBytes -= len(p.Data) // client mode acknowledges cumulatively
 		default:
 			kept = append(kept, p)
 		}
@@ -671,20 +724,20 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 		return false
 	}
 	if c.tx == nil {
-		c.tx = make(map[string][]stomp.Frame)
+		c.tx = make(map[string]*stompTx)
 	}
-	frames, open := c.tx[txid]
+	tx, open := c.tx[txid]
 	switch f.Command {
 	case stomp.CmdBegin:
 		if open {
 			c.fail(fmt.Errorf("%w: transaction %q already begun", ErrBadRequest, txid), f, 4000)
 			return false
 		}
-		if len(c.tx) >= 16 {
-			c.fail(fmt.Errorf("%w: too many open transactions", ErrBadRequest), f, 4000)
+		if len(c.tx) >= c.s.lim.StompTxMax {
+			c.fail(fmt.Errorf("%w: %d transactions open, at most %d per session (--stomp-tx-max)", ErrBadRequest, len(c.tx), c.s.lim.StompTxMax), f, 4000)
 			return false
 		}
-		c.tx[txid] = nil
+		c.tx[txid] = &stompTx{}
 	case stomp.CmdCommit, stomp.CmdAbort:
 		if !open {
 			c.fail(fmt.Errorf("%w: transaction %q was not begun", ErrBadRequest, txid), f, 4000)
@@ -692,6 +745,7 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 		}
 		delete(c.tx, txid)
 		if f.Command == stomp.CmdCommit {
+			frames := tx.frames
 			for i := range frames {
 				frames[i].Del("receipt")
 				if !c.onSend(ctx, &frames[i]) {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -56,6 +54,8 @@ type wsConn struct {
 	group string // modeGroup: topic that non-op frames publish to
 	room  string // modeChat: joined topic
 	rl    rateLimiter
+
+	release func() // gives back the connection's admission (see Server.admit)
 }
 
 // wsSink delivers a subscription's publications to its connection.
@@ -137,12 +137,20 @@ func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
+	var release func()
+	if err == nil {
+		release, err = s.admit(r)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
 	conn, br, _, err := upgrade(w, r, nil)
 	if err != nil {
+		release()
 		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
@@ -152,15 +160,21 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
 	s.bindIdentity(c.w, ident)
 	if !s.track(c.w, metrics.WS) {
+		release()
 		c.w.close(ReasonShutdown, true)
 		return
 	}
+	c.release = release
 	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
-	go c.run(conn, &wsReader{br: br, max: s.lim.MaxFrame, pong: c.w.sendPong})
+	// A client is dropped after two ping intervals without a frame; pongs count.
+	readTimeout := 2*s.lim.PingInterval + 10*time.Second
+	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
+	touch()
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch))
 }
 
-func (c *wsConn) run(conn net.Conn, rd *wsReader) {
+func (c *wsConn) run(conn net.Conn, rd messageReader) {
 	s := c.s
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,6 +185,7 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		}
 		c.w.close(ReasonReadError, false)
 		s.untrack(c.w, metrics.WS)
+		c.release()
 		s.policy.Disconnected(c.client())
 	}()
 	if c.mode == modeNative {
@@ -181,17 +196,14 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 			c.replyError(err, nil, c.group)
 		}
 	}
-	readTimeout := 2*s.lim.PingInterval + 10*time.Second
 	for {
-		_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 		_, msg, err := rd.readMessage()
 		if err != nil {
-			switch {
-			case errors.Is(err, errFrameTooLarge):
-				s.m.Refused.WithLabelValues("too_large").Inc()
-				c.w.close(ProtocolReason("too_large", err.Error(), 1009), false)
-			case errors.Is(err, io.EOF):
-				c.w.close(ReasonClientClosed, false)
+			if r, refused := wsReadCloseReason(err, s.lim.MaxFrame); r.Code != "" {
+				if refused {
+					s.m.Refused.WithLabelValues(r.Code).Inc()
+				}
+				c.w.close(r, false)
 			}
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 )
@@ -62,37 +63,59 @@ func FuzzSeedFrame(f *testing.F) {
 	})
 }
 
-// FuzzReadMessage feeds arbitrary bytes to the WebSocket frame reader: it must never panic and
-// never return a message larger than the limit.
+// FuzzReadMessage feeds arbitrary bytes to the WebSocket frame reader: it must never panic,
+// never return a message larger than the limit or a text message that is not UTF-8, and it
+// must agree with gobwas/ws's wsutil.Reader, which applies the same rules, on every message
+// and on which class of error ends the stream.
 func FuzzReadMessage(f *testing.F) {
-	frame := func(op ws.OpCode, fin bool, p string) []byte {
-		var b bytes.Buffer
-		h := ws.Header{Fin: fin, OpCode: op, Length: int64(len(p)), Masked: true, Mask: [4]byte{1, 2, 3, 4}}
-		_ = ws.WriteHeader(&b, h)
-		pb := []byte(p)
-		ws.Cipher(pb, h.Mask, 0)
-		b.Write(pb)
-		return b.Bytes()
-	}
-	f.Add(frame(ws.OpText, true, `{"op":"ping"}`))
-	f.Add(append(frame(ws.OpText, false, "hel"), frame(ws.OpContinuation, true, "lo")...))
-	f.Add(append(frame(ws.OpPing, true, "p"), frame(ws.OpText, true, "x")...))
-	f.Add(frame(ws.OpClose, true, "\x03\xe8"))
-	f.Add(frame(ws.OpText, true, string(make([]byte, 300))))
+	f.Add(clientFrame(ws.OpText, true, `{"op":"ping"}`))
+	f.Add(join(clientFrame(ws.OpText, false, "hel"), clientFrame(ws.OpContinuation, true, "lo")))
+	f.Add(join(clientFrame(ws.OpPing, true, "p"), clientFrame(ws.OpText, true, "x")))
+	f.Add(clientFrame(ws.OpClose, true, "\x03\xe8"))
+	f.Add(clientFrame(ws.OpText, true, string(make([]byte, 300))))
+	f.Add(clientFrame(ws.OpText, true, "\xff\xfe"))
+	f.Add(clientFrame(ws.OpBinary, true, "\xff\xfe"))
+	f.Add(clientFrame(ws.OpText, true, "x", rsv1))
+	f.Add(clientFrame(ws.OpText, true, "x", unmasked))
+	f.Add(clientFrame(ws.OpPing, false, "p"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 256
-		r := &wsReader{br: bufio.NewReader(bytes.NewReader(data)), max: max, pong: func([]byte) {}}
+		own := &wsReader{br: bufio.NewReader(bytes.NewReader(data)), max: max, pong: func([]byte) {}}
+		lib := newWSLibReader(bufio.NewReader(bytes.NewReader(data)), max, func([]byte) {})
 		for i := 0; i < 16; i++ {
-			_, msg, err := r.readMessage()
+			op, msg, err := own.readMessage()
+			lop, lmsg, lerr := lib.readMessage()
+			if c, lc := class(err), class(lerr); c != lc && !(lc == errInvalidUTF8.Error() && err != nil) {
+				// wsutil checks UTF-8 as each fragment streams in, so it may refuse a message
+				// before this reader, which checks whole messages, meets a later fault or close.
+				t.Fatalf("message %d: own reader %v, wsutil %v", i, err, lerr)
+			}
 			if err != nil {
-				if errors.Is(err, errFrameTooLarge) {
-					return
-				}
 				return
+			}
+			if op != lop || !bytes.Equal(msg, lmsg) {
+				t.Fatalf("message %d: own reader %v %q, wsutil %v %q", i, op, msg, lop, lmsg)
 			}
 			if len(msg) > max {
 				t.Fatalf("message of %d bytes over the %d limit", len(msg), max)
 			}
+			if op == ws.OpText && !utf8.Valid(msg) {
+				t.Fatalf("text message %q is not UTF-8", msg)
+			}
 		}
 	})
+}
+
+// class names what a reader error means for the connection; plain read errors (the input
+// ended, at a frame's start or inside one) are one class whatever their text.
+func class(err error) string {
+	for _, e := range []error{errProtocol, errInvalidUTF8, errFrameTooLarge, errCloseFrame} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	if err != nil {
+		return "read error"
+	}
+	return "ok"
 }

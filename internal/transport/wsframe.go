@@ -8,12 +8,36 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
 )
 
-// errFrameTooLarge is returned by readMessage when a message exceeds the frame limit.
-var errFrameTooLarge = errors.New("frame too large")
+// Errors of the WebSocket frame readers; each closes the connection with its own code.
+var (
+	errFrameTooLarge = errors.New("frame too large")                 // 1009
+	errProtocol      = errors.New("WebSocket protocol error")        // 1002
+	errInvalidUTF8   = errors.New("text message is not valid UTF-8") // 1007
+	// errCloseFrame is the client's close frame; it wraps io.EOF, as the end of the stream.
+	errCloseFrame = fmt.Errorf("close frame: %w", io.EOF)
+)
+
+// wsReadCloseReason is how a connection closes after its reader failed with err, and whether
+// the error is the client's fault (counted as a refusal) rather than a plain disconnect.
+func wsReadCloseReason(err error, max int) (Reason, bool) {
+	switch {
+	case errors.Is(err, errFrameTooLarge):
+		return ProtocolReason("too_large", fmt.Sprintf("message over %d bytes", max), 1009), true
+	case errors.Is(err, errInvalidUTF8):
+		return ProtocolReason("invalid_utf8", errInvalidUTF8.Error(), 1007), true
+	case errors.Is(err, errProtocol):
+		return ProtocolReason("protocol_error", err.Error(), 1002), true
+	case errors.Is(err, io.EOF):
+		return ReasonClientClosed, false
+	}
+	return Reason{}, false
+}
 
 // appendWSHeader appends an unmasked (server to client) frame header.
 func appendWSHeader(dst []byte, op ws.OpCode, n int) []byte {
@@ -52,25 +76,54 @@ func wsPong(payload []byte) []byte {
 	return append(appendWSHeader(make([]byte, 0, 2+len(payload)), ws.OpPong, len(payload)), payload...)
 }
 
-// wsReader reads client messages: it unmasks, reassembles fragments, answers control frames
-// through pong, and enforces the size limit before reading a payload.
-type wsReader struct {
-	br   *bufio.Reader
-	max  int
-	pong func(payload []byte) // queues a pong; called for each ping
+// messageReader reads whole client messages. Two implementations exist, this package's own
+// wsReader and gobwas/ws's wsutil.Reader (wsLibReader); BenchmarkWSReaders compares them and
+// newMessageReader picks one.
+type messageReader interface {
+	// readMessage returns the next data message (text or binary), answering pings on the way.
+	// It returns io.EOF on a close frame, and errProtocol, errInvalidUTF8 or errFrameTooLarge
+	// for input that breaks RFC 6455 or the size limit.
+	readMessage() (ws.OpCode, []byte, error)
 }
 
-// readMessage returns the next data message (text or binary). It returns io.EOF on a close
-// frame.
+// newMessageReader returns the reader connections use. touch, when not nil, is called after
+// every frame, control frames included, so that a connection extends its read deadline for a
+// client that only answers pings.
+func newMessageReader(br *bufio.Reader, max int, pong func([]byte), touch func()) messageReader {
+	return &wsReader{br: br, max: max, pong: pong, touch: touch}
+}
+
+// wsReader reads client messages: it checks each header against RFC 6455 with gobwas/ws's own
+// checker (masked, no RSV bits, control frames final and at most 125 bytes, continuations
+// only inside a fragmented message), enforces the size limit before reading a payload,
+// unmasks, reassembles fragments, answers pings through pong and checks that text is UTF-8.
+type wsReader struct {
+	br    *bufio.Reader
+	max   int
+	pong  func(payload []byte) // queues a pong; called for each ping
+	touch func()               // called after each frame; may be nil
+	hdr   [ws.MaxHeaderSize - 2]byte
+}
+
 func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
 	var (
 		msg []byte
-		op  ws.OpCode
+		op  ws.OpCode // of the message being reassembled; 0 between messages
 	)
 	for {
-		h, err := ws.ReadHeader(r.br)
+		h, err := ws.ReadHeaderBuffer(r.br, r.hdr[:])
 		if err != nil {
+			if errors.Is(err, ws.ErrHeaderLengthMSB) || errors.Is(err, ws.ErrHeaderLengthUnexpected) {
+				return 0, nil, fmt.Errorf("%w: %v", errProtocol, err)
+			}
 			return 0, nil, err
+		}
+		state := ws.StateServerSide
+		if op != 0 {
+			state |= ws.StateFragmented
+		}
+		if err := ws.CheckHeader(h, state); err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", errProtocol, err)
 		}
 		if h.Length > int64(r.max) || int64(len(msg))+h.Length > int64(r.max) {
 			return 0, nil, fmt.Errorf("%w: more than %d bytes", errFrameTooLarge, r.max)
@@ -79,8 +132,9 @@ func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
 		if _, err := io.ReadFull(r.br, payload); err != nil {
 			return 0, nil, err
 		}
-		if h.Masked {
-			ws.Cipher(payload, h.Mask, 0)
+		ws.Cipher(payload, h.Mask, 0)
+		if r.touch != nil {
+			r.touch()
 		}
 		switch h.OpCode {
 		case ws.OpPing:
@@ -89,28 +143,112 @@ func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
 		case ws.OpPong:
 			continue
 		case ws.OpClose:
-			return 0, nil, io.EOF
+			return 0, nil, checkClose(payload)
 		case ws.OpContinuation:
-			if msg == nil && op == 0 {
-				return 0, nil, errors.New("continuation frame without a first frame")
-			}
 			msg = append(msg, payload...)
-		case ws.OpText, ws.OpBinary:
-			if op != 0 {
-				return 0, nil, errors.New("new message inside a fragmented one")
-			}
-			op = h.OpCode
-			if h.Fin {
-				return op, payload, nil
-			}
-			msg = payload
-		default:
-			return 0, nil, fmt.Errorf("unknown opcode %d", h.OpCode)
+		default: // text or binary: CheckHeader refused the reserved codes
+			op, msg = h.OpCode, payload
 		}
 		if h.Fin {
+			if op == ws.OpText && !utf8.Valid(msg) {
+				return 0, nil, errInvalidUTF8
+			}
 			return op, msg, nil
 		}
 	}
+}
+
+// checkClose returns errCloseFrame for a well-formed close frame and errProtocol for one with a
+// malformed body (one byte, a code no endpoint may send, a reason that is not UTF-8).
+func checkClose(payload []byte) error {
+	if len(payload) == 0 {
+		return errCloseFrame
+	}
+	if len(payload) == 1 {
+		return fmt.Errorf("%w: close frame of one byte", errProtocol)
+	}
+	code, reason := ws.ParseCloseFrameData(payload)
+	if err := ws.CheckCloseFrameData(code, reason); err != nil {
+		return fmt.Errorf("%w: %v", errProtocol, err)
+	}
+	return errCloseFrame
+}
+
+// wsLibReader reads client messages with gobwas/ws's wsutil.Reader, which does the same
+// checks as wsReader.
+type wsLibReader struct {
+	rd   wsutil.Reader
+	pong func(payload []byte)
+	ctl  [ws.MaxControlFramePayloadSize]byte
+}
+
+func newWSLibReader(br *bufio.Reader, max int, pong func([]byte)) *wsLibReader {
+	r := &wsLibReader{pong: pong}
+	r.rd = wsutil.Reader{Source: br, State: ws.StateServerSide, CheckUTF8: true, MaxMessageSize: int64(max)}
+	r.rd.OnIntermediate = r.control
+	return r
+}
+
+// control handles a control frame whose unmasked body is body.
+func (r *wsLibReader) control(h ws.Header, body io.Reader) error {
+	p := r.ctl[:h.Length]
+	if _, err := io.ReadFull(body, p); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // a bare io.EOF from Read would read as the message's end
+		}
+		return err
+	}
+	switch h.OpCode {
+	case ws.OpPing:
+		r.pong(p)
+	case ws.OpClose:
+		return checkClose(p)
+	}
+	return nil
+}
+
+func (r *wsLibReader) readMessage() (ws.OpCode, []byte, error) {
+	for {
+		h, err := r.rd.NextFrame()
+		if err != nil {
+			return 0, nil, libReadError(err)
+		}
+		if h.OpCode.IsControl() {
+			if err := r.control(h, &r.rd); err != nil {
+				return 0, nil, libReadError(err)
+			}
+			continue
+		}
+		msg := make([]byte, 0, max(h.Length, 1))
+		for {
+			if len(msg) == cap(msg) {
+				msg = append(msg, 0)[:len(msg)]
+			}
+			n, err := r.rd.Read(msg[len(msg):cap(msg)])
+			msg = msg[:len(msg)+n]
+			if err == io.EOF {
+				return h.OpCode, msg, nil
+			}
+			if err != nil {
+				return 0, nil, libReadError(err)
+			}
+		}
+	}
+}
+
+// libReadError maps wsutil's errors to this package's.
+func libReadError(err error) error {
+	var pe ws.ProtocolError
+	switch {
+	case errors.As(err, &pe), errors.Is(err, wsutil.ErrNoFrameAdvance),
+		errors.Is(err, ws.ErrHeaderLengthMSB), errors.Is(err, ws.ErrHeaderLengthUnexpected):
+		return fmt.Errorf("%w: %v", errProtocol, err)
+	case errors.Is(err, wsutil.ErrInvalidUTF8):
+		return errInvalidUTF8
+	case errors.Is(err, wsutil.ErrMessageTooLarge), errors.Is(err, wsutil.ErrFrameTooLarge):
+		return fmt.Errorf("%w: %v", errFrameTooLarge, err)
+	}
+	return err
 }
 
 // prefixConn replays bytes the HTTP server had already buffered before the handshake finished.

@@ -1,0 +1,189 @@
+package app
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// TestLocationGroupBounds: a group keeps at most Members members and Bytes of data, dropping
+// the least recently heard first, and drops members older than MemberTTL.
+func TestLocationGroupBounds(t *testing.T) {
+	lim := LocationLimits{Members: 3, Bytes: 40, MemberTTL: time.Minute}
+	lim.fill()
+	g := newGroupState(&lim)
+	now := time.Now()
+	pub := func(off uint64, sender, data string, at time.Time) {
+		g.Deliver(&hub.Publication{Topic: "location/g", Offset: off, Epoch: "e", Time: at, Sender: sender, Data: json.RawMessage(data)})
+	}
+	names := func() string {
+		var ns []string
+		for m := g.oldest.next; m != &g.oldest; m = m.next {
+			ns = append(ns, m.name)
+		}
+		return strings.Join(ns, ",")
+	}
+	pub(1, "a", `{"x":1}`, now.Add(-2*time.Minute))
+	pub(2, "b", `{"x":2}`, now)
+	pub(3, "c", `{"x":3}`, now)
+	pub(4, "a", `{"x":4}`, now) // heard again: newest
+	if got := names(); got != "b,c,a" || g.bytes != 21 {
+		t.Fatalf("members %s, %d bytes; want b,c,a and 21", got, g.bytes)
+	}
+	pub(5, "d", `{"x":5}`, now) // a fourth member: b, least recently heard, goes
+	if got := names(); got != "c,a,d" {
+		t.Fatalf("over the member bound: %s, want c,a,d", got)
+	}
+	pub(6, "e", `{"big":"0123456789012345678"}`, now) // 30 bytes: over 40 with the others
+	if got := names(); got != "d,e" || g.bytes > lim.Bytes {
+		t.Fatalf("over the byte bound: %s, %d bytes; want d,e within %d", got, g.bytes, lim.Bytes)
+	}
+	pub(7, "f", `{"x":7}`, now.Add(90*time.Second))
+	g.mu.Lock()
+	g.expireLocked(now.Add(70 * time.Second)) // d and e are 70 s old, f 20 s young
+	g.mu.Unlock()
+	if got := names(); got != "f" || g.bytes != 7 {
+		t.Fatalf("after expiry: %s, %d bytes; want f alone", got, g.bytes)
+	}
+	g.Deliver(&hub.Publication{Topic: "location/g", Offset: 1, Epoch: "e2", Time: now, Sender: "z", Data: json.RawMessage(`{}`)})
+	if got := names(); got != "z" || g.bytes != 2 {
+		t.Fatalf("after an epoch change: %s, %d bytes; want z alone", got, g.bytes)
+	}
+}
+
+// TestLocationGroupsBounded: GET /cur/{group} for more groups than --location-groups drops
+// the group asked about least recently.
+func TestLocationGroupsBounded(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.Location.Groups = 5 })
+	for i := 0; i < 20; i++ {
+		if st := s.get(t, fmt.Sprintf("/cur/g%d", i), nil); st != http.StatusOK {
+			t.Fatalf("GET /cur/g%d: %d", i, st)
+		}
+	}
+	if n := s.app.locations.groupCount(); n != 5 {
+		t.Fatalf("%d groups tracked, want 5", n)
+	}
+}
+
+// TestOperatorEndpointsLoopbackOnly: with auth on and no --admin-addr, /metrics and /lab answer
+// only clients on loopback.
+func TestOperatorEndpointsLoopbackOnly(t *testing.T) {
+	a, err := New(Config{Auth: AuthConfig{Secret: "0123456789abcdef0123"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		remote, path string
+		want         int
+	}{
+		{"127.0.0.1:4000", "/metrics", http.StatusOK},
+		{"[::1]:4000", "/lab", http.StatusOK},
+		{"203.0.113.7:4000", "/metrics", http.StatusForbidden},
+		{"203.0.113.7:4000", "/lab/", http.StatusForbidden},
+	} {
+		r := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		r.RemoteAddr = tc.remote
+		w := httptest.NewRecorder()
+		a.Handler().ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("GET %s from %s: %d, want %d (%s)", tc.path, tc.remote, w.Code, tc.want, w.Body)
+		}
+	}
+}
+
+// TestTLS: with --tls-cert and --tls-key the server speaks HTTPS and wss://.
+func TestTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	if _, err := New(Config{TLSCert: certFile}); err == nil {
+		t.Fatal("--tls-cert without --tls-key accepted")
+	}
+	a, err := New(Config{TLSCert: certFile, TLSKey: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	base := "https://" + ln.Addr().String()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	eventually(t, 10*time.Second, "HTTPS /readyz answers 200", func() bool {
+		res, err := hc.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	d := ws.Dialer{Timeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: pool}}
+	c := dialWSWith(t, d, "wss://"+ln.Addr().String()+"/api/ws")
+	if m := c.expectOp("connected"); m.Op != "connected" {
+		t.Fatalf("over wss: %+v", m)
+	}
+	if res, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP answered 200 on the TLS listener")
+		}
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns their files and a
+// pool that trusts the certificate.
+func selfSigned(t *testing.T) (string, string, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rtlab test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}

@@ -1,0 +1,240 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/metrics"
+)
+
+// retryError is a refusal the client may retry later: HTTP answers carry Retry-After.
+type retryError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// retryAfter is the Retry-After value of err in whole seconds (at least 1), or "" when err is
+// not a retryError.
+func retryAfter(err error) string {
+	var re *retryError
+	if !errors.As(err, &re) {
+		return ""
+	}
+	return strconv.Itoa(max(1, int(math.Ceil(re.after.Seconds()))))
+}
+
+// clientIP is the address a request came from: the peer of the TCP connection. Proxies'
+// forwarding headers are not trusted; behind a proxy every client shares its address.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// admit counts a new streaming connection from r against MaxConns and MaxConnsPerIP. The
+// returned release must be called once the connection has ended (or was never opened).
+func (s *Server) admit(r *http.Request) (release func(), err error) {
+	ip := clientIP(r)
+	s.mu.Lock()
+	switch {
+	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
+		s.mu.Unlock()
+		s.m.Refused.WithLabelValues("server_full").Inc()
+		return nil, &retryError{fmt.Errorf("%w: %d connections open, at most %d (--max-conns)", ErrServerFull, s.lim.MaxConns, s.lim.MaxConns), 5 * time.Second}
+	case s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
+		s.mu.Unlock()
+		return nil, &retryError{fmt.Errorf("%w: %d connections from %s, at most %d per address (--max-conns-per-ip)", ErrTooManyConns, s.perIP[ip], ip, s.lim.MaxConnsPerIP), 5 * time.Second}
+	}
+	s.admitted++
+	s.perIP[ip]++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.admitted--
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip) // the map holds only addresses with open connections
+			}
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+// admitLongPoll admits a waiting long poll like a streaming connection (it holds a
+// subscription as long as one) and counts it in the long-poll gauge.
+func (s *Server) admitLongPoll(r *http.Request) (func(), error) {
+	admitted, err := s.admit(r)
+	if err != nil {
+		return nil, err
+	}
+	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
+	g.Inc()
+	return func() { g.Dec(); admitted() }, nil
+}
+
+// keyedLimiter is a token bucket per key (a user or an address), safe for concurrent use.
+// Buckets that have refilled are forgotten, so the map holds only keys active within the last
+// burst/rate seconds.
+type keyedLimiter struct {
+	rate, burst float64
+
+	mu        sync.Mutex
+	buckets   map[string]*rateLimiter // guarded by mu
+	lastSweep time.Time               // guarded by mu
+}
+
+func newKeyedLimiter(rate float64, burst int) *keyedLimiter {
+	return &keyedLimiter{rate: rate, burst: float64(burst), buckets: make(map[string]*rateLimiter)}
+}
+
+// allow takes a token from key's bucket; when there is none it says how long until one is.
+func (k *keyedLimiter) allow(key string, now time.Time) (bool, time.Duration) {
+	if k.rate < 0 {
+		return true, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if now.Sub(k.lastSweep) > 10*time.Second {
+		k.lastSweep = now
+		for key, b := range k.buckets {
+			if b.tokens+now.Sub(b.last).Seconds()*b.rate >= b.burst {
+				delete(k.buckets, key)
+			}
+		}
+	}
+	b := k.buckets[key]
+	if b == nil {
+		b = &rateLimiter{rate: k.rate, burst: k.burst, tokens: k.burst}
+		k.buckets[key] = b
+	}
+	if b.allow(now) {
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}
+
+// size is how many buckets are kept.
+func (k *keyedLimiter) size() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.buckets)
+}
+
+// allowHTTPPublish applies the HTTP publish rate to the request's user, or to its address
+// when anonymous.
+func (s *Server) allowHTTPPublish(r *http.Request, user string) error {
+	key, who := "a:"+clientIP(r), "address "+clientIP(r)
+	if user != "" {
+		key, who = "u:"+user, "user "+user
+	}
+	ok, wait := s.pubRate.allow(key, time.Now())
+	if ok {
+		return nil
+	}
+	return &retryError{fmt.Errorf("%w: at most %g publishes per second per %s over HTTP (--http-pub-rate)", ErrRateLimited, s.lim.HTTPPubRate, who), wait}
+}
+
+// Origins says which browser origins may open WebSocket, STOMP and SSE connections and get
+// CORS headers. A request without an Origin header (a backend, k6, stomp.py) is not a
+// browser's and is always let through.
+type Origins struct {
+	// Allowed lists origins (scheme://host[:port]); "*" allows any, and a host starting with
+	// "*." any subdomain of the rest (https://*.example.com).
+	Allowed []string
+	// Localhost also allows http(s) origins on localhost, 127.0.0.1 and [::1]: open dev mode.
+	Localhost bool
+}
+
+// allowed reports whether a browser on origin may talk to the server at host (the request's
+// Host): its own host always may.
+func (o Origins) allowed(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // "null" (sandboxed frames, file: pages) and anything unparsable
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	if o.Localhost {
+		switch u.Hostname() {
+		case "localhost", "127.0.0.1", "::1":
+			return true
+		}
+	}
+	for _, a := range o.Allowed {
+		if a == "*" || strings.EqualFold(a, origin) {
+			return true
+		}
+		scheme, pattern, ok := strings.Cut(a, "://*.")
+		if ok && scheme == u.Scheme && strings.HasSuffix(strings.ToLower(u.Host), "."+strings.ToLower(pattern)) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOrigin refuses a browser request from an origin that is not allowed.
+func (s *Server) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" || s.origins.allowed(origin, r.Host) {
+		return nil
+	}
+	return fmt.Errorf("%w: origin %q may not connect: the server allows its own host and --allowed-origins", ErrForbidden, origin)
+}
+
+// CORS adds CORS headers to answers for allowed cross-origin browsers, and answers their
+// preflight requests. Other origins get no CORS headers, so browsers keep them out.
+func (s *Server) CORS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !s.origins.allowed(origin, r.Host) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// BodyDeadline bounds the time to read a request's body to BodyTimeout, so a client that
+// trickles a body cannot hold a connection and its handler. It is a read deadline on the
+// connection for that request only: net/http sets its own again for the next request, and
+// requests without a body (SSE, WebSocket upgrades) are left alone, being long-lived.
+func (s *Server) BodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.lim.BodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isTimeout reports whether err is a deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
