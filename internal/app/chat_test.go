@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 const testSecret = "test-secret-0123456789abcdef"
@@ -183,7 +185,7 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 		t.Fatal("ann left although a second connection is open")
 	}
 	a2.conn.Close()
-	eventually(t, 3*time.Second, "automatic LEAVE", func() bool { return members() == 0 })
+	eventually.True(t, 3*time.Second, "automatic LEAVE", func() bool { return members() == 0 })
 	var ans pollAnswer
 	s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
 	last := ans.Publications[len(ans.Publications)-1]

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -171,7 +172,7 @@ func TestHistoryPaging(t *testing.T) {
 		c.DataDir, c.Durable, c.DurableHistory = t.TempDir(), []string{"room/"}, 1000
 	})
 	publishMany(t, n, topic, total)
-	eventually(t, 30*time.Second, "every publication archived", func() bool { return archivedMetric(t, n, "live") >= total })
+	eventually.True(t, 30*time.Second, "every publication archived", func() bool { return archivedMetric(t, n, "live") >= total })
 	checkDescending(t, "HTTP", walkBack(t, pageHTTP(t, n, topic, 97)), total)
 	checkDescending(t, "WebSocket", walkBack(t, pageWS(t, n, topic, 100)), total)
 	checkDescending(t, "STOMP", walkBack(t, pageSTOMP(t, n, topic, 250)), total)
@@ -261,12 +262,12 @@ func TestDurableHistoryMultiNode(t *testing.T) {
 			if _, code, _ := publishHTTP(nodes[0], "news/brief", `{}`); code != 200 {
 				t.Fatalf("publish news: %d", code)
 			}
-			eventually(t, 20*time.Second, "news/brief expired", func() bool {
+			eventually.True(t, 20*time.Second, "news/brief expired", func() bool {
 				var a pollAnswer
 				nodes[1].get(t, "/api/poll/news/brief?since=0", &a)
 				return len(a.Publications) == 0
 			})
-			eventually(t, 20*time.Second, "every publication archived", func() bool {
+			eventually.True(t, 20*time.Second, "every publication archived", func() bool {
 				return archivedMetric(t, nodes[0], "live")+archivedMetric(t, nodes[1], "live") >= 60
 			})
 			for i, n := range nodes {
@@ -344,7 +345,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 				}()
 			}
 			await := func(n int, what string) {
-				eventually(t, 30*time.Second, what, func() bool { return count() >= n })
+				eventually.True(t, 30*time.Second, what, func() bool { return count() >= n })
 			}
 			await(100, "publications before PostgreSQL stops")
 			pg.Stop()
@@ -365,7 +366,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			}
 			defer conn.Close(context.Background())
 			var rows, distinct int
-			eventually(t, 60*time.Second, "every acknowledged publication archived", func() bool {
+			eventually.True(t, 60*time.Second, "every acknowledged publication archived", func() bool {
 				have := map[clientPos]bool{}
 				rs, err := conn.Query(context.Background(), `SELECT "offset", epoch FROM rtlab_archive WHERE topic = $1`, topic)
 				if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // tokenFor mints an HS256 token for user with testSecret, valid for ttl.
@@ -79,7 +80,7 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 	// Past the first token's expiry the connection still serves.
 	w.send(`{"op":"subscribe","topic":"news/x"}`)
 	w.expectOp("subscribed")
-	eventually(t, 5*time.Second, "the old token's expiry to pass", func() bool { return s.app.tr.ConnCount() == 1 && expiredBy(short) })
+	eventually.True(t, 5*time.Second, "the old token's expiry to pass", func() bool { return s.app.tr.ConnCount() == 1 && expiredBy(short) })
 	do(t, s, "POST", "/api/publish/news/x", tokenFor(t, "bob", time.Hour), `{"n":1}`)
 	if m := w.expectOp("message"); m.Topic != "news/x" {
 		t.Fatalf("after refresh: %+v", m)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -131,7 +132,7 @@ func TestTLS(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	base := "https://" + ln.Addr().String()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	eventually(t, 10*time.Second, "HTTPS /readyz answers 200", func() bool {
+	eventually.True(t, 10*time.Second, "HTTPS /readyz answers 200", func() bool {
 		res, err := hc.Get(base + "/readyz")
 		if err != nil {
 			return false

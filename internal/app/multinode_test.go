@@ -19,6 +19,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/stomp"
 )
 
@@ -116,7 +117,7 @@ func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*t
 	srv.Stop()
 	stopped := time.Now()
 	for i, n := range nodes {
-		eventually(t, 30*time.Second, fmt.Sprintf("node %d not ready", i), func() bool { return readyz(n) == 503 })
+		eventually.True(t, 30*time.Second, fmt.Sprintf("node %d not ready", i), func() bool { return readyz(n) == 503 })
 	}
 	for i, n := range nodes {
 		checkPublishRefused(t, n, topic, fmt.Sprintf("node %d during the outage", i))
@@ -124,7 +125,7 @@ func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*t
 	srv.Start()
 	started := time.Now()
 	for i, n := range nodes {
-		eventually(t, 30*time.Second, fmt.Sprintf("node %d ready again", i), func() bool { return readyz(n) == 200 })
+		eventually.True(t, 30*time.Second, fmt.Sprintf("node %d ready again", i), func() bool { return readyz(n) == 200 })
 	}
 	t.Logf("broker down for %v; both nodes ready %v after it restarted", started.Sub(stopped).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 	before := pubs.count()
@@ -170,11 +171,11 @@ func testMultiNodeCutOff(t *testing.T, srv *brokertest.Server, nodes []*testServ
 	cut := startNode(t, strings.Replace(srv.URL, srv.Addr, relay.Addr, 1))
 	fs := followAll(t, topic, []*testServer{cut}, clientPos{})
 	relay.Cut()
-	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	eventually.True(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
 	pubs := startPublishers(t, topic, nodes)
 	pubs.await(t, 20, "publications while the node is cut off")
 	relay.Heal()
-	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	eventually.True(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
 	pubs.await(t, pubs.count()+10, "publications after it returned")
 	pubs.stop(t)
 	top := agreedTop(t, topic, append([]*testServer{cut}, nodes...))
@@ -213,15 +214,15 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 	}
 	first := publish()
 	for _, f := range fs {
-		eventually(t, 10*time.Second, f.name+" received the first publication", func() bool { return f.reached(first) })
+		eventually.True(t, 10*time.Second, f.name+" received the first publication", func() bool { return f.reached(first) })
 	}
 	relay.Cut()
-	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	eventually.True(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
 	for range 20 {
 		publish()
 	}
 	relay.Heal()
-	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	eventually.True(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
 	top := publish()
 	awaitAll(t, fs, top)
 	for _, f := range fs {
@@ -269,7 +270,7 @@ func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
 	before := pubs.count()
 	pubs.await(t, before+20, "publications after the node died")
 	for _, f := range fs[:len(fs)/2] {
-		eventually(t, 20*time.Second, f.name+" moved to the other node", func() bool { return f.on() == alive })
+		eventually.True(t, 20*time.Second, f.name+" moved to the other node", func() bool { return f.on() == alive })
 		t.Logf("%s: %s", f.name, f.summary())
 	}
 	pubs.stop(t)
@@ -303,7 +304,7 @@ func readyz(n *testServer) int {
 func agreedTop(t *testing.T, topic string, nodes []*testServer) clientPos {
 	t.Helper()
 	var tops []clientPos
-	eventually(t, 10*time.Second, "nodes agreeing on the position of "+topic, func() bool {
+	eventually.True(t, 10*time.Second, "nodes agreeing on the position of "+topic, func() bool {
 		tops = tops[:0]
 		for _, n := range nodes {
 			var ans pollAnswer
@@ -538,7 +539,7 @@ func (p *publishers) refused() int {
 
 func (p *publishers) await(t *testing.T, n int, what string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
+	eventually.True(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
 }
 
 // stop stops publishing and fails the test if any publish got an answer other than 200 or 503.
@@ -600,7 +601,7 @@ func followAll(t *testing.T, topic string, nodes []*testServer, from clientPos) 
 		}
 	}
 	for _, f := range fs {
-		eventually(t, 10*time.Second, f.name+" subscribed", func() bool {
+		eventually.True(t, 10*time.Second, f.name+" subscribed", func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.sessions > 0
@@ -613,13 +614,7 @@ func followAll(t *testing.T, topic string, nodes []*testServer, from clientPos) 
 func awaitAll(t *testing.T, fs []*follower, top clientPos) {
 	t.Helper()
 	for _, f := range fs {
-		ok := false
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok && time.Now().Before(deadline) {
-			if ok = f.reached(top); !ok {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
+		ok := eventually.Within(20*time.Second, func() bool { return f.reached(top) })
 		f.stop()
 		<-f.done
 		if !ok {

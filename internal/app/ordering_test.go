@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -168,7 +169,7 @@ func TestSlowConsumerDoesNotDelayOthers(t *testing.T) {
 	}
 	// A fully stalled socket cannot be told anything (its last write timed out mid-frame),
 	// but the server counted why it cut it off.
-	eventually(t, 10*time.Second, "stalled client cut off", func() bool {
+	eventually.True(t, 10*time.Second, "stalled client cut off", func() bool {
 		return metricValue(t, s, `rtlab_queue_overflows_total{transport="ws"}`) >= 1 ||
 			metricValue(t, s, `rtlab_disconnects_total{reason="write_timeout",transport="ws"}`) >= 1
 	})

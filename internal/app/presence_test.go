@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -77,7 +78,7 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	annA := join(a, "ann", "notify/ann")
 	bobB := join(b, "bob")
 	for i, s := range []*testServer{a, b} {
-		eventually(t, 10*time.Second, fmt.Sprintf("node %d to list ann and bob", i), func() bool {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("node %d to list ann and bob", i), func() bool {
 			return slices.Equal(users(s), []string{"ann", "bob"})
 		})
 	}
@@ -98,7 +99,7 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 
 	// ann on both nodes; one disconnect closes both, with the reason, and leaves bob alone.
 	annB := join(b, "ann")
-	eventually(t, 10*time.Second, "ann's second connection to show on node 0", func() bool {
+	eventually.True(t, 10*time.Second, "ann's second connection to show on node 0", func() bool {
 		var ans transport.PresenceAnswer
 		do2(t, a, "GET", "/api/topics/"+topic+"/presence", "Bearer "+token(a, "reader"), "", &ans)
 		return len(ans.Clients) == 3
@@ -117,7 +118,7 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 		}
 	}
 	for i, s := range []*testServer{a, b} {
-		eventually(t, 10*time.Second, fmt.Sprintf("node %d to list bob alone", i), func() bool {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("node %d to list bob alone", i), func() bool {
 			return slices.Equal(users(s), []string{"bob"})
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 func TestSeedShortPollCurrentState(t *testing.T) {
@@ -33,7 +35,7 @@ func TestSeedShortPollCurrentState(t *testing.T) {
 	}
 	// Positions published after the first read keep the state current.
 	s.post(t, "/location/long/3/notify", `{"userId":"bob","lat":1,"lng":1}`, nil)
-	eventually(t, 2*time.Second, "state update", func() bool {
+	eventually.True(t, 2*time.Second, "state update", func() bool {
 		var st struct{ Offset uint64 }
 		s.get(t, "/cur/3", &st)
 		return st.Offset == 4

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
 )
@@ -142,15 +143,15 @@ func TestSeedChatOneEnterPerMember(t *testing.T) {
 		go func() { defer wg.Done(); c.send(seedChat("zed", "hello")) }()
 	}
 	wg.Wait()
-	eventually(t, 5*time.Second, "three messages", func() bool { return len(chatHistory(t, s, "8", "")) == 4 })
+	eventually.True(t, 5*time.Second, "three messages", func() bool { return len(chatHistory(t, s, "8", "")) == 4 })
 	if got := strings.Join(chatHistory(t, s, "8", ""), " "); got != "ENTER:zed TALK:zed TALK:zed TALK:zed" {
 		t.Fatalf("history %s", got)
 	}
 	conns[0].conn.Close()
 	conns[1].conn.Close()
-	eventually(t, 5*time.Second, "two connections of zed gone", func() bool { return memberConns(s, "chat/8", "zed") == 1 })
+	eventually.True(t, 5*time.Second, "two connections of zed gone", func() bool { return memberConns(s, "chat/8", "zed") == 1 })
 	conns[2].conn.Close()
-	eventually(t, 5*time.Second, "zed's LEAVE", func() bool { return len(chatHistory(t, s, "8", "")) == 5 })
+	eventually.True(t, 5*time.Second, "zed's LEAVE", func() bool { return len(chatHistory(t, s, "8", "")) == 5 })
 	if got := strings.Join(chatHistory(t, s, "8", ""), " "); got != "ENTER:zed TALK:zed TALK:zed TALK:zed LEAVE:zed" {
 		t.Fatalf("history %s", got)
 	}
@@ -275,7 +276,7 @@ func TestSeedChatMembersOnlyRoom(t *testing.T) {
 	a.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + ann + "\n\n\x00")
 	a.expect("CONNECTED")
 	send(a) // ann creates the room: she owns it
-	eventually(t, 5*time.Second, "ann's message", func() bool { return len(chatHistory(t, s, "private/x", ann)) == 2 })
+	eventually.True(t, 5*time.Second, "ann's message", func() bool { return len(chatHistory(t, s, "private/x", ann)) == 2 })
 	b := dialSTOMP(t, s.ws("/stomp/chat"))
 	b.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00")
 	b.expect("CONNECTED")
@@ -433,5 +434,5 @@ func subscriptions(s *testServer) int64 { return s.app.hub.Stats().Subscriptions
 // subscriptionsReach waits until the hub holds n subscriptions (a client has joined).
 func subscriptionsReach(t *testing.T, s *testServer, n int64) {
 	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("%d subscriptions", n), func() bool { return subscriptions(s) == n })
+	eventually.True(t, 5*time.Second, fmt.Sprintf("%d subscriptions", n), func() bool { return subscriptions(s) == n })
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // Bystander is a well-behaved user of a server under attack: it subscribes to a topic over the
@@ -176,16 +178,11 @@ func (b *Bystander) Check(min int) {
 	b.t.Helper()
 	b.stopPub()
 	b.publisher.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.Within(10*time.Second, func() bool {
 		b.mu.Lock()
-		caught := len(b.received) >= len(b.acked)
-		b.mu.Unlock()
-		if caught {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return len(b.received) >= len(b.acked)
+	})
 	b.cancel()
 	b.conn.Close()
 	b.reader.Wait()

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // Build builds ./cmd/rtlab into dir and returns the binary's path. $RTLAB_BIN names a prebuilt
@@ -139,20 +141,18 @@ func (p *Proc) PID() int {
 // Await waits until GET path answers want, failing the test after within.
 func (p *Proc) Await(path string, want int, within time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
 	var last string
-	for time.Now().Before(deadline) {
+	if eventually.Within(within, func() bool {
 		res, err := http.Get(p.URL() + path)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == want {
-				return
-			}
-			last = res.Status
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		res.Body.Close()
+		last = res.Status
+		return res.StatusCode == want
+	}) {
+		return
 	}
 	p.t.Fatalf("rtlab on %s did not answer %d to %s within %v (last: %s)\n%s", p.Addr, want, path, within, last, p.Output())
 }

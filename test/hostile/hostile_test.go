@@ -37,10 +37,7 @@ func TestMain(m *testing.M) {
 func TestBystanderAcrossRestart(t *testing.T) {
 	p := servertest.Start(t, bin)
 	b := servertest.StartBystander(t, p, "news/quiet", "", 20*time.Millisecond)
-	for b.Published() < 20 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Check(20)
+	check(t, b, 20)
 	p.Restart(true)
 	if rss := p.RSS(); rss < 1<<20 {
 		t.Fatalf("RSS %d bytes after restart: not a running server", rss)

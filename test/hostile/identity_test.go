@@ -17,6 +17,7 @@ import (
 	"github.com/gobwas/ws/wsutil"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -138,10 +139,7 @@ func (c *wsConn) closed(within time.Duration) string {
 // check waits until the bystander has published n times, then checks it.
 func check(t testing.TB, b *servertest.Bystander, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Published() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Within(10*time.Second, func() bool { return b.Published() >= n })
 	b.Check(n)
 }
 

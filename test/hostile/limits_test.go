@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -506,18 +507,14 @@ func TestConnectionCaps(t *testing.T) {
 	}
 	// Places are given back as connections close.
 	open[0].conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.Nil(t, 10*time.Second, func() error {
 		c, _, err := tryWS(p.WS("/api/ws"), attacker, nil)
-		if err == nil {
-			c.conn.Close()
-			break
+		if err != nil {
+			return fmt.Errorf("a closed connection's place was not given back: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed connection's place was not given back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.conn.Close()
+		return nil
+	})
 	for _, c := range open {
 		c.conn.Close()
 	}
