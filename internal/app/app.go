@@ -248,10 +248,6 @@ func New(cfg Config) (*App, error) {
 // Handler returns the HTTP handler with every route; tests serve it with httptest.
 func (a *App) Handler() http.Handler { return a.handler }
 
-// AdminHandler returns the handler of the operator's endpoints when AdminAddr moves them off
-// Handler, else nil.
-func (a *App) AdminHandler() http.Handler { return a.admin }
-
 // Start starts the hub's broker and background work. Run calls it; tests that serve Handler
 // themselves call it directly.
 func (a *App) Start(ctx context.Context) error {
