@@ -45,6 +45,7 @@ type Config struct {
 	HistorySize     int           // publications kept per topic; zero means 100
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
+	Seed            SeedConfig    // the seed-compatible routes (seed.go)
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
@@ -131,6 +132,7 @@ func New(cfg Config) (*App, error) {
 	if cfg.DurableHistory <= 0 {
 		cfg.DurableHistory = 1000
 	}
+	cfg.Seed.fill()
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
@@ -237,7 +239,7 @@ func New(cfg Config) (*App, error) {
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy}, Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 	})
 	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
@@ -545,21 +547,8 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	tr := a.tr
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { tr.WriteError(w, r, err) }
 
-	// Native API.
-	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
-	mux.HandleFunc("GET /api/poll/{topic...}", tr.HandlePoll)
-	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
-		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
-			tr.HandlePresence(w, r, topic)
-			return
-		}
-		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
-		if !ok {
-			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history or /presence", transport.ErrNotFound))
-			return
-		}
-		tr.HandleHistory(w, r, topic)
-	})
+	// Native API: the transports' routes, then the application's.
+	tr.Routes(mux)
 	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
 	mux.HandleFunc("POST /api/login", a.handleLogin)
 	mux.HandleFunc("POST /api/logout", a.handleLogout)
@@ -568,30 +557,11 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
 	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
 	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
-	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
-	mux.HandleFunc("GET /api/ws", tr.HandleWS)
-	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
 	a.serverRoutes(mux)
 
-	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
-	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedLong(w, r, "location/"+r.PathValue("group"))
-	})
-	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedPublish(w, r, "location/"+r.PathValue("group"))
-	})
-	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedSSE(w, r, "location/"+groupParam(r))
-	})
-	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedPublish(w, r, "location/"+groupParam(r))
-	})
-	mux.HandleFunc("GET /ws", tr.HandleSeedWS)
-	mux.HandleFunc("GET /location", tr.HandleSTOMP)
-	mux.HandleFunc("GET /chat", tr.HandleSeedChat)
-	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
+	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
+	// (seed.go).
+	a.seedRoutes(mux)
 
 	// Operations.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -659,7 +629,7 @@ func loopbackOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	ident, err := a.tr.AuthenticateRequest(r)
 	if err == nil {
-		err = a.policy.CanRead(transport.Client{Identity: ident}, "location/"+r.PathValue("group"))
+		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
 	}
 	if err == nil {
 		err = a.locations.serve(w, r, r.PathValue("group"))
@@ -667,13 +637,6 @@ func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.tr.WriteError(w, r, err)
 	}
-}
-
-func groupParam(r *http.Request) string {
-	if g := r.URL.Query().Get("group"); g != "" {
-		return g
-	}
-	return "0"
 }
 
 // registerHubStats exports the hub's counters.

@@ -72,7 +72,7 @@ func TestSeedEmptyBodyPublishesGeneratedPosition(t *testing.T) {
 }
 
 func TestSeedLongPoll(t *testing.T) {
-	s := startServer(t, func(c *Config) { c.Limits.SeedLongTimeout = 400 * time.Millisecond })
+	s := startServer(t, func(c *Config) { c.Seed.LongTimeout = 400 * time.Millisecond })
 	base := subscriptions(s)
 	got := make(chan []json.RawMessage, 1)
 	go func() {

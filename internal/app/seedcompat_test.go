@@ -258,7 +258,7 @@ func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 		t.Fatalf("members %s", got)
 	}
 	// No user, no implicit ENTER (the transports refuse anonymous clients before this).
-	err := s.app.policy.SeedJoin(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
+	err := s.app.policy.seedJoin(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
 	if !errors.Is(err, transport.ErrUnauthorized) {
 		t.Fatalf("anonymous implicit ENTER: %v", err)
 	}
@@ -336,7 +336,7 @@ func TestSSEStreamAgeAndResume(t *testing.T) {
 	}{
 		{"seed", "/location/sse/connect?group=5", "/location/sse/share?group=5",
 			"/api/sse?topic=news/open", "/api/publish/news/open",
-			func(c *Config) { c.Limits.SeedSSETimeout = 150 * time.Millisecond }},
+			func(c *Config) { c.Seed.SSETimeout = 150 * time.Millisecond }},
 		{"native", "/api/sse?topic=news/5", "/api/publish/news/5",
 			"/location/sse/connect?group=open", "/location/sse/share?group=open",
 			func(c *Config) { c.Limits.SSEMaxAge = 150 * time.Millisecond }},

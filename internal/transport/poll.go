@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,23 +35,15 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
-// GeneratedPosition is what seed routes publish for an empty body, as the seed servers did.
-func GeneratedPosition() json.RawMessage {
-	return fmt.Appendf(nil, `{"x":%.2f,"y":%.2f}`, rand.Float64()*100, rand.Float64()*100)
-}
-
 // HandlePublish serves POST /api/publish/{topic}: the body is the data.
 func (s *Server) HandlePublish(w http.ResponseWriter, r *http.Request) {
-	s.publishHTTP(w, r, r.PathValue("topic"), false)
+	s.HandlePublishTo(w, r, r.PathValue("topic"), nil)
 }
 
-// HandleSeedPublish publishes the body (or a generated position when empty) to topic and
-// answers 200, as the seed routes did.
-func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic string) {
-	s.publishHTTP(w, r, topic, true)
-}
-
-func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
+// HandlePublishTo publishes the request's body to topic and answers with the publication's
+// position. A request without a body publishes what empty returns; with empty nil, a body is
+// required.
+func (s *Server) HandlePublishTo(w http.ResponseWriter, r *http.Request, topic string, empty func() json.RawMessage) {
 	ident, err := s.authenticate(r)
 	if err == nil {
 		err = s.allowHTTPPublish(r, ident.User)
@@ -67,11 +58,11 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		return
 	}
 	if body == nil {
-		if !generateEmpty {
+		if empty == nil {
 			s.WriteError(w, r, fmt.Errorf("%w: body is required (the data to publish, as JSON)", ErrBadRequest))
 			return
 		}
-		body = GeneratedPosition()
+		body = empty()
 	} else if !json.Valid(body) {
 		s.WriteError(w, r, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
 		return
@@ -308,9 +299,9 @@ func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {
 	_, _ = w.Write(b)
 }
 
-// HandleSeedLong serves GET /location/long/{group}: the data of the next location(s) published
-// to the group as a JSON list, or [] after the seed timeout.
-func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic string) {
+// HandleDataLongPoll serves a long poll of topic without offsets, for an application's own
+// dialect: it answers the data of the next publication(s) as a JSON list, or [] after wait.
+func (s *Server) HandleDataLongPoll(w http.ResponseWriter, r *http.Request, topic string, wait time.Duration) {
 	pp, err := s.parsePoll(r, false)
 	if err == nil {
 		err = s.canRead(r, topic)
@@ -325,7 +316,7 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 		return
 	}
 	defer release()
-	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
+	res, err := s.poll(r.Context(), topic, pp.opts, wait)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
