@@ -278,7 +278,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			case !c.connected && isTimeout(err):
 				c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
 			case errors.Is(err, errFrameTooLarge):
-				c.fail(fmt.Errorf("frame too large: more than %d bytes", s.lim.MaxFrame), nil, 1009)
+				c.fail(fmt.Errorf("%w: a frame over %d bytes (--max-frame)", hub.ErrTooLarge, s.lim.MaxFrame), nil, 1009)
 			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
 				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
 				if refused {
