@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/eventually"
@@ -150,3 +151,12 @@ func (o Open) Publish(ctx context.Context, c transport.Client, req hub.PublishRe
 }
 
 func (Open) Disconnected(transport.Client) {}
+
+// Count is a counter's value, such as s.Metrics.QueueOverflows.WithLabelValues("ws").
+func Count(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}

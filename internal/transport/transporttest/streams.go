@@ -213,6 +213,12 @@ func (s *SSEStream) NextEvent(within time.Duration) (SSEEvent, error) {
 	}
 }
 
+// Line returns the stream's next line without its end, failing after within.
+func (s *SSEStream) Line(within time.Duration) (string, error) {
+	_ = s.conn.SetReadDeadline(time.Now().Add(within))
+	return s.ReadLine()
+}
+
 // ReadLine returns the stream's next line without its end; what deadline applies is the
 // caller's (see NextEvent).
 func (s *SSEStream) ReadLine() (string, error) {
