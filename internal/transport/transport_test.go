@@ -154,7 +154,11 @@ func TestOrderUnderConcurrentPublishers(t *testing.T) {
 	const total = per * 5
 	for _, c := range subs {
 		wg.Go(func() {
-			for i, p := range tt.Messages(t, c, total, 30*time.Second) {
+			got, err := tt.Collect(c, total, 30*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			for i, p := range got {
 				if p.Offset != uint64(i+1) {
 					t.Errorf("%s subscriber: publication %d at offset %d", c.Kind(), i, p.Offset)
 					return

@@ -751,9 +751,20 @@ func AwaitUp(t testing.TB, c Client) Event {
 }
 
 // Messages reads the next n publications c receives and returns them. It fails the test on a
-// gap, or when they have not all come within within.
+// gap, or when they have not all come within within. Call it from the test's goroutine; others
+// call Collect.
 func Messages(t testing.TB, c Client, n int, within time.Duration) []Publication {
 	t.Helper()
+	out, err := Collect(c, n, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Collect reads the next n publications c receives, and says what went wrong when a gap comes
+// first or they have not all come within within.
+func Collect(c Client, n int, within time.Duration) ([]Publication, error) {
 	out := make([]Publication, 0, n)
 	timer := time.NewTimer(within)
 	defer timer.Stop()
@@ -764,11 +775,11 @@ func Messages(t testing.TB, c Client, n int, within time.Duration) []Publication
 			case Message:
 				out = append(out, e.Publication)
 			case Gap:
-				t.Fatalf("%s client: %v after %d of %d publications", c.Kind(), e, len(out), n)
+				return out, fmt.Errorf("%s client: %v after %d of %d publications", c.Kind(), e, len(out), n)
 			}
 		case <-timer.C:
-			t.Fatalf("%s client: %d of %d publications within %v", c.Kind(), len(out), n, within)
+			return out, fmt.Errorf("%s client: %d of %d publications within %v", c.Kind(), len(out), n, within)
 		}
 	}
-	return out
+	return out, nil
 }
