@@ -294,7 +294,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 		for {
 			f, ok, err := c.parser.Next()
 			if err != nil {
-				c.fail(err, nil, 4000)
+				c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err), nil, 4000) // the parser says what is wrong
 				return
 			}
 			if !ok {
