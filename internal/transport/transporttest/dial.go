@@ -368,3 +368,30 @@ func WSURL(base, path string) string {
 	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
 	return u.String() + path
 }
+
+// JSON makes an HTTP request with d's headers, decodes the JSON answer into v (when not nil)
+// and returns the status. It fails the test when the server does not answer or the answer is
+// not JSON.
+func (d Dialer) JSON(t testing.TB, method, url, body string, v any) int {
+	t.Helper()
+	code, b := d.Call(t, method, url, body)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v in %q", method, url, err, b)
+		}
+	}
+	return code
+}
+
+// Get does GET url and decodes the JSON answer into v (when not nil); it returns the status.
+func Get(t testing.TB, url string, v any) int {
+	t.Helper()
+	return Dialer{}.JSON(t, "GET", url, "", v)
+}
+
+// Post does POST url with body and decodes the JSON answer into v (when not nil); it returns
+// the status.
+func Post(t testing.TB, url, body string, v any) int {
+	t.Helper()
+	return Dialer{}.JSON(t, "POST", url, body, v)
+}
