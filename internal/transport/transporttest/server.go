@@ -27,6 +27,9 @@ type ServerConfig struct {
 	Policy  transport.Policy  // nil: Open
 	// Routes, when set, adds routes of the test's own (a raw socket, say) to the transports'.
 	Routes func(mux *http.ServeMux, tr *transport.Server)
+	// STOMPDests, when set, gives the STOMP destinations besides /topic/ (publishing through
+	// the server's policy p).
+	STOMPDests func(p transport.Policy) transport.STOMPDests
 }
 
 // Server is a transport server on a hub over the in-memory broker, on a loopback port: the
@@ -60,7 +63,11 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 		cfg.Policy = Open{Hub: h}
 	}
 	m := metrics.New(prometheus.NewRegistry())
-	tr := transport.New(transport.Config{Hub: h, Policy: cfg.Policy, Limits: cfg.Limits, Metrics: m})
+	var dests transport.STOMPDests
+	if cfg.STOMPDests != nil {
+		dests = cfg.STOMPDests(cfg.Policy)
+	}
+	tr := transport.New(transport.Config{Hub: h, Policy: cfg.Policy, Limits: cfg.Limits, STOMPDests: dests, Metrics: m})
 	mux := http.NewServeMux()
 	tr.Routes(mux)
 	if cfg.Routes != nil {
