@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,8 @@ type Dialer struct {
 	// a client that stops reading makes the server's writes block soon instead of after
 	// megabytes of kernel buffering.
 	RcvBuf int
+	// TLS configures https:// and wss:// connections; nil: the system's roots.
+	TLS *tls.Config
 }
 
 // Bearer returns a copy of d that sends token as Authorization: Bearer.
@@ -67,7 +70,7 @@ func (d Dialer) net() *net.Dialer {
 
 // HTTP returns an HTTP client whose connections come from d.From.
 func (d Dialer) HTTP() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.net().DialContext, MaxIdleConnsPerHost: 4}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.net().DialContext, MaxIdleConnsPerHost: 4, TLSClientConfig: d.TLS}}
 }
 
 // Call makes an HTTP request with d's headers and returns the status and the body. It fails
@@ -145,6 +148,7 @@ func (d Dialer) TryWS(ctx context.Context, url string) (*WSConn, error) {
 		Timeout:   5 * time.Second,
 		Protocols: d.Protocols,
 		NetDial:   d.net().DialContext,
+		TLSConfig: d.TLS,
 		OnStatusError: func(status int, _ []byte, r io.Reader) {
 			// r is the whole answer: read it as a response, so that the body ends at its
 			// Content-Length instead of when the server closes.

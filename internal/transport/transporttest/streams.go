@@ -3,6 +3,7 @@ package transporttest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -165,6 +166,16 @@ func (d Dialer) TrySSE(ctx context.Context, rawURL, lastEventID string) (*SSEStr
 	if err != nil {
 		return nil, err
 	}
+	if req.URL.Scheme == "https" {
+		cfg := d.TLS.Clone()
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = req.URL.Hostname()
+		}
+		conn = tls.Client(conn, cfg)
+	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
@@ -188,8 +199,11 @@ func (d Dialer) TrySSE(ctx context.Context, rawURL, lastEventID string) (*SSEStr
 }
 
 func hostPort(u *url.URL) string {
-	if u.Port() != "" {
+	switch {
+	case u.Port() != "":
 		return u.Host
+	case u.Scheme == "https":
+		return net.JoinHostPort(u.Hostname(), "443")
 	}
 	return net.JoinHostPort(u.Hostname(), "80")
 }
@@ -270,3 +284,6 @@ func (s *SSEStream) Rest(within time.Duration) (events []SSEEvent, lastLine stri
 func (ev SSEEvent) String() string {
 	return fmt.Sprintf("id=%q event=%q data=%q", ev.ID, ev.Event, ev.Data)
 }
+
+// AsSTOMP reads a WebSocket opened with the v12.stomp subprotocol as a STOMP session.
+func AsSTOMP(c *WSConn) *STOMPConn { return &STOMPConn{WSConn: c, p: newParser()} }
