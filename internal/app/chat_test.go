@@ -168,12 +168,15 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 		t.Fatal("ann left although a second connection is open")
 	}
 	a2.Close()
-	eventually.True(t, 3*time.Second, "automatic LEAVE", func() bool { return members() == 0 })
-	var ans tt.PollAnswer
-	s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
-	last := ans.Publications[len(ans.Publications)-1]
-	if last.Type != "LEAVE" || last.Sender != "ann" {
-		t.Fatalf("last chat publication: %+v", last)
+	var last tt.Publication
+	eventually.True(t, 5*time.Second, "the automatic LEAVE", func() bool {
+		var ans tt.PollAnswer
+		s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
+		last = ans.Publications[len(ans.Publications)-1]
+		return last.Type != "ENTER"
+	})
+	if last.Type != "LEAVE" || last.Sender != "ann" || members() != 0 {
+		t.Fatalf("last chat publication: %+v; %d members", last, members())
 	}
 }
 

@@ -278,10 +278,14 @@ func (c *WSConn) Next(within time.Duration) ([]byte, error) {
 	}
 }
 
-// Read returns the next data message, failing the test when none comes within 5 s.
+// patience is how long the methods that fail a test wait for what they expect: long enough
+// for a loaded machine, short enough for a failing test to end.
+const patience = 10 * time.Second
+
+// Read returns the next data message, failing the test when none comes within patience.
 func (c *WSConn) Read() []byte {
 	c.t.Helper()
-	b, err := c.Next(5 * time.Second)
+	b, err := c.Next(patience)
 	if err != nil {
 		c.t.Fatalf("ws read: %v", err)
 	}
@@ -289,7 +293,7 @@ func (c *WSConn) Read() []byte {
 }
 
 // Msg reads the next message as one of the JSON protocol, failing the test when none comes
-// within 5 s or it is not JSON.
+// within patience or it is not JSON.
 func (c *WSConn) Msg() Msg {
 	c.t.Helper()
 	b := c.Read()
@@ -301,10 +305,10 @@ func (c *WSConn) Msg() Msg {
 }
 
 // Op reads messages of the JSON protocol until one with op comes, and fails the test on an
-// error or disconnect on the way (unless that is op) or after 5 s.
+// error or disconnect on the way (unless that is op) or after patience.
 func (c *WSConn) Op(op string) Msg {
 	c.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		b, err := c.Next(time.Until(deadline))
 		if err != nil {

@@ -66,10 +66,10 @@ func (c *STOMPConn) Frame(within time.Duration) stomp.Frame {
 }
 
 // Expect reads frames until one with command cmd comes, and fails the test on an ERROR on the
-// way (unless that is cmd) or after 5 s.
+// way (unless that is cmd) or after patience.
 func (c *STOMPConn) Expect(cmd string) stomp.Frame {
 	c.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		f := c.Frame(time.Until(deadline))
 		if f.Command == cmd {
