@@ -123,30 +123,49 @@ func parseWait(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
-// HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
-func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
-	topic := r.PathValue("topic")
-	pp, err := s.parsePoll(r, true)
+// readParams parses a read's query (wait only when allowWait) and checks that the client may
+// read topic.
+func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (pollParams, error) {
+	pp, err := s.parsePoll(r, allowWait)
 	if err == nil {
 		err = s.canRead(r, topic)
 	}
+	return pp, err
+}
+
+// longPoll waits for what follows opts (see poll), the request admitted as a streaming
+// connection meanwhile (admitLongPoll). On an error the client has been answered and ok is false.
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
+	release, err := s.admitLongPoll(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return res, false
+	}
+	defer release()
+	if res, err = s.poll(r.Context(), topic, opts, wait); err != nil {
+		s.WriteError(w, r, err)
+		return res, false
+	}
+	return res, true
+}
+
+// HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
+func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	pp, err := s.readParams(r, topic, true)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
-	kind := metrics.ShortPoll
+	kind, res, ok := metrics.ShortPoll, hub.ReadResult{}, true
 	if pp.wait > 0 {
 		kind = metrics.LongPoll
-		release, err := s.admitLongPoll(r)
-		if err != nil {
-			s.WriteError(w, r, err)
-			return
-		}
-		defer release()
-	}
-	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
-	if err != nil {
+		res, ok = s.longPoll(w, r, topic, pp.opts, pp.wait)
+	} else if res, err = s.hub.Read(r.Context(), topic, pp.opts); err != nil {
 		s.WriteError(w, r, err)
+		ok = false
+	}
+	if !ok {
 		return
 	}
 	s.m.Requests.WithLabelValues(kind, "2xx").Inc()
@@ -159,10 +178,7 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 		s.handlePage(w, r, topic) // paging back (history.go)
 		return
 	}
-	pp, err := s.parsePoll(r, false)
-	if err == nil {
-		err = s.canRead(r, topic)
-	}
+	pp, err := s.readParams(r, topic, false)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -302,23 +318,13 @@ func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {
 // HandleDataLongPoll serves a long poll of topic without offsets, for an application's own
 // dialect: it answers the data of the next publication(s) as a JSON list, or [] after wait.
 func (s *Server) HandleDataLongPoll(w http.ResponseWriter, r *http.Request, topic string, wait time.Duration) {
-	pp, err := s.parsePoll(r, false)
-	if err == nil {
-		err = s.canRead(r, topic)
-	}
+	pp, err := s.readParams(r, topic, false)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
-	release, err := s.admitLongPoll(r)
-	if err != nil {
-		s.WriteError(w, r, err)
-		return
-	}
-	defer release()
-	res, err := s.poll(r.Context(), topic, pp.opts, wait)
-	if err != nil {
-		s.WriteError(w, r, err)
+	res, ok := s.longPoll(w, r, topic, pp.opts, wait)
+	if !ok {
 		return
 	}
 	s.m.Requests.WithLabelValues(metrics.LongPoll, "2xx").Inc()

@@ -214,23 +214,10 @@ func (c *stompConn) keepaliveDue(idle time.Duration) bool {
 // HandleSTOMP serves STOMP over WebSocket (/api/stomp, and wherever the application routes it).
 func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
-	ident, err := s.policy.Authenticate(r)
-	if err == nil {
-		err = s.checkOrigin(r)
-	}
-	var release func()
-	if err == nil {
-		release, err = s.admit(r)
-	}
-	if err != nil {
-		s.WriteError(w, r, err)
-		return
-	}
-	conn, br, _, err := upgrade(w, r, func(p string) bool {
+	ident, conn, br, release, ok := s.upgradeSocket(w, r, true, func(p string) bool {
 		return p == "v12.stomp" || p == "v11.stomp" || p == "v10.stomp"
 	})
-	if err != nil {
-		release()
+	if !ok {
 		return
 	}
 	c := &stompConn{
@@ -239,14 +226,9 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
 	}
 	c.userSeen.Store(&ident.User)
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.STOMP))
-	s.bindIdentity(c.w, ident)
-	if !s.track(c.w, metrics.STOMP) {
-		release()
-		c.w.close(ReasonShutdown, true)
+	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
 		return
 	}
-	s.wg.Add(1)
 	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
 	// FirstFrameTimeout of the upgrade, so a socket cannot be held open with "\n" alone.
 	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)

@@ -157,37 +157,18 @@ func (s *Server) HandleRawWS(w http.ResponseWriter, r *http.Request, raw RawSock
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) {
-	ident, err := s.authenticate(r)
-	if err == nil {
-		err = s.checkOrigin(r)
-	}
-	var release func()
-	if err == nil {
-		release, err = s.admit(r)
-	}
-	if err != nil {
-		s.WriteError(w, r, err)
+	ident, conn, br, release, ok := s.upgradeSocket(w, r, false, nil)
+	if !ok {
 		return
-	}
-	conn, br, _, err := upgrade(w, r, nil)
-	if err != nil {
-		release()
-		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
 		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, raw: raw,
-		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim),
+		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), release: release,
 	}
 	c.rawc = RawConn{c}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
-	s.bindIdentity(c.w, ident)
-	if !s.track(c.w, metrics.WS) {
-		release()
-		c.w.close(ReasonShutdown, true)
+	if c.w, ok = s.startSocket(conn, c, ident, metrics.WS, release); !ok {
 		return
 	}
-	c.release = release
-	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
 	// A client is dropped after two ping intervals without a frame; pongs count.
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
