@@ -96,3 +96,32 @@ func BenchmarkDeliver(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncode measures each transport's framer alone, with no goroutine: what one more
+// subscriber costs (the publication's shared encoding already cached), and what the first one
+// costs (a fresh publication each time).
+func BenchmarkEncode(b *testing.B) {
+	lim := Limits{}
+	lim.fill()
+	data := json.RawMessage(`{"userId":"u1234","x":12.34,"y":56.78}`)
+	for _, kind := range []string{"ws", "ws-data", "sse", "sse-data", "stomp"} {
+		for _, fresh := range []bool{false, true} {
+			name := kind + "/cached"
+			if fresh {
+				name = kind + "/first"
+			}
+			b.Run(name, func(b *testing.B) {
+				sink, w := benchSink(kind, &lim)
+				p := &hub.Publication{Topic: "bench/t", Offset: 1, Epoch: "e1", Time: time.Now(), Data: data}
+				buf := make([]byte, 0, 4096)
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if fresh {
+						p = &hub.Publication{Topic: "bench/t", Offset: uint64(i + 1), Epoch: "e1", Time: p.Time, Data: data}
+					}
+					buf = w.f.appendItem(buf[:0], item{pub: p, sub: sink})
+				}
+			})
+		}
+	}
+}
