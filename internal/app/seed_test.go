@@ -172,6 +172,7 @@ func TestSeedRawChat(t *testing.T) {
 		t.Fatalf("no roomId: %+v", m)
 	}
 }
+
 // TestSTOMPSeedLocation: the seed location script's STOMP destinations, /sub/location/{g} and
 // /pub/share/{g}, on its endpoint /location; an empty SEND shares a generated position. (How
 // leniently scripts' frames are read is tested beside the transport.)
@@ -198,6 +199,8 @@ func TestSTOMPSeedLocation(t *testing.T) {
 	}
 }
 
+// TestSTOMPSeedChat: the seed chat script's STOMP destinations, /sub/chat/{room} and
+// /pub/chat/message/{room}, on its endpoint /stomp/chat.
 func TestSTOMPSeedChat(t *testing.T) {
 	s := startServer(t, nil)
 	c := tt.DialSTOMP(t, s.ws("/stomp/chat"))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rabbitmq/amqp091-go"
 	"github.com/rtlab/rtlab/internal/eventually"
 )
 
@@ -116,6 +117,14 @@ func StartRabbit(tb testing.TB) *Server {
 		"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
 	}
 	s.URL = "amqp://guest:guest@" + s.Addr + "/"
+	// The listener opens before the node is fully booted: it is ready once it takes a client.
+	s.ready = func() error {
+		c, err := amqp091.Dial(s.URL)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
 	// A private epmd, so the node registers its name without touching a system-wide one and the
 	// test can stop it afterwards.
 	e := exec.Command(epmd, "-port", strconv.Itoa(epmdPort))
@@ -183,10 +192,6 @@ func (s *Server) Start() {
 		if !eventually.Within(s.startUp, func() bool { err = s.ready(); return err == nil }) {
 			s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
 		}
-	}
-	if s.Name == "rabbitmq" {
-		// The listener opens before the node is fully booted; give it a moment to settle.
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

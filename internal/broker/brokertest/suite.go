@@ -705,13 +705,13 @@ func testRestart(t *testing.T, h Harness, o outage) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
-	mu.Lock()
-	before := len(acks)
-	mu.Unlock()
-	if before == 0 {
-		t.Fatal("nothing published before the restart")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks)
 	}
+	eventually.True(t, 10*time.Second, "publications before the restart", func() bool { return count() >= 20 })
+	before := count()
 
 	stopped := time.Now()
 	o.begin(h.Server)
@@ -741,7 +741,7 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		}
 	}
 	t.Logf("nodes not ready %v after the outage began", time.Since(stopped).Round(time.Millisecond))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the outage lasts a while longer, the nodes retrying: not a wait for anything
 	started := time.Now()
 	o.end(h.Server)
 	t.Logf("server back in %v", time.Since(started).Round(time.Millisecond))
