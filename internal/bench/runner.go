@@ -245,8 +245,10 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak, ro
 		c.wg.Wait()
 	}
 	c.stopWorkers()
-	smp.final(run)
+	// Publications still unanswered now failed; settled before the last collection, so that they
+	// are in the totals and the last second.
 	c.settle()
+	smp.final(run)
 
 	cut := int64(math.MaxInt64)
 	if stopped {
