@@ -76,7 +76,13 @@ func (w *pubWorker) httpPublish(job pubJob) {
 		}
 		return nil
 	})
-	now := c.clk.now()
+	w.settleHTTP(p, v, err)
+}
+
+// settleHTTP records the answer to a publication of v sent over the pool: accepted (and its
+// latency from the intended send time) or failed.
+func (w *pubWorker) settleHTTP(p *pubRecord, v *vu, err error) {
+	now := w.c.clk.now()
 	if err != nil {
 		p.state.Store(pubFailed)
 		v.sh.fail(fmt.Errorf("publish: %w", err), func(k *counters) { k.pubFailed++; k.requests++ })

@@ -135,18 +135,7 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 	var long []byte // a line longer than the reader's buffer
 	var m wireMsg
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-				if len(long) > maxMessage {
-					err = fmt.Errorf("sse: line over %d bytes", maxMessage)
-				}
-			}
-			line = long
-		}
+		line, err := readLine(br, &long)
 		if err != nil {
 			if reason != "" {
 				err = fmt.Errorf("server said %s: %w", reason, err)
@@ -154,7 +143,6 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			c.connDropped(a, fmt.Errorf("sse: %w", err))
 			return true
 		}
-		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
 			event = evMessage
@@ -168,7 +156,8 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 					v.sh.fail(fmt.Errorf("sse: %w: event %.80q", errBadResponse, data), nil)
 					continue
 				}
-				v.receive(a, m.offset, m.epoch, m.data, len(data), now)
+				v.position(m.offset, m.epoch)
+				v.receive(a, m.data, len(data), now)
 			case evGap:
 				v.gap()
 			case evDisconnect:
@@ -191,6 +180,24 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			}
 		}
 	}
+}
+
+// readLine returns the next line of an event stream without its line end. A line longer than
+// the reader's buffer is collected in *long (kept for the next one), up to maxMessage.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		*long = append((*long)[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = br.ReadSlice('\n')
+			*long = append(*long, line...)
+			if len(*long) > maxMessage {
+				err = fmt.Errorf("sse: line over %d bytes", maxMessage)
+			}
+		}
+		line = *long
+	}
+	return bytes.TrimRight(line, "\r\n"), err
 }
 
 // noDeadline clears the deadlines of a's connection unless the activity is being stopped

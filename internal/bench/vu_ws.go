@@ -114,7 +114,8 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 		}
 		switch string(m.op) {
 		case "message":
-			v.receive(a, m.offset, m.epoch, m.data, len(p), now)
+			v.position(m.offset, m.epoch)
+			v.receive(a, m.data, len(p), now)
 		case "ack":
 			switch m.id {
 			case idEnter:
