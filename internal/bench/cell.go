@@ -66,8 +66,8 @@ type cell struct {
 	ctx     context.Context // the cell's life; cancelled at its end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // activity goroutines
-	pubq    []chan pubJob  // per node: scheduler → publish workers; never closed
-	httpq   []chan pubJob  // per node: the shared HTTP pool (logins, positions); pubq for HTTP transports
+	pubq    queues         // scheduler → publish workers; never closed
+	httpq   queues         // the shared HTTP pool (logins, positions); pubq for HTTP transports
 	pubStop chan struct{}  // closed when the workers should finish
 	pubwg   sync.WaitGroup // publish workers
 }
