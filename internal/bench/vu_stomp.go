@@ -41,13 +41,10 @@ func stompDialectFor(kind string, o *Options) stompDialect {
 	case KindSpring:
 		return stompDialect{path: "/location", sub: "/sub/location/{group}", pub: "/pub/location/{group}"}
 	case KindSTOMP:
-		d := stompDialect{path: o.targetPath, sub: o.StompSub, pub: o.StompPub, host: "/"}
-		if d.sub == "" {
-			d.sub = "/topic/location/{group}"
-		}
-		if d.pub == "" {
-			d.pub = d.sub
-		}
+		// Either destination defaults to the other, both to rtlab's.
+		d := stompDialect{path: o.targetPath, host: "/"}
+		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, "/topic/location/{group}"))
+		d.sub = nonEmptyStr(o.StompSub, d.pub)
 		d.login, d.passcode, _ = strings.Cut(o.StompLogin, ":")
 		return d
 	}

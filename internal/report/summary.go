@@ -286,6 +286,8 @@ func server(c bench.Config) string {
 	}
 	var extra []string
 	switch {
+	case c.Target != "":
+		// The bench knows nothing of a target's broker or nodes.
 	case strings.Contains(c.Broker, ","):
 		extra = append(extra, "brokers "+c.Broker)
 		if c.Nodes > 1 {
