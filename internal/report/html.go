@@ -541,8 +541,8 @@ func subtitle(r *bench.Results) string {
 	var ts []string
 	seen := map[string]bool{}
 	for _, run := range r.Runs {
-		if run.Broker != "" {
-			seen[run.Transport] = true // named with its broker below
+		if run.Broker != "" || run.ServerKind != "" {
+			seen[run.Transport] = true // named with its broker or server below
 		}
 	}
 	for _, t := range r.Config.Transports {
