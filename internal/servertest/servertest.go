@@ -1,0 +1,231 @@
+// Package servertest runs the rtlab binary as a real process for tests that must see it from
+// outside: its memory from /proc, a SIGKILL and restart, limits that only a separate process
+// shows honestly. It also offers a bystander, a well-behaved client that keeps publishing and
+// receiving on the same server while a test misbehaves, so a test can show that a refusal did
+// not cost anyone else a message.
+package servertest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build builds ./cmd/rtlab into dir and returns the binary's path. $RTLAB_BIN names a prebuilt
+// binary to use instead. Tests call it once from TestMain or share it through a sync.Once.
+func Build(dir string) (string, error) {
+	if bin := os.Getenv("RTLAB_BIN"); bin != "" {
+		return bin, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "rtlab")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rtlab")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/rtlab: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// moduleRoot finds the directory holding go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Proc is one rtlab serve process on a loopback address of its own. Restart keeps the address
+// and the data directory, so clients find the restarted server where they left the old one.
+type Proc struct {
+	t       testing.TB
+	bin     string
+	args    []string
+	Addr    string // host:port it listens on
+	DataDir string // its --data-dir
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	out *bytes.Buffer // stdout and stderr of every run, kept for the failure message
+}
+
+// Start runs `rtlab serve` with args (after --addr and --data-dir, so args may override
+// neither) and waits until /healthz answers. The process is stopped when the test ends; its
+// output is logged if the test failed.
+func Start(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{t: t, bin: bin, args: args, Addr: FreeAddr(t), DataDir: t.TempDir(), out: new(bytes.Buffer)}
+	p.start()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("rtlab serve output:\n%s", p.Output())
+		}
+	})
+	return p
+}
+
+func (p *Proc) start() {
+	p.t.Helper()
+	argv := append([]string{"serve", "--addr", p.Addr, "--data-dir", p.DataDir, "--shutdown-timeout", "2s"}, p.args...)
+	cmd := exec.Command(p.bin, argv...)
+	w := &lockedWriter{p: p}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start rtlab: %v", err)
+	}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+	p.Await("/healthz", http.StatusOK, 15*time.Second)
+}
+
+type lockedWriter struct{ p *Proc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+// Output is everything the process has printed so far.
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// URL is the server's base URL, e.g. http://127.0.0.1:40123.
+func (p *Proc) URL() string { return "http://" + p.Addr }
+
+// WS is the WebSocket URL of path, e.g. ws://127.0.0.1:40123/api/ws.
+func (p *Proc) WS(path string) string { return "ws://" + p.Addr + path }
+
+// PID is the running process's id.
+func (p *Proc) PID() int {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		p.t.Fatalf("rtlab on %s is not running", p.Addr)
+	}
+	return p.cmd.Process.Pid
+}
+
+// Await waits until GET path answers want, failing the test after within.
+func (p *Proc) Await(path string, want int, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		res, err := http.Get(p.URL() + path)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == want {
+				return
+			}
+			last = res.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.t.Fatalf("rtlab on %s did not answer %d to %s within %v (last: %s)\n%s", p.Addr, want, path, within, last, p.Output())
+}
+
+// RSS is the process's resident set size in bytes, from /proc/PID/status.
+func (p *Proc) RSS() int64 {
+	p.t.Helper()
+	return procStatusBytes(p.t, p.PID(), "VmRSS:")
+}
+
+// procStatusBytes reads a "Key:  N kB" line of /proc/pid/status.
+func procStatusBytes(t testing.TB, pid int, key string) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read memory of rtlab: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), key); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("parse %s %q: %v", key, rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
+
+// Restart stops the process (SIGKILL when crash, else SIGTERM) and starts it again with the
+// same address, data directory and flags.
+func (p *Proc) Restart(crash bool) {
+	p.t.Helper()
+	p.signalAndWait(crash)
+	p.start()
+}
+
+// Stop ends the process with SIGTERM, then SIGKILL after 5 s. Stopping twice is fine.
+func (p *Proc) Stop() { p.signalAndWait(false) }
+
+func (p *Proc) signalAndWait(crash bool) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	sig := syscall.SIGTERM
+	if crash {
+		sig = syscall.SIGKILL
+	}
+	_ = cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// FreeAddr returns a loopback address nobody listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
