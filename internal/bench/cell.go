@@ -61,13 +61,14 @@ type cell struct {
 	ownerOnce []sync.Once
 
 	lateStarts   atomic.Int64 // publications that waited more than lateStart for a worker
+	outOfTurn    atomic.Int64 // publications skipped because a later one of the user had gone first
 	maxStartWait atomic.Int64 // longest such wait, ns
 
 	ctx     context.Context // the cell's life; cancelled at its end
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // activity goroutines
-	pubq    queues         // scheduler → publish workers; never closed
-	httpq   queues         // the shared HTTP pool (logins, positions); pubq for HTTP transports
+	pubq    []chan pubJob  // per node: scheduler → publish workers; never closed
+	httpq   []chan pubJob  // per node: the shared HTTP pool (logins, positions); pubq for HTTP transports
 	pubStop chan struct{}  // closed when the workers should finish
 	pubwg   sync.WaitGroup // publish workers
 }

@@ -89,7 +89,7 @@ func (c *cell) login(a *activity) error {
 	v := a.v
 	ch := make(chan jobResult, 1)
 	select {
-	case c.httpq.of(v) <- pubJob{a: a, kind: jobLogin, at: c.clk.now(), done: ch}:
+	case c.httpq[v.node] <- pubJob{a: a, kind: jobLogin, at: c.clk.now(), done: ch}:
 	case <-a.ctx.Done():
 		return a.ctx.Err()
 	}
@@ -108,7 +108,7 @@ func (c *cell) login(a *activity) error {
 func (c *cell) enterHTTP(a *activity) error {
 	ch := make(chan jobResult, 1)
 	select {
-	case c.httpq.of(a.v) <- pubJob{a: a, kind: jobEnter, done: ch}:
+	case c.httpq[a.v.node] <- pubJob{a: a, kind: jobEnter, done: ch}:
 	case <-a.ctx.Done():
 		return a.ctx.Err()
 	}
@@ -130,7 +130,7 @@ func (c *cell) leaveHTTP(a *activity) {
 	t := time.NewTimer(drainTimeout)
 	defer t.Stop()
 	select {
-	case c.httpq.of(a.v) <- pubJob{a: a, kind: jobLeave, done: ch}:
+	case c.httpq[a.v.node] <- pubJob{a: a, kind: jobLeave, done: ch}:
 	case <-t.C:
 		return
 	}

@@ -488,6 +488,9 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 		run.Notes = append(run.Notes, fmt.Sprintf("%d publications (%.1f%%) waited more than %s to be sent (longest %s): %s; latency counts that wait",
 			n, 100*float64(n)/float64(max(k.pubSent, 1)), lateStart, time.Duration(c.maxStartWait.Load()).Round(time.Millisecond), why))
 	}
+	if n := c.outOfTurn.Load(); n > 0 {
+		run.Notes = append(run.Notes, fmt.Sprintf("%d publications were not sent: a later one of the same user had gone first (a publish worker stalled); each sender's order on the wire was kept", n))
+	}
 	switch {
 	case c.drv.httpPublish():
 		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node", c.poolConns()))

@@ -94,7 +94,7 @@ func (c *cell) schedule(ctx context.Context) {
 			ts := c.clk.at(at)
 			for _, v := range byPhase[p] {
 				a := v.act.Load()
-				if a != nil && chat && !c.chatTurn(a, ts, c.pubq.of(v), ctx.Done()) {
+				if a != nil && chat && !c.chatTurn(a, ts, c.pubq[v.node], ctx.Done()) {
 					continue
 				}
 				if a == nil || !a.canPublish() || v.seq >= len(v.pubs) {
@@ -105,7 +105,7 @@ func (c *cell) schedule(ctx context.Context) {
 				v.pubs[seq].ts = ts
 				a.inflight.Add(1)
 				select {
-				case c.pubq.of(v) <- pubJob{a: a, seq: seq}:
+				case c.pubq[v.node] <- pubJob{a: a, seq: seq}:
 				case <-ctx.Done():
 					a.inflight.Add(-1)
 					return
@@ -135,32 +135,17 @@ func (c *cell) startWorkers() {
 // poolConns is the number of keep-alive connections of a shared HTTP pool, per node.
 func (c *cell) poolConns() int { return min(c.opts.PubConns, max(2, c.plan.Peak/8)) }
 
-// queues are the publish workers' queues: per node, one per worker.
-type queues [][]chan pubJob
-
-// of returns the queue of v's worker. A user's jobs always go to the same worker, which does
-// them one after the other: its publications leave in order (over the HTTP pool, the next is
-// sent once the last is answered), as from one client, even when a worker stalls. Order at
-// the receivers is then the servers' doing.
-func (q queues) of(v *vu) chan pubJob {
-	w := q[v.node]
-	return w[v.id/len(q)%len(w)] // users of a node are every len(q)-th id
-}
-
-// startPool starts per workers on every node, each with its queue.
-func (c *cell) startPool(per int) queues {
-	qs := make(queues, len(c.nodes))
-	size := max(256, 4096/per)
+// startPool starts per workers on every node, fed by one queue per node.
+func (c *cell) startPool(per int) []chan pubJob {
+	qs := make([]chan pubJob, len(c.nodes))
 	for n := range c.nodes {
-		qs[n] = make([]chan pubJob, per)
-		for i := range per {
-			q := make(chan pubJob, size)
-			qs[n][i] = q
+		qs[n] = make(chan pubJob, 4096)
+		for range per {
 			w := &pubWorker{c: c, node: n}
 			c.pubwg.Add(1)
 			go func() {
 				defer c.pubwg.Done()
-				w.loop(q, c.pubStop)
+				w.loop(qs[n], c.pubStop)
 				if w.hc != nil {
 					w.hc.close()
 				}

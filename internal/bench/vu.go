@@ -102,12 +102,32 @@ type activity struct {
 	sessDone  atomic.Bool  // the session has left: the driver closes its connection and returns
 	inflight  atomic.Int32 // publications handed to workers and not yet sent (HTTP: not yet answered)
 
-	mu      sync.Mutex // guards the fields below and serialises writes on conn
-	conn    net.Conn   // current streaming connection; nil between connections
-	ready   bool       // conn's subscription is confirmed: publications may be written on it
-	pending int        // publications written on conn and not answered yet
-	lowSeq  int        // no publication below this seq is still pending on conn
-	highSeq int        // highest seq written on conn, plus one
+	mu       sync.Mutex // guards the fields below and serialises writes on conn
+	conn     net.Conn   // current streaming connection; nil between connections
+	ready    bool       // conn's subscription is confirmed: publications may be written on it
+	pending  int        // publications written on conn and not answered yet
+	lowSeq   int        // no publication below this seq is still pending on conn
+	highSeq  int        // highest seq written on conn, plus one
+	wireNext int        // the lowest seq that may still be sent (see inOrderLocked)
+
+	httpMu   sync.Mutex // held while a publication of this user is on its way over the HTTP pool
+	httpNext int        // as wireNext, for the HTTP pool; guarded by httpMu
+}
+
+// inOrderLocked reports whether publication seq may be sent now, and if so records it as sent:
+// not when a later publication of the user has already gone. Workers take the user's turns from
+// a shared queue, so a worker that stalls (a busy machine) could otherwise send turn n after
+// another worker sent n+1; dropping n keeps each sender's order intact on the wire, so the order
+// receivers see is the server's doing. Such a turn is skipped like one that found the user not
+// connected, and counted (cell.outOfTurn). The lock that guards next (a.mu for a user's own
+// connection, a.httpMu for the pool) must be held.
+func (a *activity) inOrderLocked(next *int, seq int) bool {
+	if seq < *next {
+		a.v.c.outOfTurn.Add(1)
+		return false
+	}
+	*next = seq + 1
+	return true
 }
 
 // canPublish reports whether the scheduler should publish for a: the user is connected and

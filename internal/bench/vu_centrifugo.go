@@ -189,6 +189,10 @@ func (d *cfWSDriver) publish(w *pubWorker, job pubJob) {
 		a.mu.Unlock()
 		return // not connected at its turn: the publication is skipped, not failed
 	}
+	if !a.inOrderLocked(&a.wireNext, job.seq) {
+		a.mu.Unlock()
+		return
+	}
 	a.sentLocked(job.seq)
 	_ = a.writeLocked(w.frame)
 	a.mu.Unlock()
@@ -307,6 +311,7 @@ func (w *pubWorker) cfAPIPublish(job pubJob) {
 	v := a.v
 	c := w.c
 	p := &v.pubs[job.seq]
+	// The pool's workers write no WebSocket frames: that buffer holds the data here.
 	data := c.appendPub(w.frame[:0], v, job.seq, p.ts)
 	w.frame = data
 	w.body = append(w.body[:0], `{"channel":"`...)
@@ -316,6 +321,11 @@ func (w *pubWorker) cfAPIPublish(job pubJob) {
 	w.body = append(w.body, '}')
 	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], []byte("/api/publish"),
 		"X-API-Key: "+c.opts.cfKey+"\r\nContent-Type: application/json\r\n", w.body)
+	a.httpMu.Lock() // one at a time and in order, as httpPublish
+	defer a.httpMu.Unlock()
+	if !a.inOrderLocked(&a.httpNext, job.seq) {
+		return
+	}
 	p.state.Store(pubSent)
 	v.sh.update(func(k *counters) { k.pubSent++ })
 	err := w.do(w.buf, func(status int, body []byte) error {

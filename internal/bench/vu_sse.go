@@ -44,7 +44,7 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 	if first {
 		ch := make(chan jobResult, 1)
 		select {
-		case c.httpq.of(v) <- pubJob{a: a, kind: jobFetch, done: ch}:
+		case c.httpq[v.node] <- pubJob{a: a, kind: jobFetch, done: ch}:
 		case <-a.ctx.Done():
 			return false
 		}

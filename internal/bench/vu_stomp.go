@@ -306,6 +306,10 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 		a.mu.Unlock()
 		return
 	}
+	if !a.inOrderLocked(&a.wireNext, job.seq) {
+		a.mu.Unlock()
+		return
+	}
 	a.sentLocked(job.seq)
 	_ = a.writeLocked(w.frame)
 	a.mu.Unlock()

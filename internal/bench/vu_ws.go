@@ -210,6 +210,10 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 		a.mu.Unlock()
 		return // not connected at its turn: the publication is skipped, not failed
 	}
+	if !a.inOrderLocked(&a.wireNext, job.seq) {
+		a.mu.Unlock()
+		return
+	}
 	a.sentLocked(job.seq)
 	_ = a.writeLocked(w.frame) // a failed write closes the conn; the reader settles the rest
 	a.mu.Unlock()
