@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"time"
 
@@ -47,16 +44,8 @@ func (d *cfWSDriver) run(a *activity) { runStream(a, d.session) }
 
 func (d *cfWSDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
-	s, err := c.wsDial(a.ctx, v, "/connection/websocket", nil)
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("centrifugo: %w", err))
-		return false
-	}
-	if !a.setConn(s.conn) {
-		_ = s.conn.Close()
-		c.connAbandoned(v)
+	s, start, ok := c.openWS(a, "/connection/websocket", nil, "centrifugo")
+	if !ok {
 		return false
 	}
 	defer a.endStream(s)
@@ -208,49 +197,16 @@ func (d *cfSSEDriver) run(a *activity)                  { runStream(a, d.session
 
 func (d *cfSSEDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
-	conn, err := c.dial(a.ctx, v)
-	if err != nil {
-		c.connFailed(a, err)
-		return false
-	}
-	if !a.setConn(conn) {
-		_ = conn.Close()
-		c.connAbandoned(v)
+	bp := bufPool.Get().(*[]byte)
+	target := append((*bp)[:0], "/connection/uni_sse?cf_connect="...)
+	target = append(target, cfUniConnect(c.cfToken(v, true), v.topic, a.estab.Load() != 0, v.last, v.epoch)...)
+	lines, ok := c.openSSE(a, target, "", "centrifugo sse")
+	*bp = target
+	bufPool.Put(bp)
+	if !ok {
 		return false
 	}
 	defer a.clearConn()
-
-	bp := bufPool.Get().(*[]byte)
-	b := append((*bp)[:0], "/connection/uni_sse?cf_connect="...)
-	b = append(b, cfUniConnect(c.cfToken(v, true), v.topic, a.estab.Load() != 0, v.last, v.epoch)...)
-	path := len(b)
-	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], "Accept: text/event-stream\r\nCache-Control: no-cache\r\n", nil)
-	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
-	_, err = conn.Write(b[path:])
-	*bp = b
-	bufPool.Put(bp)
-	br := bufio.NewReaderSize(conn, streamBufSize)
-	var head respHead
-	if err == nil {
-		head, err = readHead(br)
-	}
-	if err == nil && (head.status != http.StatusOK || !head.stream) {
-		msg, _ := io.ReadAll(io.LimitReader(br, 200))
-		err = &StatusError{Code: head.status, Body: string(msg)}
-	}
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("centrifugo sse: %w", err))
-		return false
-	}
-	a.noDeadline()
-	opened = true
-	c.connOpened(v, time.Since(start))
-	lines := br
-	if head.chunked { // Centrifugo streams with chunked encoding
-		lines = bufio.NewReaderSize(httputil.NewChunkedReader(br), streamBufSize)
-	}
 	counted := false
 	defer func() {
 		if counted {

@@ -96,16 +96,8 @@ const subReceipt = "sub"
 
 func (d *stompDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
-	s, err := c.wsDial(a.ctx, v, d.d.path, []string{"v12.stomp"})
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("stomp: %w", err))
-		return false
-	}
-	if !a.setConn(s.conn) {
-		_ = s.conn.Close()
-		c.connAbandoned(v)
+	s, start, ok := c.openWS(a, d.d.path, []string{"v12.stomp"}, "stomp")
+	if !ok {
 		return false
 	}
 	defer a.endStream(s)

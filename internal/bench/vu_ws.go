@@ -55,20 +55,12 @@ func runStream(a *activity, session func(*activity) bool) {
 
 func (d *wsDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
 	path := "/api/ws"
 	if c.opts.chatLike() {
 		path = string(v.tokenQuery([]byte(path), '?'))
 	}
-	s, err := c.wsDial(a.ctx, v, path, nil)
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("ws: %w", err))
-		return false
-	}
-	if !a.setConn(s.conn) {
-		_ = s.conn.Close()
-		c.connAbandoned(v)
+	s, start, ok := c.openWS(a, path, nil, "ws")
+	if !ok {
 		return false
 	}
 	defer a.endStream(s)

@@ -57,6 +57,26 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 	return s, nil
 }
 
+// openWS opens a WebSocket for a's user at path (asking for protocols[0] when given) and makes
+// it a's connection, counting the attempt. ok is false when it failed or was abandoned;
+// otherwise the caller ends it with a.endStream(s). what names the client in errors.
+func (c *cell) openWS(a *activity, path string, protocols []string, what string) (s *wsStream, start time.Time, ok bool) {
+	v := a.v
+	c.connTried(v)
+	start = time.Now()
+	s, err := c.wsDial(a.ctx, v, path, protocols)
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
+		return nil, start, false
+	}
+	if !a.setConn(s.conn) {
+		_ = s.conn.Close()
+		c.connAbandoned(v)
+		return nil, start, false
+	}
+	return s, start, true
+}
+
 // prefixConn returns pre before reading from the connection.
 type prefixConn struct {
 	net.Conn
