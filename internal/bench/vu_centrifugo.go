@@ -173,19 +173,7 @@ func (d *cfWSDriver) publish(w *pubWorker, job pubJob) {
 	w.body = d.c.appendPub(w.body[:0], v, job.seq, p.ts)
 	w.buf = appendCfPublish(w.buf[:0], job.seq, v.topic, w.body)
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, w.buf)
-	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() {
-		a.mu.Unlock()
-		return // not connected at its turn: the publication is skipped, not failed
-	}
-	if !a.inOrderLocked(&a.wireNext, job.seq) {
-		a.mu.Unlock()
-		return
-	}
-	a.sentLocked(job.seq)
-	_ = a.writeLocked(w.frame)
-	a.mu.Unlock()
-	v.sh.update(func(k *counters) { k.pubSent++ })
+	a.writePublication(job.seq, w.frame, false)
 }
 
 type cfSSEDriver struct{ c *cell }

@@ -293,17 +293,5 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, 0)
 	w.buf = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
-	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
-		a.mu.Unlock()
-		return
-	}
-	if !a.inOrderLocked(&a.wireNext, job.seq) {
-		a.mu.Unlock()
-		return
-	}
-	a.sentLocked(job.seq)
-	_ = a.writeLocked(w.frame)
-	a.mu.Unlock()
-	v.sh.update(func(k *counters) { k.pubSent++ })
+	a.writePublication(job.seq, w.frame, chat)
 }

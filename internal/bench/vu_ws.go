@@ -197,19 +197,7 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, '}')
 	w.body = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
-	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
-		a.mu.Unlock()
-		return // not connected at its turn: the publication is skipped, not failed
-	}
-	if !a.inOrderLocked(&a.wireNext, job.seq) {
-		a.mu.Unlock()
-		return
-	}
-	a.sentLocked(job.seq)
-	_ = a.writeLocked(w.frame) // a failed write closes the conn; the reader settles the rest
-	a.mu.Unlock()
-	v.sh.update(func(k *counters) { k.pubSent++ })
+	a.writePublication(job.seq, w.frame, chat)
 }
 
 // enterWS is the ENTER of a chat session on the native WebSocket protocol.

@@ -229,6 +229,21 @@ func (a *activity) writeFrame(op ws.OpCode, payload []byte) error {
 	return a.writeLocked(*bp)
 }
 
+// writePublication writes frame, publication seq of a's user, on its own connection when the
+// user may publish there now (connected and subscribed, not leaving; chat: entered) and the
+// turn keeps the user's order. A turn that finds it otherwise is skipped, not failed.
+func (a *activity) writePublication(seq int, frame []byte, chat bool) {
+	a.mu.Lock()
+	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) || !a.inOrderLocked(&a.wireNext, seq) {
+		a.mu.Unlock()
+		return
+	}
+	a.sentLocked(seq)
+	_ = a.writeLocked(frame) // a failed write closes the conn; the reader settles the rest
+	a.mu.Unlock()
+	a.v.sh.update(func(k *counters) { k.pubSent++ })
+}
+
 // writeLocked writes b on a.conn; a.mu must be held.
 func (a *activity) writeLocked(b []byte) error {
 	if a.conn == nil {
