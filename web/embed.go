@@ -1,10 +1,7 @@
 // Package web is the browser page `rtlab serve` shows at /: a live map and a chat over any of
 // the five transports, and /lab, the list of bench results. Everything is embedded (no CDN,
-// no build step), so the page works offline and doubles as the reference client: each file
-// under static/js/transports/ is one transport's client, behind the same small interface.
-//
-// static/vendor/stomp.umd.min.js is bundles/stomp.umd.min.js of @stomp/stompjs 7.5.0 (from
-// `npm pack @stomp/stompjs@7.5.0`), unmodified; its license is static/vendor/stomp.LICENSE.
+// no build step), so the page works offline. Its live traffic goes through rtlab.js, the client
+// library of clients/js, served at /rtlab.js.
 package web
 
 import (
@@ -15,6 +12,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	rtlabjs "github.com/rtlab/rtlab/clients/js"
 )
 
 //go:embed index.html lab.html static
@@ -33,13 +32,30 @@ const pageCSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; o
 // report; results.json too). A run is one directory name directly under resultsDir; anything
 // else, such as a path that climbs out of it, is a 404. An empty resultsDir lists nothing.
 //
-// Register it for GET /{$}, GET /static/, GET /lab and GET /lab/.
+// It also serves GET /rtlab.js, the client library (clients/js), which the page imports.
+//
+// Register it for GET /{$}, GET /static/, GET /rtlab.js, GET /lab and GET /lab/.
 func Handler(resultsDir string) http.Handler {
 	mux := http.NewServeMux()
 	a := newAssets()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serve(w, r, "index.html") })
 	mux.HandleFunc("GET /static/{file...}", func(w http.ResponseWriter, r *http.Request) {
 		a.serve(w, r, "static/"+r.PathValue("file"))
+	})
+	lib := sha256.Sum256(rtlabjs.Source)
+	libTag := `"` + base64.RawURLEncoding.EncodeToString(lib[:12]) + `"`
+	mux.HandleFunc("GET /rtlab.js", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("ETag", libTag)
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Type", "text/javascript; charset=utf-8")
+		h.Set("Access-Control-Allow-Origin", "*") // a library: pages of any origin may import it
+		if r.Header.Get("If-None-Match") == libTag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		_, _ = w.Write(rtlabjs.Source)
 	})
 	l := &lab{dir: resultsDir}
 	mux.HandleFunc("GET /lab", l.serveList)

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,9 +41,8 @@ func TestPageAndAssets(t *testing.T) {
 		{"/", "text/html", `name="rtlab-page"`},
 		{"/static/app.css", "text/css", ".card"},
 		{"/static/js/main.js", "text/javascript", "startTransport"},
-		{"/static/js/transports/stomp.js", "text/javascript", "class Stomp"},
-		{"/static/vendor/stomp.umd.min.js", "text/javascript", "StompJs"},
-		{"/static/vendor/stomp.LICENSE", "", "Apache License"},
+		{"/static/js/live.js", "text/javascript", "class Live"},
+		{"/rtlab.js", "text/javascript", "export class Client"},
 	} {
 		res := get(t, h, tc.path)
 		b := body(t, res)
@@ -160,21 +158,5 @@ func TestLab(t *testing.T) {
 		if b := body(t, res); res.StatusCode != http.StatusOK || !strings.Contains(b, "No bench results yet") {
 			t.Errorf("GET /lab with results dir %q: %d\n%s", d, res.StatusCode, b)
 		}
-	}
-}
-
-// TestVendoredStompJS checks the vendored bundle against the stompjs the interop tests install
-// (same pinned version), when they are installed.
-func TestVendoredStompJS(t *testing.T) {
-	want, err := os.ReadFile("../test/interop/node_modules/@stomp/stompjs/bundles/stomp.umd.min.js")
-	if err != nil {
-		t.Skip("test/interop is not installed (npm ci there)")
-	}
-	got, err := fs.ReadFile(web.FS(), "static/vendor/stomp.umd.min.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Error("static/vendor/stomp.umd.min.js differs from test/interop's @stomp/stompjs bundle: vendor the pinned version")
 	}
 }

@@ -40,13 +40,27 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&lim.SeedLongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&cfg.AuthSecret, "auth-secret", os.Getenv("RTLAB_AUTH_SECRET"), "HMAC secret for login tokens (default $RTLAB_AUTH_SECRET); empty runs open dev mode")
-	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 0, "lifetime of login tokens (0 = 24h)")
+	ac := &cfg.Auth
+	fs.StringVar(&ac.Secret, "auth-secret", os.Getenv("RTLAB_AUTH_SECRET"), "HMAC secret verifying HS256/384/512 tokens (default $RTLAB_AUTH_SECRET); with no secret, key or JWKS the server runs in open dev mode")
+	fs.StringVar(&ac.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
+	fs.StringVar(&ac.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
+	fs.StringVar(&ac.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
+	fs.StringVar(&ac.Audience, "auth-audience", "", "required aud of tokens (empty: not checked)")
+	fs.DurationVar(&ac.Leeway, "auth-leeway", 0, "clock skew tolerated on a token's exp, nbf and iat")
+	fs.StringVar(&ac.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
+	fs.DurationVar(&ac.TokenTTL, "token-ttl", 0, "lifetime of tokens POST /api/login issues (0 = 24h)")
+	fs.IntVar(&ac.MaxRevocations, "max-revocations", 100_000, "revoked tokens kept (each until it expires); a logout past it is refused")
 	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", 4<<10, "largest chat message in bytes")
+	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", 1000, "members (and invited users) per chat room")
+	fs.DurationVar(&cfg.ChatIdle, "chat-idle", 0, "a chat room's in-memory view unused this long is dropped; its state stays in the store (0 = 10m)")
+	privateRooms := fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
 	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history survives restarts (memory broker)")
 	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic")
 	fs.StringVar(&cfg.ResultsDir, "results-dir", "bench-results", "folder of bench results listed by the page at /lab")
+	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("RTLAB_API_KEY"), "key of the server API for backends, sent as Authorization: apikey KEY (default $RTLAB_API_KEY); empty leaves the API off")
+	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
+	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", 0, "how often a node resends its presence entries to the others; entries expire after three missed refreshes (0 = 5s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -62,11 +76,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab serve: --log-level %q: want debug, info, warn or error\n", logLevel)
 		return 2
 	}
+	for _, p := range strings.Split(*privateRooms, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.PrivateRooms = append(cfg.PrivateRooms, p)
+		}
+	}
 	for _, p := range strings.Split(*durable, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Durable = append(cfg.Durable, p)
 		}
 	}
+	cfg.PresenceOff = !*presence
 	cfg.Version = version
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	a, err := app.New(cfg)

@@ -28,6 +28,7 @@ import (
 	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/store"
 	"github.com/rtlab/rtlab/internal/transport"
 	"github.com/rtlab/rtlab/web"
@@ -43,9 +44,12 @@ type Config struct {
 	HistoryTTL      time.Duration // zero means 10 minutes
 	Limits          transport.Limits
 	ShutdownTimeout time.Duration // zero means 5 s
-	AuthSecret      string        // HMAC secret for login tokens; empty means open dev mode
-	TokenTTL        time.Duration // token lifetime; zero means 24 h
+	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
+	ChatMaxMembers  int           // members (and invited users) per chat room; zero means 1000
+	ChatIdle        time.Duration // a chat room's in-memory view unused this long is dropped; zero means 10 min
+	// PrivateRooms lists topic prefixes (e.g. chat/private/) whose rooms are members-only.
+	PrivateRooms []string
 	// DataDir holds durable history (rtlab.db). Empty disables durability.
 	DataDir string
 	// Durable lists topic prefixes whose history is kept in DataDir across restarts.
@@ -54,8 +58,14 @@ type Config struct {
 	DurableHistory int
 	// ResultsDir is where /lab looks for bench results; zero means "bench-results".
 	ResultsDir string
-	Version    string
-	Logger     *slog.Logger
+	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
+	APIKey string
+	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
+	// entries to the others (zero means 5 s; entries expire after three missed refreshes).
+	PresenceOff     bool
+	PresenceRefresh time.Duration
+	Version         string
+	Logger          *slog.Logger
 }
 
 // App is a configured server.
@@ -69,6 +79,10 @@ type App struct {
 	chat      *chatRooms
 	notes     *notifications
 	store     *store.Store // nil without durable history
+	state     state.Store  // rooms and revocations; never nil
+	revoker   *revoker
+	login     *auth.Signer // nil: POST /api/login is off
+	users     *auth.Users  // nil: login takes any name (open dev mode)
 	reg       *prometheus.Registry
 	handler   http.Handler
 }
@@ -139,31 +153,49 @@ func New(cfg Config) (*App, error) {
 			return nil, err
 		}
 	}
-	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame})
+	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
+		Presence: hub.PresenceConfig{Off: cfg.PresenceOff, Refresh: cfg.PresenceRefresh}})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
 	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st}
-	secret := []byte(cfg.AuthSecret)
-	if len(secret) == 0 {
-		var err error
-		if secret, err = devSecret(cfg.DataDir); err != nil {
-			return nil, err
+	fail := func(err error) (*App, error) {
+		_ = b.Close()
+		if st != nil {
+			_ = st.Close()
 		}
+		if a.state != nil {
+			_ = a.state.Close()
+		}
+		return nil, err
 	}
-	signer, err := auth.New(auth.Config{Secret: secret, TTL: cfg.TokenTTL})
+	var err error
+	if a.state, err = newStateStore(bctx, cfg); err != nil {
+		return fail(err)
+	}
+	revoked := auth.NewRevocations(cfg.Auth.MaxRevocations, nil)
+	verifier, required, err := a.setupAuth(bctx, revoked)
 	if err != nil {
-		return nil, fmt.Errorf("--auth-secret: %w", err)
+		return fail(err)
 	}
 	if cfg.ChatMaxBytes <= 0 {
 		cfg.ChatMaxBytes = 4 << 10
 	}
+	if cfg.ChatMaxMembers <= 0 {
+		cfg.ChatMaxMembers = 1000
+	}
+	if cfg.ChatIdle <= 0 {
+		cfg.ChatIdle = 10 * time.Minute
+	}
 	a.notes = newNotifications(h, cfg.Logger)
-	a.chat = newChatRooms(h, a.notes, cfg.ChatMaxBytes, cfg.Logger)
-	a.policy = &policy{hub: h, signer: signer, required: cfg.AuthSecret != "", chat: a.chat}
+	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
+		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
+	}, cfg.Logger)
+	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	a.tr = transport.New(transport.Config{
 		Hub: h, Policy: a.policy, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
 	})
+	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
 	a.handler = a.routes()
 	return a, nil
 }
@@ -175,7 +207,11 @@ func (a *App) Handler() http.Handler { return a.handler }
 // themselves call it directly.
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
-	return a.hub.Run(ctx)
+	go a.chat.sweep(ctx)
+	if err := a.hub.Run(ctx); err != nil {
+		return err
+	}
+	return a.revoker.start(ctx)
 }
 
 // Shutdown tells clients to reconnect, flushes and closes connections, and stops the hub.
@@ -184,12 +220,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return errors.Join(err, a.hub.Close(), a.closeStore())
 }
 
-// closeStore commits what is queued and closes the durable history.
+// closeStore commits what is queued and closes the durable history and state.
 func (a *App) closeStore() error {
+	err := a.state.Close()
 	if a.store == nil {
-		return nil
+		return err
 	}
-	return a.store.Close()
+	return errors.Join(err, a.store.Close())
 }
 
 // Run listens on cfg.Addr and serves until ctx ends, then shuts down gracefully within
@@ -367,10 +404,14 @@ func (a *App) durableMode() string {
 }
 
 func (a *App) authMode() string {
-	if a.policy.required {
-		return "tokens required (POST /api/login)"
+	if !a.policy.required {
+		return "open (dev mode: no --auth-secret, --auth-public-key or --auth-jwks; anyone may connect and POST /api/login takes any name)"
 	}
-	return "open (dev mode: no --auth-secret, anyone may connect)"
+	login := "POST /api/login off (tokens come from the application's backend)"
+	if a.users != nil {
+		login = fmt.Sprintf("POST /api/login for %d users of --login-users", a.users.Len())
+	}
+	return "tokens required: " + strings.Join(a.cfg.Auth.methods(), ", ") + "; " + login
 }
 
 func orDefault(v, d int) int {
@@ -396,9 +437,13 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
 	mux.HandleFunc("GET /api/poll/{topic...}", tr.HandlePoll)
 	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
+			tr.HandlePresence(w, r, topic)
+			return
+		}
 		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
 		if !ok {
-			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history", transport.ErrNotFound))
+			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history or /presence", transport.ErrNotFound))
 			return
 		}
 		tr.HandleHistory(w, r, topic)
@@ -406,13 +451,15 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
 	mux.HandleFunc("POST /api/login", a.handleLogin)
 	mux.HandleFunc("POST /api/logout", a.handleLogout)
-	mux.HandleFunc("GET /api/chat/{room}/members", a.handleMembers)
-	mux.HandleFunc("POST /api/chat/{room}/owner", a.handleOwner)
+	mux.HandleFunc("GET /api/chat/{rest...}", a.handleRoom)
+	mux.HandleFunc("POST /api/chat/{rest...}", a.handleRoom)
+	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
 	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
 	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
 	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
 	mux.HandleFunc("GET /api/ws", tr.HandleWS)
 	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
+	a.serverRoutes(mux)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
 	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
@@ -455,6 +502,7 @@ func (a *App) routes() http.Handler {
 	page := web.Handler(resultsDir)
 	mux.Handle("GET /{$}", page)
 	mux.Handle("GET /static/", page)
+	mux.Handle("GET /rtlab.js", page)
 	mux.Handle("GET /lab", page)
 	mux.Handle("GET /lab/", page)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -464,7 +512,10 @@ func (a *App) routes() http.Handler {
 }
 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
-	_, err := a.tr.AuthenticateRequest(r)
+	ident, err := a.tr.AuthenticateRequest(r)
+	if err == nil {
+		err = a.policy.CanRead(transport.Client{Identity: ident}, "location/"+r.PathValue("group"))
+	}
 	if err == nil {
 		err = a.locations.serve(w, r, r.PathValue("group"))
 	}

@@ -11,136 +11,142 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// Chat message types. CHAT is the seed scripts' name for TALK. OWNER records an owner change
-// in the room's own history, so every node (and a restarted one) agrees on it.
+// Chat message types. CHAT is the seed scripts' name for TALK. The server publishes the others
+// when a room's state changes, so members see it and history shows it.
 const (
-	typeEnter = "ENTER"
-	typeTalk  = "TALK"
-	typeLeave = "LEAVE"
-	typeOwner = "OWNER"
+	typeEnter   = "ENTER"
+	typeTalk    = "TALK"
+	typeLeave   = "LEAVE"
+	typeOwner   = "OWNER"   // {owner, by}: the room was handed over
+	typePrivate = "PRIVATE" // {private, by}: the room became members-only (or open again)
+	typeInvite  = "INVITE"  // {user, by}: the owner admitted a user to a members-only room
+	typeRemove  = "REMOVE"  // {user, by}: the owner removed a user from the room
 )
 
-// chatRooms keeps each room's membership and owner. The state is folded from the room's
-// publications (history first, then live), so it is the same on every node and survives a
-// restart with durable history. Which connection entered for whom is node-local: it drives the
-// automatic LEAVE when a member's last connection here drops.
+// kindRoom is the state kind of room records, named by topic.
+const kindRoom = "room"
+
+// roomRecord is a room's durable state: who owns it, who is in it, and who may be. It lives in
+// the shared state store, never in the room's history, so an ENTER/LEAVE flood that pushes
+// the room's first ENTER out of history changes nothing, and every node reads the same.
+type roomRecord struct {
+	Owner   string           `json:"owner"`
+	Private bool             `json:"private,omitempty"` // members-only (also by --private-rooms)
+	Members map[string]int64 `json:"members"`           // entered users → since (Unix ms)
+	Invited []string         `json:"invited,omitempty"` // admitted by the owner (members-only rooms)
+	Created int64            `json:"created"`           // Unix ms
+}
+
+// admits reports whether user may be in the room (and read it): anyone in an open room; in a
+// members-only room its owner, members, invited users and those the backend names (grants).
+func (r *roomRecord) admits(user string, g *auth.Grants, topic string, private bool) bool {
+	if !private {
+		return true
+	}
+	if user == "" {
+		return false
+	}
+	if user == r.Owner || slices.Contains(r.Invited, user) {
+		return true
+	}
+	if _, ok := r.Members[user]; ok {
+		return true
+	}
+	return g != nil && g.InRoom(topic)
+}
+
+// chatConfig bounds the chat rooms.
+type chatConfig struct {
+	maxMsg     int           // largest chat message, bytes
+	maxMembers int           // members (and invited users) per room
+	private    []string      // topic prefixes of rooms that are members-only from the start
+	idle       time.Duration // a room view no subscription used for this long is dropped
+}
+
+// chatRooms applies the chat rules. Room state is in the store; this node keeps only which of
+// its connections entered which rooms (for the automatic LEAVE) and the views its
+// subscriptions' guards read.
 type chatRooms struct {
-	hub     *hub.Hub
-	notify  *notifications
-	maxMsg  int
-	log     *slog.Logger
-	mu      sync.Mutex
-	rooms   map[string]*room              // by topic; guarded by mu
-	entered map[string]map[*room][]string // connection ID → rooms → members it entered as; guarded by mu
-}
-
-type room struct {
-	topic string
-	name  string
-	ready chan struct{}
-	sub   *hub.Subscription
-	err   error
+	hub    *hub.Hub
+	store  state.Store
+	notify *notifications
+	cfg    chatConfig
+	log    *slog.Logger
 
 	mu      sync.Mutex
-	cond    *sync.Cond
-	applied hub.Position       // last publication folded in; guarded by mu
-	owner   string             // guarded by mu
-	members map[string]*member // guarded by mu
+	entered map[string]map[string][]string // connection ID → topic → names it entered as; guarded by mu
+	online  map[[2]string]int              // {topic, name} → connections here that entered; guarded by mu
+	views   map[string]*roomView           // by topic; guarded by mu
 }
 
-type member struct {
-	Name  string    `json:"user"`
-	Since time.Time `json:"since"`
-	conns int       // connections on this node that entered as this member
+func newChatRooms(h *hub.Hub, st state.Store, n *notifications, cfg chatConfig, log *slog.Logger) *chatRooms {
+	return &chatRooms{hub: h, store: st, notify: n, cfg: cfg, log: log,
+		entered: make(map[string]map[string][]string), online: make(map[[2]string]int), views: make(map[string]*roomView)}
 }
 
-func newChatRooms(h *hub.Hub, n *notifications, maxMsg int, log *slog.Logger) *chatRooms {
-	return &chatRooms{hub: h, notify: n, maxMsg: maxMsg, log: log,
-		rooms: make(map[string]*room), entered: make(map[string]map[*room][]string)}
-}
-
-// room returns the tracked state of a room, starting to track it if needed.
-func (cr *chatRooms) room(ctx context.Context, topic string) (*room, error) {
-	cr.mu.Lock()
-	r := cr.rooms[topic]
-	if r == nil {
-		r = &room{topic: topic, name: strings.TrimPrefix(topic, "chat/"), ready: make(chan struct{}), members: make(map[string]*member)}
-		r.cond = sync.NewCond(&r.mu)
-		cr.rooms[topic] = r
-		cr.mu.Unlock()
-		sub, _, err := cr.hub.Subscribe(context.WithoutCancel(ctx), topic, r, hub.ReadOptions{Recover: true})
-		if err != nil {
-			r.err = err
-			cr.mu.Lock()
-			delete(cr.rooms, topic)
-			cr.mu.Unlock()
-		} else {
-			r.sub = sub
-			sub.Start()
-		}
-		close(r.ready)
-	} else {
-		cr.mu.Unlock()
-	}
-	select {
-	case <-r.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return r, r.err
-}
-
-// Deliver folds a publication of the room into its state.
-func (r *room) Deliver(p *hub.Publication) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if p.Epoch != r.applied.Epoch && r.applied.Epoch != "" {
-		r.members, r.owner = make(map[string]*member), "" // history was lost
-	}
-	r.applied = hub.Position{Offset: p.Offset, Epoch: p.Epoch}
-	switch p.Type {
-	case typeEnter:
-		if _, ok := r.members[p.Sender]; !ok {
-			r.members[p.Sender] = &member{Name: p.Sender, Since: p.Time}
-		}
-		if r.owner == "" {
-			r.owner = p.Sender
-		}
-	case typeLeave:
-		delete(r.members, p.Sender)
-	case typeOwner:
-		var d struct {
-			Owner string `json:"owner"`
-		}
-		if json.Unmarshal(p.Data, &d) == nil && d.Owner != "" {
-			r.owner = d.Owner
+// privateByPrefix reports whether --private-rooms makes topic members-only.
+func (cr *chatRooms) privateByPrefix(topic string) bool {
+	for _, p := range cr.cfg.private {
+		if strings.HasPrefix(topic, p) {
+			return true
 		}
 	}
-	r.cond.Broadcast()
+	return false
 }
 
-// waitApplied waits until the room's state includes publication p (it arrives through the
-// room's subscription; with a remote broker that can lag the publish answer a little).
-func (r *room) waitApplied(p *hub.Publication) {
-	deadline := time.Now().Add(2 * time.Second)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for !(r.applied.Epoch == p.Epoch && r.applied.Offset >= p.Offset) && time.Now().Before(deadline) {
-		t := time.AfterFunc(50*time.Millisecond, r.cond.Broadcast)
-		r.cond.Wait()
-		t.Stop()
+// load reads a room's record; ok is false when nobody ever entered the room. It keeps nothing.
+func (cr *chatRooms) load(ctx context.Context, topic string) (rec roomRecord, ok bool, err error) {
+	r, err := cr.store.Get(ctx, kindRoom, topic)
+	if err != nil {
+		return rec, false, fmt.Errorf("%w: room state: %v", hub.ErrNotReady, err)
 	}
+	if r.Rev == 0 {
+		return rec, false, nil
+	}
+	if err := json.Unmarshal(r.Value, &rec); err != nil {
+		return rec, false, fmt.Errorf("room state of %s: %w", topic, err)
+	}
+	return rec, true, nil
 }
 
-func (r *room) isMember(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.members[name]
-	return ok
+// update changes a room's record by compare-and-set; fn gets exists=false for a new room and
+// may return state.ErrUnchanged to leave it alone.
+func (cr *chatRooms) update(ctx context.Context, topic string, fn func(rec *roomRecord, exists bool) error) (roomRecord, error) {
+	var out roomRecord
+	v, err := state.Update(ctx, cr.store, kindRoom, topic, func(cur []byte) ([]byte, error) {
+		var rec roomRecord
+		exists := cur != nil
+		if exists {
+			if err := json.Unmarshal(cur, &rec); err != nil {
+				return nil, fmt.Errorf("room state of %s: %w", topic, err)
+			}
+		}
+		if rec.Members == nil {
+			rec.Members = make(map[string]int64)
+		}
+		if err := fn(&rec, exists); err != nil {
+			out = rec
+			return nil, err
+		}
+		return json.Marshal(rec)
+	})
+	if err != nil && !errors.Is(err, state.ErrUnchanged) {
+		var tle, conflict = errors.Is(err, state.ErrTooLarge), errors.Is(err, state.ErrConflict)
+		if tle || conflict {
+			return out, fmt.Errorf("%w: room state of %s: %v", hub.ErrNotReady, topic, err)
+		}
+		return out, err
+	}
+	if v != nil {
+		_ = json.Unmarshal(v, &out)
+	}
+	return out, nil
 }
 
 // chatFields are the fields of a chat message the server looks at; the rest passes through.
@@ -150,11 +156,19 @@ type chatFields struct {
 	Message string `json:"message"`
 }
 
-// publish applies the chat rules: ENTER joins, TALK needs membership and notifies the owner,
-// LEAVE needs membership.
+// grantsOf returns the token grants of a client (nil when it has none).
+func grantsOf(c transport.Client) *auth.Grants {
+	if g, ok := c.Grants.(*auth.Grants); ok {
+		return g
+	}
+	return nil
+}
+
+// publish applies the chat rules: ENTER joins (creating the room, owned by whoever enters
+// first), TALK needs membership and notifies the owner, LEAVE needs membership.
 func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
-	if len(req.Data) > cr.maxMsg {
-		return nil, fmt.Errorf("%w: chat message of %d bytes, at most %d", hub.ErrTooLarge, len(req.Data), cr.maxMsg)
+	if len(req.Data) > cr.cfg.maxMsg {
+		return nil, fmt.Errorf("%w: chat message of %d bytes, at most %d", hub.ErrTooLarge, len(req.Data), cr.cfg.maxMsg)
 	}
 	if err := hub.ValidateTopic(req.Topic); err != nil {
 		return nil, err
@@ -174,23 +188,38 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	}
 	name := c.User
 	if name == "" {
-		name = f.Sender
+		name = f.Sender // open dev mode, anonymous: the data names the sender
 	}
 	if name == "" {
 		name = "anonymous"
 	}
-	r, err := cr.room(ctx, req.Topic)
-	if err != nil {
-		return nil, err
-	}
+	topic := req.Topic
+	var owner string
 	switch typ {
-	case typeTalk:
-		if !r.isMember(name) {
-			return nil, fmt.Errorf("%w: %s has not entered %s (send ENTER first)", transport.ErrForbidden, name, req.Topic)
+	case typeEnter:
+		rec, err := cr.enter(ctx, c, topic, name)
+		if err != nil {
+			return nil, err
 		}
+		owner = rec.Owner
+	case typeTalk:
+		rec, ok, err := cr.load(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		if _, in := rec.Members[name]; !ok || !in {
+			return nil, fmt.Errorf("%w: %s has not entered %s (send ENTER first)", transport.ErrForbidden, name, topic)
+		}
+		owner = rec.Owner
 	case typeLeave:
-		if !r.isMember(name) {
-			return nil, fmt.Errorf("%w: LEAVE without ENTER: %s is not in %s", transport.ErrBadRequest, name, req.Topic)
+		if _, err := cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
+			if _, in := rec.Members[name]; !exists || !in {
+				return fmt.Errorf("%w: LEAVE without ENTER: %s is not in %s", transport.ErrBadRequest, name, topic)
+			}
+			delete(rec.Members, name)
+			return nil
+		}); err != nil {
+			return nil, err
 		}
 	}
 	req.Type, req.Sender = typ, name
@@ -198,30 +227,10 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	if err != nil {
 		return nil, err
 	}
-	r.waitApplied(p)
 	switch typ {
 	case typeEnter:
-		if c.ID != "" {
-			cr.mu.Lock()
-			byRoom := cr.entered[c.ID]
-			if byRoom == nil {
-				byRoom = make(map[*room][]string)
-				cr.entered[c.ID] = byRoom
-			}
-			if !slices.Contains(byRoom[r], name) {
-				byRoom[r] = append(byRoom[r], name)
-				r.mu.Lock()
-				if m := r.members[name]; m != nil {
-					m.conns++
-				}
-				r.mu.Unlock()
-			}
-			cr.mu.Unlock()
-		}
+		cr.track(c.ID, topic, name)
 	case typeTalk:
-		r.mu.Lock()
-		owner := r.owner
-		r.mu.Unlock()
 		if owner != "" && owner != name {
 			cr.notify.send(ctx, owner, p, f.Message)
 		}
@@ -229,34 +238,110 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	return p, nil
 }
 
+// enter records name as a member of topic, creating the room (owned by name) when it is new.
+// A members-only room admits only its owner, invited users and those the backend names; a
+// backend naming the room in a user's token makes it members-only.
+func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name string) (roomRecord, error) {
+	g := grantsOf(c)
+	byClaim := g != nil && g.InRoom(topic)
+	return cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
+		if !exists {
+			*rec = roomRecord{Owner: name, Members: map[string]int64{}, Private: byClaim, Created: time.Now().UnixMilli()}
+		}
+		private := rec.Private || cr.privateByPrefix(topic)
+		if !rec.admits(name, g, topic, private) {
+			return fmt.Errorf("%w: %s is members-only; its owner (%s) may invite %s", transport.ErrForbidden, topic, rec.Owner, name)
+		}
+		changed := !exists
+		if byClaim && !rec.Private {
+			rec.makePrivate()
+			changed = true
+		}
+		if _, in := rec.Members[name]; !in {
+			if len(rec.Members) >= cr.cfg.maxMembers {
+				return fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.maxMembers)
+			}
+			rec.Members[name] = time.Now().UnixMilli()
+			changed = true
+		}
+		if !changed {
+			return state.ErrUnchanged
+		}
+		return nil
+	})
+}
+
+// makePrivate makes the room members-only, inviting whoever is in it now.
+func (r *roomRecord) makePrivate() {
+	r.Private = true
+	for m := range r.Members {
+		if m != r.Owner && !slices.Contains(r.Invited, m) {
+			r.Invited = append(r.Invited, m)
+		}
+	}
+	slices.Sort(r.Invited)
+}
+
+// track counts a connection that entered topic as name, for the automatic LEAVE.
+func (cr *chatRooms) track(connID, topic, name string) {
+	if connID == "" {
+		return
+	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	byTopic := cr.entered[connID]
+	if byTopic == nil {
+		byTopic = make(map[string][]string)
+		cr.entered[connID] = byTopic
+	}
+	if !slices.Contains(byTopic[topic], name) {
+		byTopic[topic] = append(byTopic[topic], name)
+		cr.online[[2]string{topic, name}]++
+	}
+}
+
 // disconnected sends LEAVE for every member whose last connection on this node was c.
 func (cr *chatRooms) disconnected(c transport.Client) {
 	cr.mu.Lock()
-	byRoom := cr.entered[c.ID]
+	byTopic := cr.entered[c.ID]
 	delete(cr.entered, c.ID)
-	cr.mu.Unlock()
-	for r, names := range byRoom {
+	var last [][2]string
+	for topic, names := range byTopic {
 		for _, name := range names {
-			r.mu.Lock()
-			m := r.members[name]
-			last := false
-			if m != nil {
-				m.conns--
-				last = m.conns <= 0
-			}
-			r.mu.Unlock()
-			if !last {
-				continue
-			}
-			data, _ := json.Marshal(map[string]string{"type": typeLeave, "sender": name, "roomId": r.name, "reason": "disconnected"})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := cr.hub.Publish(ctx, hub.PublishRequest{Topic: r.topic, Type: typeLeave, Sender: name, Data: data})
-			cancel()
-			if err != nil && !errors.Is(err, hub.ErrClosed) {
-				cr.log.Warn("automatic LEAVE failed", "room", r.topic, "member", name, "err", err)
+			k := [2]string{topic, name}
+			if cr.online[k]--; cr.online[k] <= 0 {
+				delete(cr.online, k)
+				last = append(last, k)
 			}
 		}
 	}
+	cr.mu.Unlock()
+	for _, k := range last {
+		topic, name := k[0], k[1]
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
+			if _, in := rec.Members[name]; !exists || !in {
+				return state.ErrUnchanged
+			}
+			delete(rec.Members, name)
+			return nil
+		})
+		if err == nil {
+			data, _ := json.Marshal(map[string]string{"type": typeLeave, "sender": name, "roomId": strings.TrimPrefix(topic, "chat/"), "reason": "disconnected"})
+			_, err = cr.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Type: typeLeave, Sender: name, Data: data})
+		}
+		cancel()
+		if err != nil && !errors.Is(err, hub.ErrClosed) {
+			cr.log.Warn("automatic LEAVE failed", "room", topic, "member", name, "err", err)
+		}
+	}
+}
+
+// isOnline reports whether a connection on this node entered topic as name.
+func (cr *chatRooms) isOnline(topic, name string) bool {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return cr.online[[2]string{topic, name}] > 0
 }
 
 // roomInfo is the answer of GET /api/chat/{room}/members.
@@ -264,9 +349,11 @@ type roomInfo struct {
 	Room    string       `json:"room"`
 	Topic   string       `json:"topic"`
 	Owner   string       `json:"owner"`
+	Private bool         `json:"private"`
 	Offset  uint64       `json:"offset"`
 	Epoch   string       `json:"epoch"`
 	Members []memberInfo `json:"members"`
+	Invited []string     `json:"invited,omitempty"` // members-only rooms
 }
 
 type memberInfo struct {
@@ -275,53 +362,115 @@ type memberInfo struct {
 	Online bool   `json:"online"` // has a connection on this node that entered as this member
 }
 
+// info answers the member list of a room. A room nobody entered is a 404 that leaves nothing
+// behind: no subscription, no cache entry.
 func (cr *chatRooms) info(ctx context.Context, name string) (roomInfo, error) {
 	topic := "chat/" + name
-	if err := hub.ValidateTopic(topic); err != nil {
-		return roomInfo{}, err
-	}
-	r, err := cr.room(ctx, topic)
+	rec, ok, err := cr.load(ctx, topic)
 	if err != nil {
 		return roomInfo{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.applied.Offset == 0 {
+	if !ok {
 		return roomInfo{}, fmt.Errorf("%w: no room %q (nobody has entered it)", transport.ErrNotFound, name)
 	}
-	ri := roomInfo{Room: name, Topic: topic, Owner: r.owner, Offset: r.applied.Offset, Epoch: r.applied.Epoch, Members: []memberInfo{}}
-	for _, m := range r.members {
-		ri.Members = append(ri.Members, memberInfo{User: m.Name, Since: m.Since.UTC().Format(hub.TimeFormat), Online: m.conns > 0})
+	ri := roomInfo{Room: name, Topic: topic, Owner: rec.Owner, Private: rec.Private || cr.privateByPrefix(topic), Members: []memberInfo{}, Invited: rec.Invited}
+	if res, err := cr.hub.Read(ctx, topic, hub.ReadOptions{}); err == nil {
+		ri.Offset, ri.Epoch = res.Top.Offset, res.Top.Epoch
+	}
+	for m, since := range rec.Members {
+		ri.Members = append(ri.Members, memberInfo{User: m, Since: time.UnixMilli(since).UTC().Format(hub.TimeFormat), Online: cr.isOnline(topic, m)})
 	}
 	slices.SortFunc(ri.Members, func(a, b memberInfo) int { return strings.Compare(a.User, b.User) })
 	return ri, nil
 }
 
-// setOwner records a new owner in the room's history. Only the current owner may hand the room
-// over (anyone may claim a room without owner); in open dev mode anyone may.
-func (cr *chatRooms) setOwner(ctx context.Context, c transport.Client, required bool, name, owner string) (*hub.Publication, error) {
-	if owner == "" {
-		return nil, fmt.Errorf("%w: body must be {\"owner\": \"user\"}", transport.ErrBadRequest)
-	}
+// ownerChange is one of the owner's actions on a room (POST /api/chat/{room}/...).
+type ownerChange struct {
+	typ   string // typeOwner, typePrivate, typeInvite, typeRemove
+	user  string // the new owner, or the user invited or removed
+	value bool   // typePrivate: members-only or not
+}
+
+// change applies an owner's action to a room and publishes it. Only the owner may act (in
+// open dev mode, anyone), and only on a room somebody entered: nobody can claim a room that
+// does not exist yet.
+func (cr *chatRooms) change(ctx context.Context, c transport.Client, required bool, name string, ch ownerChange) (*hub.Publication, roomRecord, error) {
 	topic := "chat/" + name
 	if err := hub.ValidateTopic(topic); err != nil {
-		return nil, err
+		return nil, roomRecord{}, err
 	}
-	r, err := cr.room(ctx, topic)
+	if ch.typ != typePrivate {
+		if err := auth.ValidUser(ch.user); err != nil {
+			return nil, roomRecord{}, fmt.Errorf("%w: %v", transport.ErrBadRequest, err)
+		}
+	}
+	rec, err := cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
+		if !exists {
+			return fmt.Errorf("%w: no room %q (nobody has entered it, so nobody can own it)", transport.ErrNotFound, name)
+		}
+		if required && rec.Owner != c.User {
+			return fmt.Errorf("%w: only the owner (%s) may change %s", transport.ErrForbidden, rec.Owner, topic)
+		}
+		switch ch.typ {
+		case typeOwner:
+			rec.Owner = ch.user
+		case typePrivate:
+			if ch.value && !rec.Private {
+				rec.makePrivate()
+			} else if !ch.value {
+				rec.Private, rec.Invited = false, nil
+			}
+		case typeInvite:
+			if slices.Contains(rec.Invited, ch.user) {
+				return state.ErrUnchanged
+			}
+			if len(rec.Invited) >= cr.cfg.maxMembers {
+				return fmt.Errorf("%w: %s has %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.maxMembers)
+			}
+			rec.Invited = append(rec.Invited, ch.user)
+		case typeRemove:
+			if ch.user == rec.Owner {
+				return fmt.Errorf("%w: the owner cannot be removed; hand the room over first", transport.ErrBadRequest)
+			}
+			delete(rec.Members, ch.user)
+			rec.Invited = slices.DeleteFunc(rec.Invited, func(u string) bool { return u == ch.user })
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, rec, err
 	}
-	r.mu.Lock()
-	cur := r.owner
-	r.mu.Unlock()
-	if required && cur != "" && cur != c.User {
-		return nil, fmt.Errorf("%w: only the owner (%s) may hand over %s", transport.ErrForbidden, cur, topic)
+	body := map[string]any{"type": ch.typ, "by": c.User}
+	switch ch.typ {
+	case typeOwner:
+		body["owner"] = ch.user
+	case typePrivate:
+		body["private"] = ch.value
+	default:
+		body["user"] = ch.user
 	}
-	data, _ := json.Marshal(map[string]string{"type": typeOwner, "owner": owner, "by": c.User})
-	p, err := cr.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Type: typeOwner, Sender: c.User, Data: data})
+	data, _ := json.Marshal(body)
+	p, err := cr.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Type: ch.typ, Sender: c.User, Data: data})
+	return p, rec, err
+}
+
+// canRead refuses a read or subscription of a members-only room to those it does not admit.
+// A room that does not exist is open unless --private-rooms covers it.
+func (cr *chatRooms) canRead(ctx context.Context, c transport.Client, topic string) error {
+	rec, ok, err := cr.load(ctx, topic)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r.waitApplied(p)
-	return p, nil
+	private := cr.privateByPrefix(topic) || (ok && rec.Private)
+	if rec.admits(c.User, grantsOf(c), topic, private) {
+		return nil
+	}
+	who := c.User
+	if who == "" {
+		who = "an anonymous client"
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s is members-only and %s is not named for it", transport.ErrForbidden, topic, who)
+	}
+	return fmt.Errorf("%w: %s is members-only and %s is not a member (its owner %s may invite)", transport.ErrForbidden, topic, who, rec.Owner)
 }

@@ -8,22 +8,43 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
 // notifications publishes alarms on notify/{user} and keeps, per user, how far they have read.
-// Read marks are node-local and in memory.
+// Read marks are node-local and in memory; one untouched for readMarkIdle is dropped (the
+// user's notifications then count as unread again).
 type notifications struct {
 	hub  *hub.Hub
 	log  *slog.Logger
 	mu   sync.Mutex
-	read map[string]hub.Position // guarded by mu
+	read map[string]readMark // guarded by mu
 }
 
+type readMark struct {
+	pos hub.Position
+	at  time.Time // last set or read
+}
+
+// readMarkIdle is how long an unused read mark is kept.
+const readMarkIdle = 24 * time.Hour
+
 func newNotifications(h *hub.Hub, log *slog.Logger) *notifications {
-	return &notifications{hub: h, log: log, read: make(map[string]hub.Position)}
+	return &notifications{hub: h, log: log, read: make(map[string]readMark)}
+}
+
+// sweep drops read marks unused for readMarkIdle.
+func (n *notifications) sweep(now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for u, m := range n.read {
+		if now.Sub(m.at) > readMarkIdle {
+			delete(n.read, u)
+		}
+	}
 }
 
 // send notifies user of a chat publication.
@@ -53,7 +74,12 @@ type notificationState struct {
 func (n *notifications) state(ctx context.Context, user string) (notificationState, error) {
 	topic := "notify/" + user
 	n.mu.Lock()
-	read := n.read[user]
+	m, ok := n.read[user]
+	if ok {
+		m.at = time.Now()
+		n.read[user] = m
+	}
+	read := m.pos
 	n.mu.Unlock()
 	res, err := n.hub.Read(ctx, topic, hub.ReadOptions{Recover: true, Since: read.Offset, Limit: 100})
 	if err != nil {
@@ -82,7 +108,7 @@ func (n *notifications) markRead(ctx context.Context, user string, offset uint64
 		offset = res.Top.Offset
 	}
 	n.mu.Lock()
-	n.read[user] = hub.Position{Offset: offset, Epoch: res.Top.Epoch}
+	n.read[user] = readMark{pos: hub.Position{Offset: offset, Epoch: res.Top.Epoch}, at: time.Now()}
 	n.mu.Unlock()
 	return n.state(ctx, user)
 }
@@ -90,10 +116,11 @@ func (n *notifications) markRead(ctx context.Context, user string, offset uint64
 // notifyUser resolves whose notifications a request is about: the logged-in user, or in open
 // dev mode ?user=.
 func (a *App) notifyUser(r *http.Request) (string, error) {
-	user, err := a.policy.Authenticate(r)
+	id, err := a.policy.Authenticate(r)
 	if err != nil {
 		return "", err
 	}
+	user := id.User
 	q := r.URL.Query().Get("user")
 	switch {
 	case user != "" && q != "" && q != user:

@@ -1,295 +1,159 @@
-// Package auth issues and checks the signed login tokens every transport accepts.
+// Package auth checks the identity tokens every transport accepts: standard JWTs (RFC 7519)
+// that an application's backend mints with any JWT library, verified with golang-jwt. HS256,
+// HS384 and HS512 take a shared secret; RS256/384/512 and ES256/384 take public keys, from PEM
+// files or from a JWKS URL (fetched, cached, refetched for an unknown kid at a bounded rate).
 //
-// A token is two base64url (unpadded) parts joined by a dot: a small binary payload (version,
-// issued-at, expiry, a random token id, the user name) and its HMAC-SHA256. Only the characters
-// [A-Za-z0-9_-.] occur, so a token travels unescaped in a query string, a cookie, an
-// Authorization header and a STOMP header. The server keeps no session state: any node with the
-// same secret verifies any token. Logout is the exception: Revoke remembers a token's id in this
-// process until the token would have expired anyway.
+// A token's `sub` is the user and `exp` is required; `nbf` and `iat` are honoured, `iss` and
+// `aud` checked when configured. An optional claim, `rtlab`, narrows what the user may do (see
+// Grants). The package also signs the tokens of open dev mode and of configured logins
+// (Signer), checks configured passwords (Users) and remembers revoked tokens (Revocations).
 package auth
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
-	"sync"
+	"path"
+	"strings"
 	"time"
 )
 
-// Errors returned by Verify and Revoke; test with errors.Is. Transports map all of them to
-// "unauthorized"; the distinction is for logs and metrics, so tell clients no more than that.
+// Errors of Verify; test with errors.Is. Transports map all of them to "unauthorized" and send
+// the wrapped text as the reason: it names what was wrong, never a key.
 var (
-	// ErrMalformed means the string is not a token this package could have written.
+	// ErrMalformed: the string is not a JWT (three base64url parts of JSON), or is too long.
 	ErrMalformed = errors.New("auth: malformed token")
-	// ErrBadSignature means the token is well formed but was not signed with this secret:
-	// forged, altered, or issued by a server with another secret.
+	// ErrBadSignature: the signature does not verify with any configured key, or the
+	// algorithm is not one the configured keys allow.
 	ErrBadSignature = errors.New("auth: bad token signature")
-	// ErrExpired means the token was genuine but its lifetime is over; the client logs in again.
+	// ErrExpired: the token's exp has passed.
 	ErrExpired = errors.New("auth: token expired")
-	// ErrRevoked means the token was genuine but its owner logged out.
+	// ErrNotYetValid: the token's nbf (or iat) lies in the future.
+	ErrNotYetValid = errors.New("auth: token not valid yet")
+	// ErrBadClaims: a required claim is missing or wrong: no exp, no or a bad sub, another
+	// issuer or audience than configured, a malformed rtlab claim.
+	ErrBadClaims = errors.New("auth: bad token claims")
+	// ErrRevoked: the token was genuine but its owner logged out.
 	ErrRevoked = errors.New("auth: token revoked")
-	// ErrBadUser means a user name is empty, too long or has a character outside [A-Za-z0-9_.@-].
+	// ErrBadUser: a user name is empty, too long or has a character outside [A-Za-z0-9_.:@-].
 	ErrBadUser = errors.New("auth: bad user name")
+	// ErrNoKey: no key could be found for the token (unknown kid, JWKS unreachable).
+	ErrNoKey = errors.New("auth: no key for token")
 )
 
-// Limits of the token format.
+// Limits.
 const (
-	// MaxUser is the longest user name, in bytes.
+	// MaxUser is the longest user name (sub), in bytes.
 	MaxUser = 64
-	// MinSecret is the shortest secret New accepts. Shorter secrets can be brute-forced offline
-	// from a single token.
+	// MaxToken is the longest token accepted, in bytes; longer strings are refused unparsed.
+	MaxToken = 8 << 10
+	// MinSecret is the shortest HMAC secret accepted. Shorter secrets can be brute-forced
+	// offline from a single token.
 	MinSecret = 16
-	// DefaultTTL is a token's lifetime when Config.TTL is zero.
-	DefaultTTL = 24 * time.Hour
-
-	version   = 1
-	idLen     = 16                 // random token id, 128 bits: never repeats in practice
-	fixedLen  = 1 + 8 + 8 + idLen  // version, issued-at ms, expires ms, id
-	macLen    = sha256.Size        // full HMAC-SHA256; truncating saves 11 chars, not worth it
-	maxPayRaw = fixedLen + MaxUser // longest decoded payload
-	maxPayEnc = (maxPayRaw*8 + 5) / 6
-	macEnc    = (macLen*8 + 5) / 6
-	maxToken  = maxPayEnc + 1 + macEnc // longest token string
-	keyLabel  = "rtlab/auth/token/v1"
+	// MaxPatterns bounds each list of the rtlab claim.
+	MaxPatterns = 64
 )
 
-var b64 = base64.RawURLEncoding.Strict()
-
-// Claims is what a token says: who, since when, until when, and which token (for logout).
+// Claims is what a verified token says.
 type Claims struct {
 	User     string
-	ID       string // random token id, base64url; unique per Issue
-	IssuedAt time.Time
+	ID       string    // what revocation names: the jti, or a digest of the token when it has none
+	IssuedAt time.Time // zero when the token has no iat
 	Expires  time.Time // the token is refused from this instant on
+	Grants   Grants
 }
 
-// Config configures a Signer.
-type Config struct {
-	// Secret signs and verifies tokens. At least MinSecret bytes; every node of a cluster needs
-	// the same one. Changing it logs everyone out.
-	Secret []byte
-	// TTL is how long an issued token is valid. Zero means 24h; otherwise at least 1s.
-	TTL time.Duration
-	// Now returns the current time. Nil means time.Now; tests set it.
-	Now func() time.Time
+// Grants is the optional `rtlab` claim: what the backend allows this user beyond (or instead
+// of) the server's defaults. Each entry is a topic pattern (see Match).
+//
+//	"rtlab": {"subscribe": ["chat/team-42", "location/*"], "publish": ["chat/team-42"],
+//	          "rooms": ["chat/team-42"]}
+//
+// Subscribe, when present, is the only topics the user may subscribe to and read (history,
+// polls, member lists); the user's own notify/{sub} stays readable. Publish, when present, is
+// the only topics the user may publish on. Rooms are members-only chat rooms the user belongs to
+// on the backend's word: the room becomes members-only when such a user uses it, and the user
+// is admitted without the owner's invitation. Absent lists restrict nothing.
+type Grants struct {
+	Subscribe []string `json:"subscribe,omitempty"`
+	Publish   []string `json:"publish,omitempty"`
+	Rooms     []string `json:"rooms,omitempty"`
 }
 
-// Signer issues and verifies tokens. It is safe for concurrent use.
-type Signer struct {
-	key []byte // derived from Config.Secret; immutable
-	ttl time.Duration
-	now func() time.Time
-	// random fills token ids: crypto/rand.Read, or a deterministic source in fuzz tests, whose
-	// worker processes must issue the same tokens as the coordinator.
-	random func([]byte) (int, error)
-
-	macs sync.Pool // of hash.Hash keyed with key; hmac.New allocates ~1 KB each call
-
-	mu        sync.RWMutex
-	revoked   map[[idLen]byte]int64 // token id → expiry (unix ms); guarded by mu
-	nextPrune int64                 // unix ms when Revoke next drops expired entries; guarded by mu
-}
-
-// New returns a Signer for cfg. It fails if the secret is shorter than MinSecret bytes or the
-// TTL is negative or under a second, so a misconfigured server refuses to start.
-func New(cfg Config) (*Signer, error) {
-	if len(cfg.Secret) < MinSecret {
-		return nil, fmt.Errorf("auth: secret is %d bytes, need at least %d", len(cfg.Secret), MinSecret)
-	}
-	switch {
-	case cfg.TTL == 0:
-		cfg.TTL = DefaultTTL
-	case cfg.TTL < time.Second:
-		return nil, fmt.Errorf("auth: token TTL %v is under 1s", cfg.TTL)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	// Derive the signing key so the configured secret, which operators may reuse elsewhere,
-	// never signs anything directly.
-	m := hmac.New(sha256.New, cfg.Secret)
-	m.Write([]byte(keyLabel))
-	s := &Signer{
-		key:     m.Sum(nil),
-		ttl:     cfg.TTL,
-		now:     cfg.Now,
-		random:  rand.Read,
-		revoked: make(map[[idLen]byte]int64),
-	}
-	s.macs.New = func() any { return hmac.New(sha256.New, s.key) }
-	return s, nil
-}
-
-// TTL returns how long issued tokens are valid, e.g. for a cookie's Max-Age.
-func (s *Signer) TTL() time.Duration { return s.ttl }
-
-// Issue returns a new token for user and the claims it carries. Times have millisecond
-// precision, the same as Verify returns. It fails only for an invalid user name.
-func (s *Signer) Issue(user string) (string, Claims, error) {
-	if err := ValidUser(user); err != nil {
-		return "", Claims{}, err
-	}
-	now := s.now().UnixMilli()
-	exp := now + s.ttl.Milliseconds()
-
-	var payload [maxPayRaw]byte
-	p := payload[:fixedLen+len(user)]
-	p[0] = version
-	binary.BigEndian.PutUint64(p[1:9], uint64(now))
-	binary.BigEndian.PutUint64(p[9:17], uint64(exp))
-	id := p[17:fixedLen]
-	if _, err := s.random(id); err != nil {
-		return "", Claims{}, fmt.Errorf("auth: token id: %w", err)
-	}
-	copy(p[fixedLen:], user)
-
-	tok := make([]byte, 0, maxToken)
-	tok = b64.AppendEncode(tok, p)
-	signed := len(tok)
-	tok = append(tok, '.')
-	tok = b64.AppendEncode(tok, s.mac(tok[:signed]))
-
-	return string(tok), Claims{
-		User:     user,
-		ID:       b64.EncodeToString(id),
-		IssuedAt: time.UnixMilli(now),
-		Expires:  time.UnixMilli(exp),
-	}, nil
-}
-
-// Verify checks token and returns its claims. It fails with ErrMalformed, ErrBadSignature,
-// ErrExpired or ErrRevoked (possibly wrapped). The signature is checked in constant time before
-// anything in the payload is trusted.
-func (s *Signer) Verify(token string) (Claims, error) {
-	c, id, err := s.verify(token)
-	if err != nil {
-		return Claims{}, err
-	}
-	s.mu.RLock()
-	_, revoked := s.revoked[id]
-	s.mu.RUnlock()
-	if revoked {
-		return Claims{}, ErrRevoked
-	}
-	return c, nil
-}
-
-// Revoke refuses token from now on, until it expires (logout). Revoking an expired or already
-// revoked token does nothing and succeeds, so logout is idempotent; a token that does not verify
-// is an error, so nobody can fill the revocation list with junk. Revocations live in this
-// process only: another node, or this one after a restart, still accepts the token until it
-// expires.
-func (s *Signer) Revoke(token string) error {
-	c, id, err := s.verify(token)
-	if errors.Is(err, ErrExpired) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	now := s.now().UnixMilli()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Drop entries whose tokens have expired, at most once a minute (amortized O(1) per
-	// Revoke), so memory is bounded by logouts within one TTL.
-	if now >= s.nextPrune {
-		for k, exp := range s.revoked {
-			if exp <= now {
-				delete(s.revoked, k)
+// validate checks the lists' sizes and patterns.
+func (g *Grants) validate() error {
+	for name, list := range map[string][]string{"subscribe": g.Subscribe, "publish": g.Publish, "rooms": g.Rooms} {
+		if len(list) > MaxPatterns {
+			return fmt.Errorf("rtlab.%s has %d patterns, at most %d", name, len(list), MaxPatterns)
+		}
+		for _, p := range list {
+			if err := ValidPattern(p); err != nil {
+				return fmt.Errorf("rtlab.%s: %w", name, err)
 			}
 		}
-		s.nextPrune = now + time.Minute.Milliseconds()
 	}
-	s.revoked[id] = c.Expires.UnixMilli()
 	return nil
 }
 
-// revokedLen reports how many revocations are remembered; for tests.
-func (s *Signer) revokedLen() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.revoked)
+// MayRead reports whether the grants let the user read topic (nil Subscribe: yes).
+func (g *Grants) MayRead(topic string) bool {
+	return g.Subscribe == nil || MatchAny(g.Subscribe, topic)
 }
 
-// verify checks everything but revocation.
-func (s *Signer) verify(token string) (Claims, [idLen]byte, error) {
-	var id [idLen]byte
-	if len(token) > maxToken {
-		return Claims{}, id, fmt.Errorf("%w: %d bytes", ErrMalformed, len(token))
+// MayPublish reports whether the grants let the user publish on topic (nil Publish: yes).
+func (g *Grants) MayPublish(topic string) bool { return g.Publish == nil || MatchAny(g.Publish, topic) }
+
+// InRoom reports whether the backend named topic as a members-only room of the user.
+func (g *Grants) InRoom(topic string) bool { return MatchAny(g.Rooms, topic) }
+
+// ValidPattern checks a topic pattern: 1–200 characters of topic characters and '*', where
+// '*' matches within one segment (as path.Match), and a pattern ending in "**" after a '/'
+// (or alone) matches every topic starting with what comes before it.
+func ValidPattern(p string) error {
+	if p == "" || len(p) > 200 {
+		return fmt.Errorf("pattern %q: length %d, want 1 to 200", p, len(p))
 	}
-	dot := -1
-	for i := 0; i < len(token); i++ {
-		switch c := token[i]; {
-		case c == '.':
-			if dot >= 0 {
-				return Claims{}, id, fmt.Errorf("%w: more than one dot", ErrMalformed)
-			}
-			dot = i
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case strings.IndexByte("_.:@/-*", c) >= 0:
 		default:
-			// Checked here because the base64 decoder skips CR and LF, which would let two
-			// different strings verify as one token.
-			return Claims{}, id, fmt.Errorf("%w: bad character at %d", ErrMalformed, i)
+			return fmt.Errorf("pattern %q: character %q is not allowed", p, c)
 		}
 	}
-	if dot < 0 {
-		return Claims{}, id, fmt.Errorf("%w: no dot", ErrMalformed)
+	if prefix, ok := strings.CutSuffix(p, "**"); ok {
+		if strings.Contains(prefix, "*") || (prefix != "" && !strings.HasSuffix(prefix, "/")) {
+			return fmt.Errorf("pattern %q: ** only ends a pattern, after a / and with no other *", p)
+		}
+	} else if strings.Contains(p, "**") {
+		return fmt.Errorf("pattern %q: ** only ends a pattern", p)
 	}
-	if len(token)-dot-1 != macEnc || dot > maxPayEnc {
-		return Claims{}, id, fmt.Errorf("%w: bad part lengths", ErrMalformed)
-	}
-	var sig [macLen]byte
-	n, err := b64.Decode(sig[:], []byte(token[dot+1:]))
-	if err != nil || n != macLen {
-		return Claims{}, id, fmt.Errorf("%w: bad signature encoding", ErrMalformed)
-	}
-	if !hmac.Equal(s.mac([]byte(token[:dot])), sig[:]) {
-		return Claims{}, id, ErrBadSignature
-	}
-
-	// The payload is ours from here on; the checks below catch only our own bugs or a key
-	// shared with a server that writes another format.
-	var buf [maxPayRaw]byte // enough: dot <= maxPayEnc
-	n, err = b64.Decode(buf[:], []byte(token[:dot]))
-	if err != nil || n < fixedLen+1 || buf[0] != version {
-		return Claims{}, id, fmt.Errorf("%w: bad payload", ErrMalformed)
-	}
-	p := buf[:n]
-	user := string(p[fixedLen:])
-	if ValidUser(user) != nil {
-		return Claims{}, id, fmt.Errorf("%w: bad user in payload", ErrMalformed)
-	}
-	iat := int64(binary.BigEndian.Uint64(p[1:9]))
-	exp := int64(binary.BigEndian.Uint64(p[9:17]))
-	copy(id[:], p[17:fixedLen])
-	c := Claims{
-		User:     user,
-		ID:       b64.EncodeToString(id[:]),
-		IssuedAt: time.UnixMilli(iat),
-		Expires:  time.UnixMilli(exp),
-	}
-	if s.now().UnixMilli() >= exp {
-		return Claims{}, id, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
-	}
-	return c, id, nil
+	return nil
 }
 
-// mac returns HMAC-SHA256(key, msg).
-func (s *Signer) mac(msg []byte) []byte {
-	m := s.macs.Get().(hash.Hash)
-	m.Reset()
-	m.Write(msg)
-	sum := m.Sum(make([]byte, 0, macLen))
-	s.macs.Put(m)
-	return sum
+// Match reports whether topic matches pattern (see ValidPattern). Invalid patterns match
+// nothing.
+func Match(pattern, topic string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "**"); ok {
+		return !strings.Contains(prefix, "*") && strings.HasPrefix(topic, prefix) && len(topic) > len(prefix)
+	}
+	if !strings.Contains(pattern, "*") {
+		return pattern == topic
+	}
+	ok, err := path.Match(pattern, topic)
+	return ok && err == nil
 }
 
-// ValidUser reports whether name can be a user: 1–64 bytes of [A-Za-z0-9_.@-]. The set is
+// MatchAny reports whether topic matches one of patterns.
+func MatchAny(patterns []string, topic string) bool {
+	for _, p := range patterns {
+		if Match(p, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidUser reports whether name can be a user: 1–64 bytes of [A-Za-z0-9_.:@-]. The set is
 // small on purpose: names appear in topics (notify/{user}), logs and headers without escaping.
 func ValidUser(name string) error {
 	if len(name) == 0 || len(name) > MaxUser {
@@ -298,9 +162,9 @@ func ValidUser(name string) error {
 	for i := 0; i < len(name); i++ {
 		switch c := name[i]; {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case c == '_', c == '.', c == '@', c == '-':
+		case c == '_', c == '.', c == '@', c == '-', c == ':':
 		default:
-			return fmt.Errorf("%w: character %d is not one of A-Z a-z 0-9 _ . @ -", ErrBadUser, i)
+			return fmt.Errorf("%w: character %d is not one of A-Z a-z 0-9 _ . : @ -", ErrBadUser, i)
 		}
 	}
 	return nil

@@ -131,6 +131,12 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 				}
 			}
 		}
+		if o.AuthSecret != "" && kind == KindRTLab {
+			// The servers require tokens: each user carries one minted with the secret. (A
+			// Centrifugo user signs its own, see cfToken.)
+			tok := mintToken(o.AuthSecret, c.tag+"-u"+strconv.Itoa(i))
+			v.token.Store(&tok)
+		}
 		if v.talker {
 			// One record per publication the user can make: one per interval it is active, plus
 			// one for each activity's partial interval.

@@ -84,9 +84,13 @@ func (c *cell) runChat(a *activity) {
 	}
 }
 
-// login asks the HTTP pool for a token (POST /api/login) and keeps it for the session.
+// login asks the HTTP pool for a token (POST /api/login) and keeps it for the session; with
+// --auth-secret the user already holds one.
 func (c *cell) login(a *activity) error {
 	v := a.v
+	if c.opts.AuthSecret != "" {
+		return nil // a token minted with the secret (POST /api/login is off then)
+	}
 	ch := make(chan jobResult, 1)
 	select {
 	case c.httpq[v.node] <- pubJob{a: a, kind: jobLogin, at: c.clk.now(), done: ch}:

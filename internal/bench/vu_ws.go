@@ -55,10 +55,7 @@ func runStream(a *activity, session func(*activity) bool) {
 
 func (d *wsDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	path := "/api/ws"
-	if c.opts.chatLike() {
-		path = string(v.tokenQuery([]byte(path), '?'))
-	}
+	path := string(v.tokenQuery([]byte("/api/ws"), '?')) // no token: no query
 	s, start, ok := c.openWS(a, path, nil, "ws")
 	if !ok {
 		return false

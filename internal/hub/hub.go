@@ -44,6 +44,8 @@ type Config struct {
 	Broker Broker
 	// MaxDataBytes bounds a publication's data. Zero means 64 KiB.
 	MaxDataBytes int
+	// Presence configures who-is-connected tracking (presence.go).
+	Presence PresenceConfig
 }
 
 // Stats are cumulative counters, read by the metrics exporter.
@@ -68,6 +70,7 @@ type Hub struct {
 	shards  [numShards]shard
 	stats   Stats
 	closed  atomic.Bool
+	pres    *presence
 }
 
 type shard struct {
@@ -103,6 +106,7 @@ func New(cfg Config) *Hub {
 	for i := range h.shards {
 		h.shards[i].topics = make(map[string]*topic)
 	}
+	h.pres = newPresence(h, cfg.Presence)
 	return h
 }
 
@@ -111,6 +115,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err := h.broker.Run(ctx, (*brokerHandler)(h)); err != nil {
 		return fmt.Errorf("hub: start broker: %w", err)
 	}
+	go h.pres.run()
 	return nil
 }
 
@@ -119,6 +124,7 @@ func (h *Hub) Close() error {
 	if h.closed.Swap(true) {
 		return nil
 	}
+	h.pres.close() // says goodbye to the other nodes while the broker is still there
 	return h.broker.Close()
 }
 
@@ -245,6 +251,9 @@ type Subscription struct {
 	// last is the position of the last publication handed to the sink. Before live it is
 	// guarded by mu; after, it is owned by the topic's delivery (deliverMu).
 	last Position
+
+	present  *ClientInfo // counted in the topic's presence as this; guarded by the hub's presence mu
+	watching bool        // told of joins and leaves; guarded by the hub's presence mu
 }
 
 // Topic returns the subscription's topic name.
@@ -292,6 +301,12 @@ func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOp
 // Start hands the replay and then everything buffered since Subscribe to the sink, and switches
 // the subscription to live delivery.
 func (s *Subscription) Start() {
+	s.start0()
+	s.hub.pres.started(s)
+}
+
+// start0 is Start without presence.
+func (s *Subscription) start0() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.start.Publications) > 0 {
@@ -361,6 +376,7 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 		return
 	}
 	h.stats.Subscriptions.Add(-1)
+	h.pres.stopped(s)
 	t := s.topic
 	t.mu.Lock()
 	empty := t.removeLocked(s)

@@ -50,7 +50,7 @@ func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic
 }
 
 func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
-	user, err := s.authenticate(r)
+	ident, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -70,8 +70,8 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		s.WriteError(w, r, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
 		return
 	}
-	p, err := s.policy.Publish(r.Context(), Client{User: user}, hub.PublishRequest{
-		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: user,
+	p, err := s.policy.Publish(r.Context(), Client{Identity: ident}, hub.PublishRequest{
+		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: ident.User,
 	})
 	if err != nil {
 		s.WriteError(w, r, err)
@@ -179,11 +179,11 @@ func (s *Server) canRead(r *http.Request, topic string) error {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
-	user, err := s.authenticate(r)
+	ident, err := s.authenticate(r)
 	if err != nil {
 		return err
 	}
-	return s.policy.CanSubscribe(Client{User: user}, topic)
+	return s.policy.CanRead(Client{Identity: ident}, topic)
 }
 
 // poll reads after opts.Since; with wait it blocks until at least one publication exists, the

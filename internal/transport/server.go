@@ -60,42 +60,64 @@ func (l *Limits) fill() {
 	def(&l.SeedLongTimeout, 10*time.Second)
 }
 
-// Client identifies who is acting: a connection (ID is empty for plain HTTP requests) and its
-// authenticated user (empty when anonymous).
-type Client struct {
-	ID   string
-	User string
+// Identity is who a client is, as the Policy established it from its credentials.
+type Identity struct {
+	User string // empty when anonymous
+	// Expires is when the credentials end: a streaming connection is closed then, unless the
+	// client refreshed them. Zero means never.
+	Expires time.Time
+	// Session names the credentials for revocation (a token id); empty when anonymous.
+	Session string
+	// Grants is the Policy's own view of the credentials, handed back to it with the Client.
+	Grants any
 }
 
+// Client identifies who is acting: a connection (ID is empty for plain HTTP requests) and its
+// identity (User empty when anonymous).
+type Client struct {
+	ID string
+	Identity
+}
+
+// Guard is checked before each delivery of a subscription. An error (wrapping ErrForbidden)
+// means the client may no longer receive the topic: the publication is not delivered and the
+// connection is closed with the error as its reason. It runs on the hub's delivery path, so it
+// must be quick and must not block.
+type Guard func(p *hub.Publication) error
+
 // Policy decides who a client is and what it may do. internal/app implements it; transports
-// call it for every connection, subscription and publish.
+// call it for every connection, subscription, read and publish.
 type Policy interface {
-	// Authenticate returns the user of a request (token from the Authorization header or the
-	// access_token query parameter). No credentials give an empty user and no error; bad ones
-	// give an error wrapping ErrUnauthorized.
-	Authenticate(r *http.Request) (user string, err error)
-	// AuthenticateToken checks a token given inside a protocol (STOMP CONNECT).
-	AuthenticateToken(token string) (user string, err error)
+	// Authenticate returns the identity of a request (token from the Authorization header or
+	// the access_token query parameter). No credentials give an anonymous identity and no
+	// error; bad ones give an error wrapping ErrUnauthorized.
+	Authenticate(r *http.Request) (Identity, error)
+	// AuthenticateToken checks a token given inside a protocol (STOMP CONNECT, a refresh).
+	AuthenticateToken(token string) (Identity, error)
 	// AuthRequired reports whether anonymous clients are refused.
 	AuthRequired() bool
-	// CanSubscribe refuses a subscription with an error wrapping ErrForbidden.
-	CanSubscribe(c Client, topic string) error
+	// CanSubscribe refuses a live subscription with an error wrapping ErrForbidden. A non-nil
+	// Guard is checked before every delivery of the subscription.
+	CanSubscribe(c Client, topic string) (Guard, error)
+	// CanRead refuses a read of topic's history (polls, history) with an error wrapping
+	// ErrForbidden. Whatever may not be subscribed may not be read.
+	CanRead(c Client, topic string) error
 	// Publish publishes on behalf of c, applying the application's rules.
 	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 	// Disconnected is called once when a streaming connection has closed.
 	Disconnected(c Client)
 }
 
-// authenticate resolves a request's user and refuses anonymous ones when auth is required.
-func (s *Server) authenticate(r *http.Request) (string, error) {
-	user, err := s.policy.Authenticate(r)
+// authenticate resolves a request's identity and refuses anonymous ones when auth is required.
+func (s *Server) authenticate(r *http.Request) (Identity, error) {
+	id, err := s.policy.Authenticate(r)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
-	if user == "" && s.policy.AuthRequired() {
-		return "", fmt.Errorf("%w: log in (POST /api/login) and send the token as Authorization: Bearer or access_token", ErrUnauthorized)
+	if id.User == "" && s.policy.AuthRequired() {
+		return Identity{}, fmt.Errorf("%w: send a token as Authorization: Bearer or access_token", ErrUnauthorized)
 	}
-	return user, nil
+	return id, nil
 }
 
 // Config configures a Server.
@@ -158,6 +180,7 @@ func (s *Server) untrack(w *writer, transport string) {
 	s.mu.Lock()
 	delete(s.conns, w)
 	s.mu.Unlock()
+	w.stopExpiry()
 	r := w.closeReason()
 	if r.Code == "" {
 		r = ReasonClientClosed
@@ -242,6 +265,19 @@ func (s *Server) ConnCount() int {
 	return len(s.conns)
 }
 
+// guardRefuses applies a subscription's guard to p: when it refuses, the connection is closed
+// with its reason and p is not delivered.
+func guardRefuses(g Guard, w *writer, p *hub.Publication) bool {
+	if g == nil {
+		return false
+	}
+	if err := g(p); err != nil {
+		w.close(ForbiddenReason(err), false)
+		return true
+	}
+	return false
+}
+
 // rateLimiter is a token bucket, used by one reader goroutine only.
 type rateLimiter struct {
 	rate   float64
@@ -275,4 +311,61 @@ func (r *rateLimiter) allow(now time.Time) bool {
 }
 
 // AuthenticateRequest resolves a request's user, refusing anonymous ones when auth is required.
-func (s *Server) AuthenticateRequest(r *http.Request) (string, error) { return s.authenticate(r) }
+func (s *Server) AuthenticateRequest(r *http.Request) (Identity, error) { return s.authenticate(r) }
+
+// CloseSessions closes every streaming connection whose identity matches, with reason r, and
+// returns how many it closed: the app calls it when a token is revoked, on every node.
+func (s *Server) CloseSessions(match func(Identity) bool, r Reason) int {
+	s.mu.Lock()
+	var hit []*writer
+	for w := range s.conns {
+		if match(w.identity()) {
+			hit = append(hit, w)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range hit {
+		w.close(r, false)
+	}
+	return len(hit)
+}
+
+// bindIdentity records a connection's identity and arms the timer that closes it when the
+// identity expires. Binding again (a refresh) replaces both.
+func (s *Server) bindIdentity(w *writer, id Identity) {
+	w.authMu.Lock()
+	defer w.authMu.Unlock()
+	w.ident = id
+	if w.expiry != nil {
+		w.expiry.Stop()
+		w.expiry = nil
+	}
+	if id.Expires.IsZero() {
+		return
+	}
+	w.expiry = time.AfterFunc(time.Until(id.Expires), func() {
+		s.m.Refused.WithLabelValues(ReasonTokenExpired.Code).Inc()
+		w.close(ReasonTokenExpired, false)
+	})
+}
+
+// refreshIdentity checks a refreshed token for a connection of cur: it must verify and name
+// the same user. On success the connection's identity and expiry timer are replaced.
+func (s *Server) refreshIdentity(w *writer, cur Identity, token string) (Identity, error) {
+	if token == "" {
+		return cur, fmt.Errorf("%w: refresh needs a token", ErrUnauthorized)
+	}
+	id, err := s.policy.AuthenticateToken(token)
+	if err != nil {
+		return cur, err
+	}
+	if id.User != cur.User {
+		who := cur.User
+		if who == "" {
+			who = "an anonymous connection"
+		}
+		return cur, fmt.Errorf("%w: the refreshed token names %s, the connection is %s's", ErrUnauthorized, id.User, who)
+	}
+	s.bindIdentity(w, id)
+	return id, nil
+}

@@ -21,7 +21,10 @@ import (
 type sseConn struct {
 	s        *Server
 	w        *writer
-	dataOnly bool // seed stream: data: carries the position alone
+	id, user string
+	dataOnly bool    // seed stream: data: carries the position alone
+	watch    bool    // the client asked for the topics' presence (presence=true)
+	guards   []Guard // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
 	topics []string       // in request order
@@ -29,11 +32,17 @@ type sseConn struct {
 }
 
 type sseSink struct {
-	c   *sseConn
-	idx int // index into topics
+	c     *sseConn
+	idx   int   // index into topics
+	guard Guard // the policy's check before each delivery; nil: none
 }
 
-func (k *sseSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
+func (k *sseSink) Deliver(p *hub.Publication) {
+	if guardRefuses(k.guard, k.c.w, p) {
+		return
+	}
+	k.c.w.send(item{pub: p, sub: k})
+}
 
 // Gap tells the client that the topic's epoch changed under the stream.
 func (k *sseSink) Gap(topic string, now hub.Position, reason string) {
@@ -118,7 +127,7 @@ func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic str
 }
 
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
-	user, err := s.authenticate(r)
+	ident, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -132,7 +141,8 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		return
 	}
 	seen := make(map[string]bool, len(topics))
-	for _, t := range topics {
+	guards := make([]Guard, len(topics))
+	for i, t := range topics {
 		if err := hub.ValidateTopic(t); err != nil {
 			s.WriteError(w, r, err)
 			return
@@ -142,7 +152,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 			return
 		}
 		seen[t] = true
-		if err := s.policy.CanSubscribe(Client{User: user}, t); err != nil {
+		if guards[i], err = s.policy.CanSubscribe(Client{Identity: ident}, t); err != nil {
 			s.WriteError(w, r, err)
 			return
 		}
@@ -180,8 +190,12 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, pos: make([]hub.Position, len(topics))}
+	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
+		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
+	// The stream ends at the token's expiry with event: disconnect (token_expired); an
+	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
+	s.bindIdentity(c.w, ident)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
@@ -221,7 +235,7 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		if p, ok := resume[t]; ok {
 			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
 		}
-		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i}, opts)
+		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i, guard: c.guards[i]}, opts)
 		if err != nil {
 			b, _ := json.Marshal(map[string]string{"topic": t, "reason": reasonText(err)})
 			failed = fmt.Appendf(failed, "event: refused\ndata: %s\n\n", b)

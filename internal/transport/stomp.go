@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
@@ -31,14 +32,15 @@ type stompConn struct {
 	s         *Server
 	w         *writer
 	id        string
-	user      string
+	ident     Identity // from the handshake or CONNECT; refreshed in place
 	connected bool
 	parser    *stomp.Parser
 	subs      map[string]*stompSub // by subscription id
 	tx        map[string][]stomp.Frame
 	rl        rateLimiter
-	hbIn      time.Duration // client promised to send at least this often (0: never)
-	hbOut     time.Duration // we send at least this often (0: WebSocket pings instead); set before tracking
+	hbIn      time.Duration          // client promised to send at least this often (0: never)
+	hbOut     time.Duration          // we send at least this often (0: WebSocket pings instead); set before tracking
+	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
 }
 
 type ackMode int
@@ -57,6 +59,8 @@ type stompSub struct {
 	topic string
 	ack   ackMode
 	sub   *hub.Subscription
+	guard Guard // the policy's check before each delivery; nil: none
+	watch bool  // presence:true asked for the topic's presence
 
 	mu      sync.Mutex
 	pending []*hub.Publication // unacknowledged, in offset order (client modes); guarded by mu
@@ -66,6 +70,9 @@ type stompSub struct {
 type stompRedelivery struct{ *stompSub }
 
 func (k *stompSub) Deliver(p *hub.Publication) {
+	if guardRefuses(k.guard, k.c.w, p) {
+		return
+	}
 	if k.ack != ackAuto {
 		k.mu.Lock()
 		if len(k.pending) >= maxPending {
@@ -172,6 +179,7 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	}
 	f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{
 		{Key: "message", Value: r.Code + ": " + r.Text}, {Key: "content-type", Value: "text/plain"},
+		{Key: "reconnect", Value: strconv.FormatBool(r.Reconnect)},
 	}, Body: []byte(r.Text)}
 	return append(appendWSText(nil, stomp.AppendFrame(nil, &f)), wsClose(r.WSCode, r.Code)...)
 }
@@ -195,7 +203,7 @@ func (c *stompConn) keepaliveDue(idle time.Duration) bool {
 // HandleSTOMP serves STOMP over WebSocket (/api/stomp, and the seed /location and /stomp/chat).
 func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
-	user, err := s.policy.Authenticate(r)
+	ident, err := s.policy.Authenticate(r)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -207,11 +215,13 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), user: user,
+		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
 		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim),
 	}
+	c.userSeen.Store(&ident.User)
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.STOMP))
+	s.bindIdentity(c.w, ident)
 	if !s.track(c.w, metrics.STOMP) {
 		c.w.close(ReasonShutdown, true)
 		return
@@ -269,7 +279,7 @@ func (c *stompConn) run(conn net.Conn, rd *wsReader) {
 	}
 }
 
-func (c *stompConn) client() Client { return Client{ID: c.id, User: c.user} }
+func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
 
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
@@ -315,7 +325,7 @@ func (c *stompConn) receipt(f *stomp.Frame, extra ...stomp.Header) {
 func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 	if !c.connected && f.Command != stomp.CmdConnect && f.Command != stomp.CmdStomp {
 		// Lenient: some scripts skip CONNECT; treat the session as a 1.2 one without heart-beats.
-		if c.user == "" && c.s.policy.AuthRequired() {
+		if c.ident.User == "" && c.s.policy.AuthRequired() {
 			c.fail(fmt.Errorf("%w: send CONNECT with a token (passcode or Authorization) first", ErrUnauthorized), f, 4003)
 			return false
 		}
@@ -341,6 +351,9 @@ func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 		}
 		c.receipt(f)
 	case stomp.CmdSend:
+		if dest, _ := f.Get("destination"); dest == refreshDestination {
+			return c.onRefresh(f)
+		}
 		if txid, ok := f.Get("transaction"); ok {
 			if _, open := c.tx[txid]; !open {
 				c.fail(fmt.Errorf("%w: transaction %q was not begun", ErrBadRequest, txid), f, 4000)
@@ -387,21 +400,19 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 			return false
 		}
 	}
-	token, _ := f.Get("passcode")
-	if auth, ok := f.Get("Authorization"); ok {
-		token, _ = strings.CutPrefix(auth, "Bearer ")
-	}
-	if token != "" {
-		user, err := c.s.policy.AuthenticateToken(token)
+	if token := frameToken(f); token != "" {
+		ident, err := c.s.policy.AuthenticateToken(token)
 		if err != nil {
 			c.fail(err, f, 4003)
 			return false
 		}
-		if user != "" {
-			c.user = user
+		if ident.User != "" {
+			c.ident = ident
+			c.userSeen.Store(&ident.User)
+			c.s.bindIdentity(c.w, ident)
 		}
 	}
-	if c.user == "" && c.s.policy.AuthRequired() {
+	if c.ident.User == "" && c.s.policy.AuthRequired() {
 		c.fail(fmt.Errorf("%w: CONNECT needs a token: passcode, or an Authorization: Bearer header", ErrUnauthorized), f, 4003)
 		return false
 	}
@@ -426,8 +437,37 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		{Key: "session", Value: c.id},
 		{Key: "server", Value: "rtlab"},
 		{Key: "heart-beat", Value: fmt.Sprintf("%d,%d", c.hbOut.Milliseconds(), c.hbIn.Milliseconds())},
-		{Key: "user-name", Value: c.user},
+		{Key: "user-name", Value: c.ident.User},
 	}})
+	return true
+}
+
+// refreshDestination is where a STOMP client SENDs a fresh token (header passcode or
+// Authorization) before its token expires.
+const refreshDestination = "/rtlab/refresh"
+
+// frameToken is the token a frame carries: its passcode, or an Authorization: Bearer header.
+func frameToken(f *stomp.Frame) string {
+	token, _ := f.Get("passcode")
+	if auth, ok := f.Get("Authorization"); ok {
+		token, _ = strings.CutPrefix(auth, "Bearer ")
+	}
+	return token
+}
+
+// onRefresh replaces the session's token: RECEIPT (with the new expiry), or ERROR and close.
+func (c *stompConn) onRefresh(f *stomp.Frame) bool {
+	id, err := c.s.refreshIdentity(c.w, c.ident, frameToken(f))
+	if err != nil {
+		c.fail(err, f, 4003)
+		return false
+	}
+	c.ident = id
+	if id.Expires.IsZero() {
+		c.receipt(f)
+	} else {
+		c.receipt(f, stomp.Header{Key: "expires", Value: id.Expires.UTC().Format(time.RFC3339)})
+	}
 	return true
 }
 
@@ -502,7 +542,8 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: ack %q: want auto, client or client-individual", ErrBadRequest, v), f, 4000)
 		return false
 	}
-	if err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
+	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
+	if err != nil {
 		c.fail(err, f, 4003)
 		return false
 	}
@@ -516,7 +557,8 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		opts.Recover, opts.Since = true, n
 		opts.Epoch, _ = f.Get("epoch")
 	}
-	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode}
+	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode, guard: guard}
+	k.watch = headerTrue(f, "presence")
 	sub, res, err := c.s.hub.Subscribe(ctx, topic, k, opts)
 	if err != nil {
 		c.fail(err, f, 4000)
@@ -562,7 +604,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	typ, _ := f.Get("type")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
+	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User})
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

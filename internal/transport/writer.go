@@ -28,7 +28,14 @@ var (
 	ReasonReadError    = Reason{Code: "read_error", Text: "read failed", WSCode: 1002}
 	ReasonHeartbeat    = Reason{Code: "heartbeat_timeout", Text: "no data from client within the heart-beat interval", WSCode: 1001, Reconnect: true}
 	ReasonNormal       = Reason{Code: "normal", Text: "bye", WSCode: 1000}
+	ReasonTokenExpired = Reason{Code: "token_expired", Text: "the token expired: refresh it before it does, or reconnect with a new one", WSCode: 4003, Reconnect: true}
+	ReasonRevoked      = Reason{Code: "token_revoked", Text: "the token was revoked (logged out)", WSCode: 4003}
 )
+
+// ForbiddenReason is the close reason of a connection whose subscription a Guard refused.
+func ForbiddenReason(err error) Reason {
+	return Reason{Code: "forbidden", Text: err.Error(), WSCode: 4003, Reconnect: true}
+}
 
 // ProtocolReason returns a Reason for bad client input; the client should not blindly retry.
 func ProtocolReason(code, text string, wsCode uint16) Reason {
@@ -72,6 +79,27 @@ type writer struct {
 	closeAfter bool   // close the conn once the queue is written; guarded by mu
 	reason     Reason // why it closed; set once; guarded by mu
 	closed     chan struct{}
+
+	authMu sync.Mutex
+	ident  Identity    // who the connection is; guarded by authMu
+	expiry *time.Timer // closes the connection when ident expires; guarded by authMu
+}
+
+// identity returns the connection's identity.
+func (w *writer) identity() Identity {
+	w.authMu.Lock()
+	defer w.authMu.Unlock()
+	return w.ident
+}
+
+// stopExpiry disarms the expiry timer of a closed connection.
+func (w *writer) stopExpiry() {
+	w.authMu.Lock()
+	defer w.authMu.Unlock()
+	if w.expiry != nil {
+		w.expiry.Stop()
+		w.expiry = nil
+	}
 }
 
 // connStats are the callbacks a writer reports to.

@@ -48,7 +48,8 @@ const (
 type wsConn struct {
 	s     *Server
 	id    string
-	user  string
+	ident Identity // refreshed in place by the refresh op; reader-owned
+	user  string   // ident.User, which a refresh never changes; read by other goroutines
 	mode  wsMode
 	w     *writer // safe for concurrent use
 	subs  map[string]*hub.Subscription
@@ -60,10 +61,17 @@ type wsConn struct {
 // wsSink delivers a subscription's publications to its connection.
 type wsSink struct {
 	c        *wsConn
-	dataOnly bool // seed dialects receive the data unwrapped
+	dataOnly bool  // seed dialects receive the data unwrapped
+	watch    bool  // the client asked for the topic's presence (joins and leaves)
+	guard    Guard // the policy's check before each delivery; nil: none
 }
 
-func (k *wsSink) Deliver(p *hub.Publication) { k.c.w.send(item{pub: p, sub: k}) }
+func (k *wsSink) Deliver(p *hub.Publication) {
+	if guardRefuses(k.guard, k.c.w, p) {
+		return
+	}
+	k.c.w.send(item{pub: p, sub: k})
+}
 
 // Gap tells a native client that the topic's epoch changed under its subscription.
 func (k *wsSink) Gap(topic string, now hub.Position, reason string) {
@@ -128,7 +136,7 @@ func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
-	user, err := s.authenticate(r)
+	ident, err := s.authenticate(r)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -138,10 +146,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, gr
 		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
-		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), user: user, mode: mode,
+		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, mode: mode,
 		subs: make(map[string]*hub.Subscription), group: group, rl: newRateLimiter(s.lim),
 	}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
+	s.bindIdentity(c.w, ident)
 	if !s.track(c.w, metrics.WS) {
 		c.w.close(ReasonShutdown, true)
 		return
@@ -165,10 +174,10 @@ func (c *wsConn) run(conn net.Conn, rd *wsReader) {
 		s.policy.Disconnected(c.client())
 	}()
 	if c.mode == modeNative {
-		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.user})
+		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.ident.User})
 	}
 	if c.mode == modeGroup {
-		if err := c.subscribe(ctx, c.group, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, c.group, nil, "", true, false); err != nil {
 			c.replyError(err, nil, c.group)
 		}
 	}
@@ -199,9 +208,15 @@ type wsRequest struct {
 	Data  json.RawMessage `json:"data"`
 	Type  string          `json:"type"`
 	ID    json.RawMessage `json:"id"`
+	// Presence asks subscribe for the topic's presence: who is there, then joins and leaves.
+	Presence bool `json:"presence"`
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
+	if tok, ok := refreshOp(msg); ok {
+		c.refresh(tok)
+		return
+	}
 	switch c.mode {
 	case modeChat:
 		c.handleChat(ctx, msg)
@@ -219,7 +234,7 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 	}
 	switch req.Op {
 	case "subscribe":
-		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative); err != nil {
+		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative, req.Presence && c.mode == modeNative); err != nil {
 			c.replyError(err, req.ID, req.Topic)
 		}
 	case "unsubscribe":
@@ -236,6 +251,37 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 	case "ping":
 		c.reply(map[string]any{"op": "pong", "id": req.ID})
 	}
+}
+
+// refreshOp recognises {"op":"refresh","token":"..."} in any dialect and returns the token.
+func refreshOp(msg []byte) (string, bool) {
+	if !bytes.Contains(msg, []byte(`"refresh"`)) {
+		return "", false
+	}
+	var m struct {
+		Op    string `json:"op"`
+		Token string `json:"token"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Op != "refresh" {
+		return "", false
+	}
+	return m.Token, true
+}
+
+// refresh replaces the connection's token: {"op":"refreshed","expires":...}, or an error and
+// the connection goes on with its old token (and closes when that one expires).
+func (c *wsConn) refresh(token string) {
+	id, err := c.s.refreshIdentity(c.w, c.ident, token)
+	if err != nil {
+		c.replyError(err, nil, "")
+		return
+	}
+	c.ident = id
+	ans := map[string]any{"op": "refreshed"}
+	if !id.Expires.IsZero() {
+		ans["expires"] = id.Expires.UTC().Format(time.RFC3339)
+	}
+	c.reply(ans)
 }
 
 // decodeRequest parses and checks one client message of the native protocol. On error the
@@ -279,7 +325,7 @@ func isProtocolOp(msg []byte) bool {
 		return false
 	}
 	switch probe.Op {
-	case "subscribe", "unsubscribe", "publish", "ping":
+	case "subscribe", "unsubscribe", "publish", "ping", "refresh":
 		return true
 	}
 	return false
@@ -294,7 +340,7 @@ func asJSON(msg []byte) json.RawMessage {
 	return b
 }
 
-func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly bool) error {
+func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly, watch bool) error {
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
@@ -304,14 +350,15 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 	} else if len(c.subs) >= c.s.lim.MaxSubs {
 		return fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs)
 	}
-	if err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
+	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
+	if err != nil {
 		return err
 	}
 	opts := hub.ReadOptions{Epoch: epoch}
 	if since != nil {
 		opts.Recover, opts.Since = true, *since
 	}
-	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly}, opts)
+	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly, watch: watch, guard: guard}, opts)
 	if err != nil {
 		return err
 	}
@@ -335,7 +382,7 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.user})
+	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User})
 	if err != nil {
 		c.replyError(err, id, topic)
 		return
@@ -380,7 +427,7 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		}
 	} else if c.room == "" {
 		topic := "chat/" + room
-		if err := c.subscribe(ctx, topic, nil, "", true); err != nil {
+		if err := c.subscribe(ctx, topic, nil, "", true, false); err != nil {
 			c.replyError(err, nil, topic)
 			return
 		}
@@ -391,8 +438,8 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		topic = "chat/" + room
 	}
 	sender := m.Sender
-	if c.user != "" {
-		sender = c.user
+	if c.ident.User != "" {
+		sender = c.ident.User
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -405,7 +452,7 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 	}
 }
 
-func (c *wsConn) client() Client { return Client{ID: c.id, User: c.user} }
+func (c *wsConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
 
 func (c *wsConn) reply(v any) {
 	b, err := json.Marshal(v)

@@ -133,6 +133,8 @@ type Broker struct {
 
 	waitMu  sync.Mutex
 	waiting map[string]*waiter // entry id → its waiter; guarded by waitMu
+
+	onBroadcast atomic.Pointer[func(msg []byte)] // broadcast.go
 }
 
 // waiter is a Publish waiting for its publication to come back.

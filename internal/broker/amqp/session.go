@@ -44,6 +44,8 @@ type session struct {
 	sequencer atomic.Bool
 	// catchUp asks the applier, which owns applying, to catch up with the log.
 	catchUp chan catchUpReq
+	// bcast is the channel broadcasts are sent on (broadcast.go); nil until it is open.
+	bcast atomic.Pointer[amqp.Channel]
 }
 
 // catchUpReq asks the applier to catch up with the log from an x-stream-offset, and to
@@ -112,7 +114,7 @@ func (b *Broker) runSession(onReady func()) error {
 	defer b.session.CompareAndSwap(s, nil)
 	defer b.m.sequencer.Set(0)
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4) // one per goroutine started with run
 	run := func(f func() error) {
 		wg.Add(1)
 		go func() {
@@ -123,6 +125,9 @@ func (b *Broker) runSession(onReady func()) error {
 	}
 	run(func() error { return b.applyLoop(s, live) })
 	run(func() error { return b.requestLoop(s) })
+	if err := b.startBroadcast(s, run); err != nil {
+		return err
+	}
 	// Only a node that caught up may become the sequencer: it continues every topic from its
 	// replica.
 	if err := pub.Qos(prefetch, 0, false); err != nil {

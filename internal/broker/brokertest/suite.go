@@ -107,6 +107,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DataLostWhileConnected", func(t *testing.T) { testFlush(t, h) })
 	t.Run("NodeCutOff", func(t *testing.T) { testLateNode(t, h, false) })
 	t.Run("NodeCutOffWhileDataLost", func(t *testing.T) { testLateNode(t, h, true) })
+	t.Run("Presence", func(t *testing.T) { testPresence(t, h) })
 }
 
 // Concurrent runs the suite's NodesPublishConcurrently check alone, for a broker's own test of

@@ -84,6 +84,8 @@ type Broker struct {
 	channels map[string]struct{}       // channels this node wants
 	pending  map[string][]chan<- error // per channel, one entry per SUBSCRIBE sent on ps, in order; nil entries expect no one
 	closed   bool
+
+	onBroadcast func(msg []byte) // set by OnBroadcast before Run; broadcast.go
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -452,6 +454,10 @@ func (b *Broker) confirm(ch string) {
 }
 
 func (b *Broker) deliver(m *goredis.Message) {
+	if m.Channel == b.broadcastChannel() {
+		b.receiveBroadcast(m.Payload)
+		return
+	}
 	topic, ok := strings.CutPrefix(m.Channel, b.cfg.Prefix+":c:")
 	if !ok {
 		return

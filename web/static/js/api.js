@@ -1,5 +1,16 @@
 // The REST calls of the page: JSON in and out, the token as Authorization: Bearer.
-import { ApiError, authHeaders } from './transports/transport.js';
+// ApiError is an error answer of the server: {error, reason} with an HTTP status.
+export class ApiError extends Error {
+  constructor(status, code, reason) {
+    super(reason || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export function authHeaders(token, extra = {}) {
+  return token ? { ...extra, Authorization: 'Bearer ' + token } : extra;
+}
 
 export async function api(method, path, { token = '', body } = {}) {
   const init = { method, headers: authHeaders(token), cache: 'no-store' };

@@ -1,8 +1,8 @@
 // The page: log in, pick a transport, share your position in a group, chat in a room, get
-// notified. All live traffic goes through one transport object (see transports/transport.js
-// for the interface); switching transports hands the topics and their positions to the new
+// notified. All live traffic goes through one connection of the client library (see live.js
+// for the interface); switching transports hands the topics and their positions to a new
 // one, which resumes where the old one stopped.
-import { transports, transportById } from './transports/index.js';
+import { transports, transportById, Live } from './live.js';
 import { api, namePattern } from './api.js';
 import { MapView, colorOf } from './map.js';
 import { ChatView } from './chat.js';
@@ -99,7 +99,7 @@ function startTransport(id) {
   const topics = old ? [...old.topics] : [];
   const since = old ? new Map(old.positions) : new Map();
   old?.close();
-  const t = new T({ token: app.token, user: app.user, authorize });
+  const t = new Live(T.id, { token: app.token, user: app.user, authorize });
   app.t = t;
   localStorage.setItem('rtlab.transport', T.id);
   document.querySelector(`input[name=transport][value=${T.id}]`).checked = true;
@@ -115,6 +115,12 @@ function startTransport(id) {
   t.on('message', (p) => { if (t === app.t) { route(p); panel.render(); } });
   t.on('gap', (g) => { if (t === app.t) onGap(g); });
   t.on('error', (e) => { if (t === app.t) panel.event(`error${e.topic ? ' on ' + e.topic : ''}: ${e.reason}`, 'bad'); });
+  // Presence: a member whose last page left the group leaves the map.
+  t.on('leave', (l) => {
+    if (t !== app.t || l.topic !== topicOf.location(app.group) || l.user === app.user) return;
+    map.remove(l.user);
+    panel.event(`${l.user} left the group`);
+  });
   t.connect(topics, since);
 }
 
@@ -197,7 +203,7 @@ async function joinGroup(g) {
   } catch (e) {
     panel.event(`group state of ${g}: ${e.message}`, 'bad');
   }
-  app.t.subscribe(topicOf.location(g), pos);
+  app.t.subscribe(topicOf.location(g), pos, { presence: true });
   const me = map.members.get(app.user);
   if (!me || me.x === undefined) map.moveMe(10 + Math.random() * 80, 10 + Math.random() * 80, true);
   else publishPosition();
@@ -495,7 +501,7 @@ $('#talk-form').addEventListener('submit', (e) => {
 // Leaving the page: WebSocket and STOMP sessions are left by the server when they drop; over
 // HTTP transports we say LEAVE ourselves.
 addEventListener('pagehide', () => {
-  if (!app.room || !app.t || app.t.constructor.id === 'ws' || app.t.constructor.id === 'stomp') return;
+  if (!app.room || !app.t || app.t.id === 'ws' || app.t.id === 'stomp') return;
   fetch(`/api/publish/chat/${app.room}?type=LEAVE`, {
     method: 'POST', keepalive: true,
     headers: { 'Content-Type': 'application/json', ...(app.token ? { Authorization: 'Bearer ' + app.token } : {}) },

@@ -66,6 +66,13 @@ export class MapView {
     this.animate();
   }
 
+  // remove takes a member off the map (it left the group).
+  remove(name) {
+    if (!this.members.delete(name)) return;
+    this.table.querySelector(`tr[data-member="${CSS.escape(name)}"]`)?.remove();
+    this.animate();
+  }
+
   // markStale greys out every member: their positions belong to a history that is gone.
   markStale() {
     for (const m of this.members.values()) m.stale = true;

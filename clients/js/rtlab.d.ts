@@ -1,0 +1,128 @@
+// Type declarations of rtlab.js.
+
+export type TransportName = 'ws' | 'stomp' | 'sse' | 'longpoll' | 'shortpoll';
+
+export interface Publication<T = unknown> {
+  topic: string;
+  offset: number;
+  epoch: string;
+  time: string;
+  sender?: string;
+  type?: string;
+  data: T;
+}
+
+export interface Gap {
+  topic: string;
+  /** The offset of the publication that follows the break, when the server says. */
+  offset?: number;
+  epoch: string;
+  reason: string;
+}
+
+export interface ClientInfo {
+  client: string;
+  node: string;
+  user?: string;
+  transport?: string;
+  joined: string;
+}
+
+export interface ClientOptions {
+  /** Transports to try, best first. Default ['ws', 'stomp', 'sse', 'longpoll', 'shortpoll']. */
+  transports?: TransportName[];
+  /** A token (JWT) sent as access_token, STOMP passcode or Authorization: Bearer. */
+  token?: string;
+  /** Returns a fresh token: called before the token expires and when the server refuses it. */
+  getToken?: () => Promise<string>;
+  /** WebSocket implementation where there is no global one (Node 20: the ws package). */
+  WebSocket?: unknown;
+  /** EventSource implementation where there is no global one (Node: the eventsource package). */
+  EventSource?: unknown;
+  fetch?: typeof fetch;
+  minBackoff?: number;
+  maxBackoff?: number;
+  connectTimeout?: number;
+  minLive?: number;
+  failures?: number;
+  retryBetter?: number;
+  pollInterval?: number;
+  longPollWait?: number;
+  presenceInterval?: number;
+  refreshBefore?: number;
+}
+
+export interface SubscribeOptions {
+  /** Resume after this offset (0: from the oldest retained). Without it: from now. */
+  since?: number;
+  /** The epoch since belongs to. */
+  epoch?: string;
+  /** Ask for presence (implied by a presence, join or leave handler). */
+  presence?: boolean;
+}
+
+export interface SubscriptionState {
+  state: 'subscribing' | 'subscribed' | 'unsubscribed';
+  transport: TransportName;
+  reason: string;
+}
+
+export interface Handlers<T = unknown> {
+  publication?(p: Publication<T>): void;
+  gap?(g: Gap): void;
+  state?(s: SubscriptionState): void;
+  error?(e: RtlabError): void;
+  presence?(clients: ClientInfo[]): void;
+  join?(c: ClientInfo): void;
+  leave?(c: ClientInfo): void;
+}
+
+export class RtlabError extends Error {
+  code: string;
+  status: number;
+}
+
+export class Subscription<T = unknown> {
+  readonly topic: string;
+  /** The position of the last publication delivered, where a reconnect resumes. */
+  readonly position: { offset: number; epoch: string } | null;
+  readonly state: SubscriptionState['state'];
+  /** Who is present (when presence was asked for), by node/client. */
+  readonly members: Map<string, ClientInfo>;
+  unsubscribe(): void;
+}
+
+export interface ClientState {
+  state: 'connecting' | 'connected' | 'disconnected' | 'closed';
+  transport: TransportName;
+  reason: string;
+}
+
+export interface TransportEvent {
+  transport: TransportName;
+  event: 'trying' | 'connected' | 'failed' | 'upgrading';
+  reason?: string;
+}
+
+export interface Ack {
+  topic: string;
+  offset: number;
+  epoch: string;
+}
+
+export class Client {
+  constructor(url: string, opts?: ClientOptions);
+  readonly transport: TransportName;
+  readonly state: ClientState['state'];
+  subscribe<T = unknown>(topic: string, opts?: SubscribeOptions, handlers?: Handlers<T>): Subscription<T>;
+  publish(topic: string, data: unknown, opts?: { type?: string }): Promise<Ack>;
+  presence(topic: string): Promise<{ topic: string; clients: ClientInfo[]; users: string[] }>;
+  history(topic: string, opts?: { since?: number; limit?: number; epoch?: string }): Promise<{
+    topic: string; epoch: string; offset: number; recovered: boolean; reason?: string; publications: Publication[];
+  }>;
+  close(): void;
+  on(event: 'state', fn: (s: ClientState) => void): () => void;
+  on(event: 'transport', fn: (e: TransportEvent) => void): () => void;
+  on(event: 'disconnect', fn: (d: { code: string; reason: string; reconnect: boolean }) => void): () => void;
+  on(event: 'error', fn: (e: RtlabError) => void): () => void;
+}

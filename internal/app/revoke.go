@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/state"
+	"github.com/rtlab/rtlab/internal/transport"
+)
+
+// kindRevoked is the state kind of revoked tokens; revokeTopic announces them to every node.
+const (
+	kindRevoked = "revoked"
+	revokeTopic = controlPrefix + "revocations"
+)
+
+// revoker carries a logout to every node. The revocation is kept in the shared state store,
+// so a node that starts later (or this one after a restart) refuses the token too, and is
+// announced on revokeTopic, so every node adds it to its set at once and closes its open
+// connections that use the token.
+type revoker struct {
+	hub   *hub.Hub
+	store state.Store
+	set   *auth.Revocations
+	tr    *transport.Server
+	log   *slog.Logger
+}
+
+// revocation is what the store and the announcement hold.
+type revocation struct {
+	ID      string    `json:"id"`
+	User    string    `json:"user"`
+	Expires time.Time `json:"exp"`
+}
+
+// start subscribes to announcements, then loads the stored revocations (dropping expired
+// ones), so nothing revoked meanwhile is missed.
+func (rv *revoker) start(ctx context.Context) error {
+	sub, _, err := rv.hub.Subscribe(ctx, revokeTopic, hub.SinkFunc(rv.deliver), hub.ReadOptions{})
+	if err != nil {
+		return fmt.Errorf("revocations: subscribe: %w", err)
+	}
+	now := time.Now()
+	var expired []string
+	err = rv.store.List(ctx, kindRevoked, func(name string, v []byte) {
+		var r revocation
+		if json.Unmarshal(v, &r) != nil || !r.Expires.After(now) {
+			expired = append(expired, name)
+			return
+		}
+		if err := rv.set.Add(r.ID, r.Expires); err != nil {
+			rv.log.Warn("revocation not loaded", "user", r.User, "err", err)
+		}
+	})
+	if err != nil {
+		rv.hub.Unsubscribe(sub)
+		return fmt.Errorf("revocations: load: %w", err)
+	}
+	for _, name := range expired {
+		_ = rv.store.Delete(ctx, kindRevoked, name)
+	}
+	sub.Start()
+	return nil
+}
+
+// deliver applies an announced revocation on this node.
+func (rv *revoker) deliver(p *hub.Publication) {
+	var r revocation
+	if json.Unmarshal(p.Data, &r) != nil || r.ID == "" {
+		return
+	}
+	_ = rv.set.Add(r.ID, r.Expires)
+	rv.closeSessions(r.ID)
+}
+
+func (rv *revoker) closeSessions(id string) {
+	n := rv.tr.CloseSessions(func(ident transport.Identity) bool { return ident.Session == id }, transport.ReasonRevoked)
+	if n > 0 {
+		rv.log.Info("closed connections of a revoked token", "connections", n)
+	}
+}
+
+// revoke records c's revocation, announces it and closes this node's connections using it.
+func (rv *revoker) revoke(ctx context.Context, c auth.Claims) error {
+	if err := rv.set.Add(c.ID, c.Expires); err != nil {
+		return fmt.Errorf("%w: %v", hub.ErrNotReady, err)
+	}
+	sum := sha256.Sum256([]byte(c.ID))
+	data, _ := json.Marshal(revocation{ID: c.ID, User: c.User, Expires: c.Expires})
+	if _, err := rv.store.Put(ctx, kindRevoked, hex.EncodeToString(sum[:16]), data, 0); err != nil && !errors.Is(err, state.ErrConflict) {
+		return fmt.Errorf("%w: keep revocation: %v", hub.ErrNotReady, err)
+	}
+	rv.closeSessions(c.ID)
+	if _, err := rv.hub.Publish(ctx, hub.PublishRequest{Topic: revokeTopic, Type: "REVOKE", Sender: c.User, Data: data}); err != nil {
+		return fmt.Errorf("announce revocation: %w", err)
+	}
+	return nil
+}

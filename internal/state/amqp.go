@@ -1,0 +1,285 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// AMQP is a Store on RabbitMQ, which has no compare-and-set: every change is a record appended
+// to a stream queue, and every node folds the whole stream, in its order, into memory. A Put
+// applies when the record's expected revision is the record's current one at that point of
+// the stream, so all nodes decide alike; its new revision is the stream offset. The writer
+// waits until its own record comes back through the fold to learn the outcome.
+//
+// Reads answer from the node's fold: a node sees another node's change once it has read it
+// (usually within a millisecond), its own changes at once. The stream keeps every change (no
+// retention limit), which is what lets a starting node rebuild the state; it grows with each
+// change (a few hundred bytes) and is read whole at start.
+type AMQP struct {
+	url   string
+	queue string
+	node  string
+
+	conn   *amqp.Connection
+	pubMu  sync.Mutex    // serializes publishes on pubCh
+	pubCh  *amqp.Channel // guarded by pubMu
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	recs    map[string]map[string]Record // guarded by mu
+	seq     uint64                       // last record id of this node; guarded by mu
+	waiters map[uint64]chan amqpResult   // by record id; guarded by mu
+	next    int64                        // stream offset to read from after a reconnect; guarded by mu
+}
+
+type amqpResult struct {
+	rev uint64
+	err error
+}
+
+// amqpRecord is one change in the stream.
+type amqpRecord struct {
+	Op    string `json:"op"` // put, del, mark
+	Kind  string `json:"k,omitempty"`
+	Name  string `json:"n,omitempty"`
+	Value []byte `json:"v,omitempty"`
+	Rev   uint64 `json:"r,omitempty"` // expected revision (put)
+	Node  string `json:"node"`
+	Seq   uint64 `json:"seq"`
+}
+
+var _ Store = (*AMQP)(nil)
+
+// OpenAMQP connects, declares the stream queue and folds it up to its current end.
+func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
+	a := &AMQP{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
+		recs: make(map[string]map[string]Record), waiters: make(map[uint64]chan amqpResult), done: make(chan struct{})}
+	if err := a.connect(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go a.run(rctx)
+	// Fold up to now: append a marker and wait for it.
+	if _, err := a.append(ctx, amqpRecord{Op: "mark"}); err != nil {
+		_ = a.Close()
+		return nil, fmt.Errorf("state: amqp: catch up with %s: %w", queue, err)
+	}
+	return a, nil
+}
+
+func (a *AMQP) connect() error {
+	conn, err := amqp.DialConfig(a.url, amqp.Config{Heartbeat: 2 * time.Second, Dial: amqp.DefaultDial(3 * time.Second),
+		Properties: amqp.Table{"connection_name": "rtlab-state"}})
+	if err != nil {
+		return fmt.Errorf("state: amqp: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		_, err = ch.QueueDeclare(a.queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"})
+	}
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("state: amqp: declare %s: %w", a.queue, err)
+	}
+	a.pubMu.Lock()
+	a.conn, a.pubCh = conn, ch
+	a.pubMu.Unlock()
+	return nil
+}
+
+// run consumes the stream for as long as the store is open, reconnecting after a loss.
+func (a *AMQP) run(ctx context.Context) {
+	defer close(a.done)
+	for ctx.Err() == nil {
+		err := a.consume(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err
+		a.failWaiters(fmt.Errorf("state: amqp: connection lost: %v", err))
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if a.connect() == nil {
+				break
+			}
+		}
+	}
+}
+
+func (a *AMQP) consume(ctx context.Context) error {
+	a.pubMu.Lock()
+	conn := a.conn
+	a.pubMu.Unlock()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Qos(1000, 0, false); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	var from any = "first"
+	if a.next > 0 {
+		from = a.next
+	}
+	a.mu.Unlock()
+	ds, err := ch.ConsumeWithContext(ctx, a.queue, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
+	if err != nil {
+		return err
+	}
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-closed:
+			return e
+		case d, ok := <-ds:
+			if !ok {
+				return errors.New("stream consumer ended")
+			}
+			off, _ := d.Headers["x-stream-offset"].(int64)
+			a.apply(off, d.Body)
+			if n++; n%500 == 0 || len(ds) == 0 {
+				_ = d.Ack(true)
+			}
+		}
+	}
+}
+
+// apply folds one record at stream offset off.
+func (a *AMQP) apply(off int64, body []byte) {
+	var r amqpRecord
+	if json.Unmarshal(body, &r) != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if off < a.next {
+		return // read again after a reconnect
+	}
+	a.next = off + 1
+	res := amqpResult{rev: uint64(off) + 1}
+	switch r.Op {
+	case "put":
+		m := a.recs[r.Kind]
+		if m[r.Name].Rev != r.Rev {
+			res.err = ErrConflict
+			break
+		}
+		if m == nil {
+			m = make(map[string]Record)
+			a.recs[r.Kind] = m
+		}
+		m[r.Name] = Record{Value: r.Value, Rev: res.rev}
+	case "del":
+		delete(a.recs[r.Kind], r.Name)
+	}
+	if r.Node == a.node {
+		if w := a.waiters[r.Seq]; w != nil {
+			delete(a.waiters, r.Seq)
+			w <- res
+		}
+	}
+}
+
+// append publishes r and waits until the fold has applied it.
+func (a *AMQP) append(ctx context.Context, r amqpRecord) (uint64, error) {
+	a.mu.Lock()
+	a.seq++
+	r.Node, r.Seq = a.node, a.seq
+	w := make(chan amqpResult, 1)
+	a.waiters[r.Seq] = w
+	a.mu.Unlock()
+	body, _ := json.Marshal(r)
+	a.pubMu.Lock()
+	err := a.pubCh.PublishWithContext(ctx, "", a.queue, false, false, amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body})
+	a.pubMu.Unlock()
+	if err != nil {
+		a.dropWaiter(r.Seq)
+		return 0, fmt.Errorf("state: amqp: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	select {
+	case res := <-w:
+		return res.rev, res.err
+	case <-ctx.Done():
+		a.dropWaiter(r.Seq)
+		return 0, fmt.Errorf("state: amqp: waiting for the record: %w", ctx.Err())
+	}
+}
+
+func (a *AMQP) dropWaiter(seq uint64) {
+	a.mu.Lock()
+	delete(a.waiters, seq)
+	a.mu.Unlock()
+}
+
+func (a *AMQP) failWaiters(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for seq, w := range a.waiters {
+		delete(a.waiters, seq)
+		w <- amqpResult{err: err}
+	}
+}
+
+func (a *AMQP) Get(_ context.Context, kind, name string) (Record, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.recs[kind][name], nil
+}
+
+func (a *AMQP) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
+	if len(value) > MaxValue {
+		return 0, ErrTooLarge
+	}
+	return a.append(ctx, amqpRecord{Op: "put", Kind: kind, Name: name, Value: value, Rev: rev})
+}
+
+func (a *AMQP) Delete(ctx context.Context, kind, name string) error {
+	_, err := a.append(ctx, amqpRecord{Op: "del", Kind: kind, Name: name})
+	return err
+}
+
+func (a *AMQP) List(_ context.Context, kind string, fn func(string, []byte)) error {
+	a.mu.Lock()
+	recs := make(map[string][]byte, len(a.recs[kind]))
+	for n, r := range a.recs[kind] {
+		recs[n] = r.Value
+	}
+	a.mu.Unlock()
+	for n, v := range recs {
+		fn(n, v)
+	}
+	return nil
+}
+
+func (a *AMQP) Close() error {
+	a.cancel()
+	a.pubMu.Lock()
+	conn := a.conn
+	a.pubMu.Unlock()
+	err := conn.Close()
+	<-a.done
+	return err
+}

@@ -1,0 +1,110 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Redis is a Store in Redis: one hash per kind, <prefix>:{state}:<kind>, whose fields are the
+// names and whose values are the revision (20 decimal digits) followed by the value.
+// Revisions come from one counter, <prefix>:{state}:rev. A Put is one Lua script, so the
+// compare and the set are atomic; the braces keep every key in one Redis Cluster slot.
+type Redis struct {
+	c      *goredis.Client
+	prefix string
+}
+
+var _ Store = (*Redis)(nil)
+
+var redisPut = goredis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local rev = 0
+if cur then rev = tonumber(string.sub(cur, 1, 20)) end
+if rev ~= tonumber(ARGV[2]) then return -1 end
+local n = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%020d', n) .. ARGV[3])
+return n
+`)
+
+// OpenRedis connects to the Redis at url (redis://host:port/db).
+func OpenRedis(ctx context.Context, url, prefix string) (*Redis, error) {
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("state: redis url: %w", err)
+	}
+	opt.MaxRetries = -1 // a Put is not idempotent
+	c := goredis.NewClient(opt)
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("state: redis: %w", err)
+	}
+	return &Redis{c: c, prefix: prefix}, nil
+}
+
+func (r *Redis) key(kind string) string { return r.prefix + ":{state}:" + kind }
+
+func decodeRedis(s string) (Record, error) {
+	if len(s) < 20 {
+		return Record{}, errors.New("state: redis: malformed record")
+	}
+	rev, err := strconv.ParseUint(s[:20], 10, 64)
+	if err != nil {
+		return Record{}, fmt.Errorf("state: redis: malformed record: %w", err)
+	}
+	return Record{Rev: rev, Value: []byte(s[20:])}, nil
+}
+
+func (r *Redis) Get(ctx context.Context, kind, name string) (Record, error) {
+	s, err := r.c.HGet(ctx, r.key(kind), name).Result()
+	if errors.Is(err, goredis.Nil) {
+		return Record{}, nil
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("state: redis: %w", err)
+	}
+	return decodeRedis(s)
+}
+
+func (r *Redis) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
+	if len(value) > MaxValue {
+		return 0, ErrTooLarge
+	}
+	n, err := redisPut.Run(ctx, r.c, []string{r.key(kind), r.prefix + ":{state}:rev"}, name, rev, value).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("state: redis: %w", err)
+	}
+	if n < 0 {
+		return 0, ErrConflict
+	}
+	return uint64(n), nil
+}
+
+func (r *Redis) Delete(ctx context.Context, kind, name string) error {
+	if err := r.c.HDel(ctx, r.key(kind), name).Err(); err != nil {
+		return fmt.Errorf("state: redis: %w", err)
+	}
+	return nil
+}
+
+func (r *Redis) List(ctx context.Context, kind string, fn func(string, []byte)) error {
+	iter := r.c.HScan(ctx, r.key(kind), 0, "", 1000).Iterator()
+	for iter.Next(ctx) {
+		name := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		if rec, err := decodeRedis(iter.Val()); err == nil {
+			fn(name, rec.Value)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("state: redis: %w", err)
+	}
+	return nil
+}
+
+func (r *Redis) Close() error { return r.c.Close() }

@@ -1,0 +1,159 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/state"
+)
+
+// open returns two stores on one backend, as two nodes would have; reopen opens the second
+// again (a node restarted).
+type backend struct {
+	name string
+	open func(t *testing.T) (a, b state.Store, reopen func() state.Store)
+}
+
+func backends() []backend {
+	ctx := context.Background()
+	must := func(t *testing.T, s state.Store, err error) state.Store {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return []backend{
+		{"memory", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			m := state.NewMemory()
+			return m, m, func() state.Store { return m }
+		}},
+		{"bolt", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			b, err := state.OpenBolt(path)
+			b1 := must(t, b, err)
+			return b1, b1, func() state.Store {
+				_ = b1.Close()
+				b2, err := state.OpenBolt(path)
+				return must(t, b2, err)
+			}
+		}},
+		{"redis", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			srv := brokertest.StartRedis(t)
+			a, err := state.OpenRedis(ctx, srv.URL, "t")
+			b, err2 := state.OpenRedis(ctx, srv.URL, "t")
+			return must(t, a, err), must(t, b, err2), func() state.Store {
+				c, err := state.OpenRedis(ctx, srv.URL, "t")
+				return must(t, c, err)
+			}
+		}},
+		{"nats", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			srv := brokertest.StartNATS(t)
+			a, err := state.OpenNATS(ctx, srv.URL, "t-state")
+			b, err2 := state.OpenNATS(ctx, srv.URL, "t-state")
+			return must(t, a, err), must(t, b, err2), func() state.Store {
+				c, err := state.OpenNATS(ctx, srv.URL, "t-state")
+				return must(t, c, err)
+			}
+		}},
+		{"amqp", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			srv := brokertest.StartRabbit(t)
+			a, err := state.OpenAMQP(ctx, srv.URL, "t.state")
+			b, err2 := state.OpenAMQP(ctx, srv.URL, "t.state")
+			return must(t, a, err), must(t, b, err2), func() state.Store {
+				c, err := state.OpenAMQP(ctx, srv.URL, "t.state")
+				return must(t, c, err)
+			}
+		}},
+	}
+}
+
+// TestConformance runs the Store contract on every backend: create-once, compare-and-set
+// across two stores, names with every topic character, list, delete, and a reopened store
+// that finds everything.
+func TestConformance(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			a, b, reopen := be.open(t)
+			name := "chat/a.b:c@d_e-f/g"
+			if r, err := a.Get(ctx, "room", name); err != nil || r.Rev != 0 {
+				t.Fatalf("missing record: %+v %v", r, err)
+			}
+			rev, err := a.Put(ctx, "room", name, []byte(`{"owner":"ann"}`), 0)
+			if err != nil || rev == 0 {
+				t.Fatalf("create: %d %v", rev, err)
+			}
+			if _, err := b.Put(ctx, "room", name, []byte(`{"owner":"mallory"}`), 0); !errors.Is(err, state.ErrConflict) {
+				t.Fatalf("second create from another node: %v", err)
+			}
+			// b sees a's record (RabbitMQ: once its fold has read it).
+			var rb state.Record
+			brokertest.Eventually(t, 10*time.Second, func() error {
+				if rb, err = b.Get(ctx, "room", name); err != nil || rb.Rev != rev {
+					return fmt.Errorf("b reads %+v %v, want rev %d", rb, err, rev)
+				}
+				return nil
+			})
+			if string(rb.Value) != `{"owner":"ann"}` {
+				t.Fatalf("b reads %q", rb.Value)
+			}
+			// Compare-and-set: one of two updates from the same revision wins.
+			_, errA := a.Put(ctx, "room", name, []byte(`{"owner":"bob"}`), rev)
+			_, errB := b.Put(ctx, "room", name, []byte(`{"owner":"eve"}`), rev)
+			if (errA == nil) == (errB == nil) {
+				t.Fatalf("both or neither of two updates from revision %d won: %v / %v", rev, errA, errB)
+			}
+			// Update under contention from both stores: every increment counts.
+			var wg sync.WaitGroup
+			for i, s := range []state.Store{a, b, a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 10 {
+						if _, err := state.Update(ctx, s, "counter", "n", func(cur []byte) ([]byte, error) {
+							n := 0
+							fmt.Sscan(string(cur), &n)
+							return []byte(fmt.Sprint(n + 1)), nil
+						}); err != nil {
+							t.Errorf("update %d: %v", i, err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			var last state.Record
+			brokertest.Eventually(t, 10*time.Second, func() error {
+				last, _ = a.Get(ctx, "counter", "n")
+				if string(last.Value) != "40" {
+					return fmt.Errorf("counter %q, want 40", last.Value)
+				}
+				return nil
+			})
+			_, _ = a.Put(ctx, "revoked", "x1", []byte("1"), 0)
+			_, _ = a.Put(ctx, "revoked", "x2", []byte("2"), 0)
+			if err := a.Delete(ctx, "revoked", "x1"); err != nil {
+				t.Fatal(err)
+			}
+			c := reopen()
+			got := map[string]string{}
+			if err := c.List(ctx, "revoked", func(n string, v []byte) { got[n] = string(v) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got["x2"] != "2" {
+				t.Fatalf("list after reopen: %v", got)
+			}
+			if r, _ := c.Get(ctx, "room", name); r.Rev == 0 {
+				t.Fatal("reopened store lost the room")
+			}
+		})
+	}
+}
