@@ -124,6 +124,16 @@ func (o *Options) checkServers() error {
 			_, why := serves(s, o.Transports[0])
 			return usageErr("--transport", "%s with --server %s: nothing to run (%s)", strings.Join(o.Transports, ","), s, why)
 		}
+		any = false
+		for i, b := range o.Brokers {
+			if ok, _ := runsOn(s, b, i); ok {
+				any = true
+			}
+		}
+		if !any {
+			_, why := runsOn(s, o.Brokers[0], 0)
+			return usageErr("--broker", "%s with --server %s: nothing to run (%s)", RedactBrokers(strings.Join(o.Brokers, ",")), s, why)
+		}
 	}
 	return nil
 }

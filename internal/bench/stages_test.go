@@ -148,6 +148,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{Options{TargetKind: "centrifugo"}, "--target-kind"},
 		{Options{StompSub: "/topic/x"}, "--stomp-pub/--stomp-sub/--stomp-login"},
 		{Options{CentrifugoAPIKey: "k"}, "--centrifugo-bin/--centrifugo-api-key"},
+		{Options{Servers: []string{"centrifugo"}, Brokers: []string{"nats://127.0.0.1:4222"}}, "--broker"},
 	}
 	for _, tt := range tests {
 		err := tt.o.Validate()
