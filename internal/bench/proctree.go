@@ -34,7 +34,7 @@ func parseStat(b []byte) (procStat, bool) {
 		return p, false
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:i])))
-	if err != nil {
+	if err != nil || pid <= 0 {
 		return p, false
 	}
 	// Fields after the command name start at field 3 (state): ppid is field 4, utime 14,
@@ -50,7 +50,7 @@ func parseStat(b []byte) (procStat, bool) {
 	p.pid = pid
 	p.ppid = int(num(4))
 	p.cpu = time.Duration(num(14)+num(15)) * time.Second / clockTicks
-	p.threads = int64(num(20))
+	p.threads = int64(min(num(20), 1<<31))
 	p.rss = num(24) * pageSize
 	return p, true
 }

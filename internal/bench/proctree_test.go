@@ -56,3 +56,14 @@ func TestProcTree(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// FuzzParseStat feeds the /proc/<pid>/stat reader arbitrary lines: it must not panic.
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("4242 (java (main) x) S 4200 4242 4242 0 -1 4194560 1 0 0 0 250 75 0 0 20 0 37 0 100 1000000 5000 18446744073709551615 0 0 0 0\n"))
+	f.Add([]byte("1 () R 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if p, ok := parseStat(b); ok && (p.pid < 0 || p.threads < 0) {
+			t.Fatalf("%q parsed as %+v", b, p)
+		}
+	})
+}
