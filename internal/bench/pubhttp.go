@@ -68,13 +68,10 @@ func (w *pubWorker) httpPublish(job pubJob) {
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)
 	req := w.buf[path:]
-	// One publication of a user on its way at a time, in order: over the pool they travel on
-	// different connections, and the server may take two at once in either order.
-	a.httpMu.Lock()
-	defer a.httpMu.Unlock()
-	if !a.inOrderLocked(&a.httpNext, job.seq) {
+	if !a.httpTurn(job.seq) {
 		return
 	}
+	defer a.httpMu.Unlock()
 	p.state.Store(pubSent)
 	v.sh.update(func(k *counters) { k.pubSent++ })
 	err := w.do(req, func(status int, body []byte) error {

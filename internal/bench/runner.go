@@ -489,7 +489,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 			n, 100*float64(n)/float64(max(k.pubSent, 1)), lateStart, time.Duration(c.maxStartWait.Load()).Round(time.Millisecond), why))
 	}
 	if n := c.outOfTurn.Load(); n > 0 {
-		run.Notes = append(run.Notes, fmt.Sprintf("%d publications were not sent: a later one of the same user had gone first (a publish worker stalled); each sender's order on the wire was kept", n))
+		run.Notes = append(run.Notes, fmt.Sprintf("%d publications were not sent: a later one of the same user had gone first (a publish worker stalled), or over HTTP its last one was still unanswered; each sender's order on the wire was kept", n))
 	}
 	switch {
 	case c.drv.httpPublish():

@@ -114,6 +114,23 @@ type activity struct {
 	httpNext int        // as wireNext, for the HTTP pool; guarded by httpMu
 }
 
+// httpTurn reports whether publication seq may go over the HTTP pool now, and if so holds
+// a.httpMu until the caller has its answer. One publication of a user is on its way at a time,
+// in order: over the pool they travel on different connections, and a server may take two at
+// once in either order. A turn that finds the last one still unanswered (a request slower than
+// the interval) is skipped and counted, as an out-of-order one; no worker waits for another.
+func (a *activity) httpTurn(seq int) bool {
+	if !a.httpMu.TryLock() {
+		a.v.c.outOfTurn.Add(1)
+		return false
+	}
+	if !a.inOrderLocked(&a.httpNext, seq) {
+		a.httpMu.Unlock()
+		return false
+	}
+	return true
+}
+
 // inOrderLocked reports whether publication seq may be sent now, and if so records it as sent:
 // not when a later publication of the user has already gone. Workers take the user's turns from
 // a shared queue, so a worker that stalls (a busy machine) could otherwise send turn n after

@@ -265,11 +265,10 @@ func (w *pubWorker) cfAPIPublish(job pubJob) {
 	w.body = append(w.body, '}')
 	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], []byte("/api/publish"),
 		"X-API-Key: "+c.opts.cfKey+"\r\nContent-Type: application/json\r\n", w.body)
-	a.httpMu.Lock() // one at a time and in order, as httpPublish
-	defer a.httpMu.Unlock()
-	if !a.inOrderLocked(&a.httpNext, job.seq) {
+	if !a.httpTurn(job.seq) {
 		return
 	}
+	defer a.httpMu.Unlock()
 	p.state.Store(pubSent)
 	v.sh.update(func(k *counters) { k.pubSent++ })
 	err := w.do(w.buf, func(status int, body []byte) error {
