@@ -22,7 +22,38 @@ type wsCloseError struct {
 }
 
 func (e *wsCloseError) Error() string {
-	return fmt.Sprintf("websocket closed by server: %d %s", e.code, e.reason)
+	// The name of a standard code survives errorText, which folds numbers into N.
+	return fmt.Sprintf("websocket closed by server: %d (%s) %s", e.code, closeName(e.code), e.reason)
+}
+
+// closeName names a WebSocket close code (RFC 6455, section 7.4.1), or its range.
+func closeName(c ws.StatusCode) string {
+	switch c {
+	case 1000:
+		return "normal"
+	case 1001:
+		return "going away"
+	case 1002:
+		return "protocol error"
+	case 1003:
+		return "unsupported data"
+	case 1007:
+		return "invalid data"
+	case 1008:
+		return "policy violation"
+	case 1009:
+		return "message too big"
+	case 1011:
+		return "internal error"
+	case 1012:
+		return "service restart"
+	case 1013:
+		return "try again later"
+	}
+	if c >= 3000 && c < 5000 {
+		return "application code"
+	}
+	return "other"
 }
 
 // wsDial opens a WebSocket for v with gobwas/ws's client handshake (its buffers are pooled and
