@@ -2,7 +2,7 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-deps vet fuzz bench-go test-nats-current peers
+.PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers
 
 run:
 	$(GO) run ./cmd/rtlab serve
@@ -13,8 +13,15 @@ build:
 # test installs the third-party test clients, then vets, runs every test with the race
 # detector, and gives each fuzz target a short run.
 test: test-deps vet
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/k6$$')
+	$(MAKE) test-k6
 	$(MAKE) fuzz
+
+# test-k6 runs the seed scripts' k6 suite (test/k6) after the other tests rather than beside
+# them, so that its 200 users do not share the machine with timing-sensitive tests. It skips
+# when k6 is missing (.ci/run builds it).
+test-k6:
+	$(GO) test -count=1 -timeout 10m ./test/k6/
 
 test-deps:
 	@if command -v npm >/dev/null; then \

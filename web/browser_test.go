@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,6 +146,43 @@ func TestBrowserLiveGap(t *testing.T) {
 				t.Fatalf("gap.mjs failed (%v); see the log above and %s", err, env.out)
 			}
 		})
+	}
+}
+
+// TestBrowserOlderMessages: a room holds 300 messages, more than a page (50) and than the
+// node's live window (100; the rest is in the embedded archive). Scrolled to the top, the page
+// loads older messages until the room's beginning, each message once, in order.
+func TestBrowserOlderMessages(t *testing.T) {
+	env := newBrowserEnv(t)
+	s := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, "node-older.log"),
+		dataDir: t.TempDir(), args: []string{"--durable-history", "100", "--msg-rate", "-1"}}
+	s.start()
+	t.Cleanup(s.stop)
+	const room, count = "archive", 300
+	publish := func(typ, body string) {
+		t.Helper()
+		res, err := http.Post("http://"+s.addr+"/api/publish/chat/"+room+"?type="+typ, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("publish %s: %s", typ, res.Status)
+		}
+	}
+	publish("ENTER", `{"sender":"bob"}`)
+	for i := range count {
+		publish("TALK", fmt.Sprintf(`{"sender":"bob","message":"m%d"}`, i))
+	}
+	cmd, _, sc := env.script(t, 90*time.Second, "older.mjs", "--base", "http://"+s.addr, "--out", env.out,
+		"--room", room, "--count", strconv.Itoa(count))
+	passed := false
+	for sc.Scan() {
+		t.Logf("older.mjs: %s", sc.Text())
+		passed = passed || sc.Text() == "PASS"
+	}
+	if err := cmd.Wait(); err != nil || !passed {
+		t.Fatalf("older.mjs failed (%v); see the log above and %s", err, env.out)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
 	amqpbroker "github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/memory"
@@ -56,6 +57,15 @@ type Config struct {
 	Durable []string
 	// DurableHistory is how many publications a durable topic keeps; zero means 1000.
 	DurableHistory int
+	// Archive keeps durable topics beyond their window: "embedded" (archive.db in DataDir; none
+	// without DataDir), "off", or a PostgreSQL URL shared by every node. Empty means embedded
+	// with the memory broker and off with a shared one.
+	Archive string
+	// ArchiveRetention is what the archive keeps (archive.ParseRetention); empty keeps all.
+	ArchiveRetention string
+	ArchiveQueue     int           // publications waiting to be archived; zero means 100,000
+	ArchiveSweep     time.Duration // how often the broker's window is checked; zero means 30 s
+	ArchiveGrace     time.Duration // age before a sweep archives another node's publication; zero means 10 s
 	// ResultsDir is where /lab looks for bench results; zero means "bench-results".
 	ResultsDir string
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
@@ -78,8 +88,10 @@ type App struct {
 	policy    *policy
 	chat      *chatRooms
 	notes     *notifications
-	store     *store.Store // nil without durable history
-	state     state.Store  // rooms and revocations; never nil
+	store     *store.Store      // nil without durable history
+	archive   *archive.Archiver // nil without an archive
+	archDesc  string            // the archive, for the start line
+	state     state.Store       // rooms and revocations; never nil
 	revoker   *revoker
 	login     *auth.Signer // nil: POST /api/login is off
 	users     *auth.Users  // nil: login takes any name (open dev mode)
@@ -146,21 +158,34 @@ func New(cfg Config) (*App, error) {
 		}
 		b = memory.New(mc)
 	default:
-		// External brokers keep history themselves; --durable is the memory broker's.
-		plain := func(string) hub.HistoryPolicy { return history }
 		var err error
-		if b, err = newExternalBroker(bctx, cfg, plain, reg); err != nil {
+		if b, err = newExternalBroker(bctx, cfg, policyFor, reg); err != nil {
 			return nil, err
 		}
 	}
-	h := hub.New(hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
-		Presence: hub.PresenceConfig{Off: cfg.PresenceOff, Refresh: cfg.PresenceRefresh}})
+	arch, archDesc, err := newArchive(bctx, cfg, b, isDurable, reg)
+	if err != nil {
+		_ = b.Close()
+		if st != nil {
+			_ = st.Close()
+		}
+		return nil, err
+	}
+	hc := hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
+		Presence: hub.PresenceConfig{Off: cfg.PresenceOff, Refresh: cfg.PresenceRefresh}}
+	if arch != nil {
+		hc.Broker, hc.Archive = arch.Publisher(b), arch
+	}
+	h := hub.New(hc)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st}
+	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h), store: st, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		_ = b.Close()
+		if arch != nil {
+			_ = arch.Close(0)
+		}
 		if st != nil {
 			_ = st.Close()
 		}
@@ -169,7 +194,6 @@ func New(cfg Config) (*App, error) {
 		}
 		return nil, err
 	}
-	var err error
 	if a.state, err = newStateStore(bctx, cfg); err != nil {
 		return fail(err)
 	}
@@ -211,6 +235,9 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.hub.Run(ctx); err != nil {
 		return err
 	}
+	if a.archive != nil {
+		a.archive.Run(ctx) // its first sweep catches up what a stopped node left unarchived
+	}
 	return a.revoker.start(ctx)
 }
 
@@ -220,9 +247,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return errors.Join(err, a.hub.Close(), a.closeStore())
 }
 
-// closeStore commits what is queued and closes the durable history and state.
+// closeStore writes what the archive has queued, commits what is queued and closes the
+// durable history and state.
 func (a *App) closeStore() error {
 	err := a.state.Close()
+	if a.archive != nil {
+		err = errors.Join(err, a.archive.Close(a.cfg.ShutdownTimeout))
+	}
 	if a.store == nil {
 		return err
 	}
@@ -281,7 +312,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "auth", a.authMode(),
-		"durable", a.durableMode(),
+		"durable", a.durableMode(), "archive", a.archDesc,
 		"version", a.cfg.Version)
 	select {
 	case err := <-errc:
@@ -320,6 +351,45 @@ func whileStarting(started *atomic.Bool, h http.Handler) http.Handler {
 	})
 }
 
+// newArchive opens the archive cfg names, if any, with b's window to catch up from. It returns
+// nil when there is none, and a description for the start line.
+func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(string) bool, reg prometheus.Registerer) (*archive.Archiver, string, error) {
+	ret, err := archive.ParseRetention(cfg.ArchiveRetention)
+	if err != nil {
+		return nil, "", fmt.Errorf("--archive-retention: %w", err)
+	}
+	if ret.Count > 0 && ret.Count < cfg.DurableHistory {
+		return nil, "", fmt.Errorf("--archive-retention %d: keep at least --durable-history (%d) per topic, or sweeps would archive again what it deletes", ret.Count, cfg.DurableHistory)
+	}
+	var st archive.Store
+	switch spec := cfg.Archive; {
+	case spec == "" && cfg.Broker != "memory":
+		// Nodes on a shared broker share one archive; an embedded one per node is opt-in.
+		return nil, "off (several nodes share --archive postgres://…; one node may use --archive embedded)", nil
+	case spec == "off" || len(cfg.Durable) == 0 || ((spec == "" || spec == "embedded") && cfg.DataDir == ""):
+		return nil, "off", nil
+	case spec == "" || spec == "embedded":
+		bs, err := archive.OpenBolt(filepath.Join(cfg.DataDir, "archive.db"), archive.BoltOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("--archive (embedded in --data-dir %s): %w", cfg.DataDir, err)
+		}
+		st = bs
+	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
+		ps, err := archive.OpenPostgres(ctx, spec)
+		if err != nil {
+			return nil, "", fmt.Errorf("--archive: %w", err)
+		}
+		st = ps
+	default:
+		return nil, "", fmt.Errorf("--archive %q: want embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db", redactedURL(spec))
+	}
+	a := archive.New(archive.Config{
+		Store: st, Source: b, Durable: durable, Queue: cfg.ArchiveQueue, Sweep: cfg.ArchiveSweep,
+		Grace: cfg.ArchiveGrace, Retention: ret, Logger: cfg.Logger, Registerer: reg,
+	})
+	return a, fmt.Sprintf("%v, keeping %v", st, ret), nil
+}
+
 // newExternalBroker connects to the broker cfg.Broker names.
 func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
 	raw, log := cfg.Broker, cfg.Logger
@@ -330,11 +400,12 @@ func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.
 	)
 	switch scheme {
 	case "redis", "rediss":
+		// Durable topics (a negative TTL in policy) are kept apart by each broker.
 		b, err = asBroker(redisbroker.New(ctx, raw, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "nats":
-		b, err = asBroker(natsbroker.New(ctx, raw, natsbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
+		b, err = asBroker(natsbroker.New(ctx, raw, natsbroker.Config{Policy: policy, DurableSize: cfg.DurableHistory, Logger: log, Registerer: reg}))
 	case "amqp", "amqps":
-		b, err = asBroker(amqpbroker.New(ctx, raw, amqpbroker.Config{Policy: policy, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
+		b, err = asBroker(amqpbroker.New(ctx, raw, amqpbroker.Config{Policy: policy, DurableSize: cfg.DurableHistory, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
 	default:
 		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", redactedURL(raw))
 	}
@@ -396,7 +467,7 @@ func devSecret(dataDir string) ([]byte, error) {
 func (a *App) durableMode() string {
 	switch {
 	case a.cfg.Broker != "memory":
-		return "history is kept by the broker"
+		return fmt.Sprintf("%s: %d kept per topic by the broker, never expiring", strings.Join(a.cfg.Durable, ","), a.cfg.DurableHistory)
 	case a.store == nil:
 		return "off (all history in memory)"
 	}

@@ -83,6 +83,7 @@ type chatRooms struct {
 	entered map[string]map[string][]string // connection ID → topic → names it entered as; guarded by mu
 	online  map[[2]string]int              // {topic, name} → connections here that entered; guarded by mu
 	views   map[string]*roomView           // by topic; guarded by mu
+	joins   [64]sync.Mutex                 // serialise implicit ENTERs by room and member (seedchat.go)
 }
 
 func newChatRooms(h *hub.Hub, st state.Store, n *notifications, cfg chatConfig, log *slog.Logger) *chatRooms {
@@ -173,25 +174,9 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	if err := hub.ValidateTopic(req.Topic); err != nil {
 		return nil, err
 	}
-	var f chatFields
-	_ = json.Unmarshal(req.Data, &f) // non-object data is a TALK with no fields
-	typ := strings.ToUpper(req.Type)
-	if typ == "" {
-		typ = strings.ToUpper(f.Type)
-	}
-	switch typ {
-	case "", "CHAT", "MESSAGE":
-		typ = typeTalk
-	case typeEnter, typeTalk, typeLeave:
-	default:
-		return nil, fmt.Errorf("%w: chat type %q: want ENTER, TALK or LEAVE", transport.ErrBadRequest, typ)
-	}
-	name := c.User
-	if name == "" {
-		name = f.Sender // open dev mode, anonymous: the data names the sender
-	}
-	if name == "" {
-		name = "anonymous"
+	typ, name, f, err := classify(c, req)
+	if err != nil {
+		return nil, err
 	}
 	topic := req.Topic
 	var owner string
@@ -236,6 +221,32 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 		}
 	}
 	return p, nil
+}
+
+// classify returns a chat message's type (from the request, else the data's own "type"; CHAT
+// means TALK) and the member it speaks for: the logged-in user, or in open dev mode the data's
+// "sender".
+func classify(c transport.Client, req hub.PublishRequest) (typ, name string, f chatFields, err error) {
+	_ = json.Unmarshal(req.Data, &f) // non-object data is a TALK with no fields
+	typ = strings.ToUpper(req.Type)
+	if typ == "" {
+		typ = strings.ToUpper(f.Type)
+	}
+	switch typ {
+	case "", "CHAT", "MESSAGE":
+		typ = typeTalk
+	case typeEnter, typeTalk, typeLeave:
+	default:
+		return "", "", f, fmt.Errorf("%w: chat type %q: want ENTER, TALK or LEAVE", transport.ErrBadRequest, typ)
+	}
+	name = c.User
+	if name == "" {
+		name = f.Sender // open dev mode, anonymous: the data names the sender
+	}
+	if name == "" {
+		name = "anonymous"
+	}
+	return typ, name, f, nil
 }
 
 // enter records name as a member of topic, creating the room (owned by name) when it is new.

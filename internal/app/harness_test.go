@@ -287,20 +287,9 @@ func (c *sseClient) next(timeout time.Duration) sseEvent {
 				ch <- res{err: err}
 				return
 			}
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case line == "":
-				if ev.Data != "" || ev.Event != "" {
-					ch <- res{ev: ev}
-					return
-				}
-			case strings.HasPrefix(line, ":"), strings.HasPrefix(line, "retry:"):
-			case strings.HasPrefix(line, "id: "):
-				ev.ID = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev.Event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.Data += line[6:]
+			if ev.add(strings.TrimRight(line, "\n")) {
+				ch <- res{ev: ev}
+				return
 			}
 		}
 	}()
@@ -314,6 +303,22 @@ func (c *sseClient) next(timeout time.Duration) sseEvent {
 		c.t.Fatalf("sse: no event within %s", timeout)
 	}
 	return sseEvent{}
+}
+
+// add folds one line of a stream into ev (comments and retry: are skipped) and reports
+// whether the line completed the event.
+func (ev *sseEvent) add(line string) bool {
+	switch {
+	case line == "":
+		return ev.Data != "" || ev.Event != ""
+	case strings.HasPrefix(line, "id: "):
+		ev.ID = line[4:]
+	case strings.HasPrefix(line, "event: "):
+		ev.Event = line[7:]
+	case strings.HasPrefix(line, "data: "):
+		ev.Data += line[6:]
+	}
+	return false
 }
 
 // eventually polls cond until it holds or the timeout passes.

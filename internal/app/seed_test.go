@@ -71,13 +71,14 @@ func TestSeedEmptyBodyPublishesGeneratedPosition(t *testing.T) {
 
 func TestSeedLongPoll(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Limits.SeedLongTimeout = 400 * time.Millisecond })
+	base := subscriptions(s)
 	got := make(chan []json.RawMessage, 1)
 	go func() {
 		var list []json.RawMessage
 		s.get(t, "/location/long/5", &list)
 		got <- list
 	}()
-	time.Sleep(150 * time.Millisecond)
+	subscriptionsReach(t, s, base+1) // the long poll is waiting
 	s.post(t, "/location/long/5/notify", `{"x":7,"y":8}`, nil)
 	select {
 	case list := <-got:
@@ -94,7 +95,8 @@ func TestSeedLongPoll(t *testing.T) {
 	}
 }
 
-func TestSeedSSEStaysOpen(t *testing.T) {
+// TestSeedSSEDeliversGroupPositions: the seed stream carries each position alone in data:.
+func TestSeedSSEDeliversGroupPositions(t *testing.T) {
 	s := startServer(t, nil)
 	c := dialSSE(t, s.URL+"/location/sse/connect?group=4", nil)
 	for i := 0; i < 3; i++ {
@@ -113,10 +115,11 @@ func TestSeedSSEStaysOpen(t *testing.T) {
 
 func TestSeedRawWebSocketGroup(t *testing.T) {
 	s := startServer(t, nil)
+	base := subscriptions(s)
 	a := dialWS(t, s.ws("/ws?group=2"))
 	b := dialWS(t, s.ws("/ws?group=2"))
 	other := dialWS(t, s.ws("/ws?group=3"))
-	time.Sleep(100 * time.Millisecond) // both joined
+	subscriptionsReach(t, s, base+3) // all joined
 	a.send(`{"x":3,"y":4}`)
 	a.send(`not json at all`)
 	for _, c := range []*wsClient{a, b} {
@@ -131,7 +134,7 @@ func TestSeedRawWebSocketGroup(t *testing.T) {
 	}
 	// Default group 0.
 	z := dialWS(t, s.ws("/ws"))
-	time.Sleep(50 * time.Millisecond)
+	subscriptionsReach(t, s, base+4)
 	s.post(t, "/location/sse/share", `{"zero":true}`, nil)
 	if m, _ := z.read(5 * time.Second); string(m) != `{"zero":true}` {
 		t.Fatalf("group 0 socket got %q", m)

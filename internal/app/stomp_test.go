@@ -8,6 +8,7 @@ import (
 
 func TestSTOMPSeedScriptsQuirks(t *testing.T) {
 	s := startServer(t, nil)
+	base := subscriptions(s)
 	sub := dialSTOMP(t, s.ws("/location"))
 	// Like the seed scripts: no host, no content-length, a newline after the NUL, and
 	// SUBSCRIBE sent right behind CONNECT without waiting for CONNECTED.
@@ -16,7 +17,7 @@ func TestSTOMPSeedScriptsQuirks(t *testing.T) {
 	if f := sub.expect("CONNECTED"); func() string { v, _ := f.Get("version"); return v }() != "1.2" {
 		t.Fatalf("CONNECTED: %+v", f)
 	}
-	time.Sleep(50 * time.Millisecond)
+	subscriptionsReach(t, s, base+1)
 
 	pub := dialSTOMP(t, s.ws("/location"))
 	pub.sendFrame("CONNECT\naccept-version:1.2\n\n\x00\n")

@@ -44,6 +44,8 @@ type Config struct {
 	Broker Broker
 	// MaxDataBytes bounds a publication's data. Zero means 64 KiB.
 	MaxDataBytes int
+	// Archive answers pages below the broker's window (Page). Nil: pages end with the window.
+	Archive Archive
 	// Presence configures who-is-connected tracking (presence.go).
 	Presence PresenceConfig
 }
@@ -65,6 +67,7 @@ const numShards = 64
 // Hub routes publications to subscriptions. It is safe for concurrent use.
 type Hub struct {
 	broker  Broker
+	archive Archive // nil when there is none
 	maxData int
 	seed    maphash.Seed
 	shards  [numShards]shard
@@ -99,7 +102,7 @@ type topic struct {
 
 // New returns a Hub using cfg.Broker. Call Run before use.
 func New(cfg Config) *Hub {
-	h := &Hub{broker: cfg.Broker, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
+	h := &Hub{broker: cfg.Broker, archive: cfg.Archive, maxData: cfg.MaxDataBytes, seed: maphash.MakeSeed()}
 	if h.maxData <= 0 {
 		h.maxData = 64 << 10
 	}
@@ -220,7 +223,14 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		res.Reason = fmt.Sprintf("offset %d is ahead of the topic (at %d): history was reset", opts.Since, hr.Top.Offset)
 	case hr.Oldest > opts.Since+1 || (hr.Oldest == 0 && hr.Top.Offset > opts.Since):
 		res.Recovered = false
-		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d)", opts.Since, hr.Oldest)
+		// Name what is gone as a live gap does, so a client reads one kind of notice whether it
+		// was following or resuming.
+		last := hr.Top.Offset
+		if hr.Oldest > 0 {
+			last = hr.Oldest - 1
+		}
+		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d): publications %d to %d of epoch %s are no longer retained",
+			opts.Since, hr.Oldest, opts.Since+1, last, hr.Top.Epoch)
 	default:
 		return res, nil
 	}

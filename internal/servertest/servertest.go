@@ -193,6 +193,9 @@ func (p *Proc) Restart(crash bool) {
 	p.start()
 }
 
+// Kill ends the process with SIGKILL, as a crash would, and leaves it stopped.
+func (p *Proc) Kill() { p.signalAndWait(true) }
+
 // Stop ends the process with SIGTERM, then SIGKILL after 5 s. Stopping twice is fine.
 func (p *Proc) Stop() { p.signalAndWait(false) }
 
@@ -228,4 +231,23 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Main builds the rtlab binary into a temporary directory, sets *bin to it, runs the package's
+// tests and exits; a TestMain of packages that start servers calls it.
+func Main(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "rtlab-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

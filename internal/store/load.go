@@ -51,6 +51,21 @@ func (s *Store) ForEach(fn func(topic string, st TopicState) error) error {
 	})
 }
 
+// Topics returns the name of every persisted topic, in name order.
+func (s *Store) Topics() ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: topics: %w", err)
+	}
+	return out, nil
+}
+
 func (s *Store) loadTx(tx *bolt.Tx, topic string, d *decoder) (TopicState, bool, error) {
 	v := tx.Bucket(bucketMeta).Get([]byte(topic))
 	if v == nil {

@@ -155,6 +155,10 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 
 // HandleHistory serves a history read of topic (GET /api/topics/{topic}/history).
 func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic string) {
+	if r.URL.Query().Has("before") {
+		s.handlePage(w, r, topic) // paging back (history.go)
+		return
+	}
 	pp, err := s.parsePoll(r, false)
 	if err == nil {
 		err = s.canRead(r, topic)

@@ -29,6 +29,8 @@ type Limits struct {
 	StompHeartbeat  time.Duration // STOMP heart-beat offered both ways; zero means 10 s
 	LongPollMax     time.Duration // longest long-poll wait; zero means 60 s
 	SeedLongTimeout time.Duration // wait of the seed long-poll route; zero means 10 s
+	SeedSSETimeout  time.Duration // life of a seed SSE stream; zero means 30 s, negative never ends
+	SSEMaxAge       time.Duration // life of a native SSE stream; zero (the default) never ends
 }
 
 func (l *Limits) fill() {
@@ -58,6 +60,9 @@ func (l *Limits) fill() {
 	def(&l.StompHeartbeat, 10*time.Second)
 	def(&l.LongPollMax, 60*time.Second)
 	def(&l.SeedLongTimeout, 10*time.Second)
+	if l.SeedSSETimeout == 0 {
+		l.SeedSSETimeout = 30 * time.Second // Spring's SseEmitter default, which seed scripts rely on
+	}
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.
@@ -106,6 +111,10 @@ type Policy interface {
 	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 	// Disconnected is called once when a streaming connection has closed.
 	Disconnected(c Client)
+	// SeedJoin is called by the seed chat routes (raw /chat, STOMP SEND to
+	// /pub/chat/message/{room}) before they publish req: there a user's first message to a
+	// room joins it. The native routes keep their explicit rules and never call it.
+	SeedJoin(ctx context.Context, c Client, req hub.PublishRequest) error
 }
 
 // authenticate resolves a request's identity and refuses anonymous ones when auth is required.

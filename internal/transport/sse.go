@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -22,9 +24,10 @@ type sseConn struct {
 	s        *Server
 	w        *writer
 	id, user string
-	dataOnly bool    // seed stream: data: carries the position alone
-	watch    bool    // the client asked for the topics' presence (presence=true)
-	guards   []Guard // per topic, from the policy
+	dataOnly bool          // seed stream: data: carries the position alone
+	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
+	watch    bool          // the client asked for the topics' presence (presence=true)
+	guards   []Guard       // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
 	topics []string       // in request order
@@ -88,8 +91,39 @@ func (c *sseConn) goodbye(r Reason) []byte {
 	if r.Code == ReasonReadError.Code || r.Code == ReasonClientClosed.Code {
 		return nil
 	}
-	b, _ := json.Marshal(map[string]any{"code": r.Code, "reason": r.Text, "reconnect": r.Reconnect})
-	return fmt.Appendf(nil, "event: disconnect\ndata: %s\n\n", b)
+	var b []byte
+	if c.dataOnly {
+		// A seed stream's data: is only ever a position, so the reason goes in a comment.
+		b = fmt.Appendf(nil, ": %s: %s\n", r.Code, r.Text)
+	} else {
+		msg, _ := json.Marshal(map[string]any{"code": r.Code, "reason": r.Text, "reconnect": r.Reconnect})
+		b = fmt.Appendf(nil, "event: disconnect\ndata: %s\n\n", msg)
+	}
+	if r.Reconnect {
+		// The last line an EventSource reads: reconnect (with Last-Event-ID) after this delay.
+		b = append(b, sseRetry...)
+	}
+	return b
+}
+
+// sseRetry is the reconnection delay the server asks EventSource clients for.
+const sseRetry = "retry: 2000\n\n"
+
+// ReasonMaxAge closes an SSE stream that reached --seed-sse-timeout or --sse-max-age.
+var ReasonMaxAge = Reason{Code: "max_age", Text: "the stream reached its maximum age, reconnect with Last-Event-ID", WSCode: 1000, Reconnect: true}
+
+// streamAge is how long a new stream lives: the seed route's timeout, or the native
+// --sse-max-age less up to a tenth, so streams opened together (after a restart) do not all
+// reconnect at once.
+func (s *Server) streamAge(dataOnly bool) time.Duration {
+	if dataOnly {
+		return max(s.lim.SeedSSETimeout, 0) // like Spring's SseEmitter: exactly its timeout
+	}
+	age := s.lim.SSEMaxAge
+	if age <= 0 {
+		return 0
+	}
+	return age - rand.N(age/10+1)
 }
 
 var ssePing = []byte(": ping\n\n")
@@ -190,7 +224,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
+	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: s.streamAge(dataOnly), topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
 		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	// The stream ends at the token's expiry with event: disconnect (token_expired); an
@@ -202,7 +236,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		head += "Access-Control-Allow-Origin: *\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, resume, []byte(head+"\r\nretry: 2000\n: connected\n\n"))
+	go c.run(conn, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"))
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
@@ -268,10 +302,21 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		}
 		st.sub.Start()
 	}
-	// Clients send nothing on an SSE stream; reading only tells us when they leave.
+	// Clients send nothing on an SSE stream; reading only tells us when they leave, or, with
+	// a deadline, when the stream has reached its age.
+	if c.maxAge > 0 {
+		_ = conn.SetReadDeadline(time.Now().Add(c.maxAge))
+	}
 	var buf [64]byte
 	for {
 		if _, err := conn.Read(buf[:]); err != nil {
+			var ne net.Error
+			if c.maxAge > 0 && errors.As(err, &ne) && ne.Timeout() {
+				// Everything queued is written, then the goodbye and its retry: line, then the
+				// connection closes: the response is complete. Publications that come after
+				// are not queued; the client resumes from the last id it read.
+				c.w.close(ReasonMaxAge, true)
+			}
 			return
 		}
 	}

@@ -511,6 +511,9 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: SUBSCRIBE needs a destination header", ErrBadRequest), f, 4000)
 		return false
 	}
+	if strings.HasPrefix(dest, historyDest) {
+		return c.onHistory(ctx, f, dest) // one page of history (history.go)
+	}
 	topic, _, err := destTopic(dest, false)
 	if err == nil {
 		err = hub.ValidateTopic(topic)
@@ -604,7 +607,14 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	typ, _ := f.Get("type")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User})
+	req := hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User}
+	if seed && strings.HasPrefix(topic, "chat/") {
+		err = c.s.policy.SeedJoin(pctx, c.client(), req) // /pub/chat/message/{room}
+	}
+	var p *hub.Publication
+	if err == nil {
+		p, err = c.s.policy.Publish(pctx, c.client(), req)
+	}
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

@@ -250,6 +250,8 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
 	case "ping":
 		c.reply(map[string]any{"op": "pong", "id": req.ID})
+	case "history":
+		c.history(ctx, msg) // history.go
 	}
 }
 
@@ -292,7 +294,7 @@ func decodeRequest(msg []byte) (wsRequest, error) {
 		return wsRequest{}, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
 	}
 	switch req.Op {
-	case "subscribe", "unsubscribe":
+	case "subscribe", "unsubscribe", "history":
 		if req.Topic == "" {
 			return req, fmt.Errorf("%w: %s needs a topic", ErrBadRequest, req.Op)
 		}
@@ -304,7 +306,7 @@ func decodeRequest(msg []byte) (wsRequest, error) {
 	case "":
 		return req, fmt.Errorf("%w: message has no op", ErrBadRequest)
 	default:
-		return req, fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping)", ErrBadRequest, req.Op)
+		return req, fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping, history)", ErrBadRequest, req.Op)
 	}
 	if len(req.ID) > 128 {
 		return wsRequest{Op: req.Op, Topic: req.Topic}, fmt.Errorf("%w: id longer than 128 bytes", ErrBadRequest)
@@ -325,7 +327,7 @@ func isProtocolOp(msg []byte) bool {
 		return false
 	}
 	switch probe.Op {
-	case "subscribe", "unsubscribe", "publish", "ping", "refresh":
+	case "subscribe", "unsubscribe", "publish", "ping", "refresh", "history":
 		return true
 	}
 	return false
@@ -447,7 +449,12 @@ func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
 		c.replyError(c.s.errRateLimited(), nil, topic)
 		return
 	}
-	if _, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}); err != nil {
+	req := hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}
+	err := c.s.policy.SeedJoin(pctx, c.client(), req)
+	if err == nil {
+		_, err = c.s.policy.Publish(pctx, c.client(), req)
+	}
+	if err != nil {
 		c.replyError(err, nil, topic)
 	}
 }

@@ -54,9 +54,13 @@ type Config struct {
 	// and 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that
 	// declares the log with another.
 	Retention hub.HistoryPolicy
-	// MaxBytes bounds the log (x-max-length-bytes). Zero means 1 GiB. RabbitMQ drops whole
-	// segments of SegmentBytes at a time.
+	// MaxBytes bounds the log (x-max-length-bytes), and the durable log too. Zero means 1 GiB.
+	// RabbitMQ drops whole segments of SegmentBytes at a time.
 	MaxBytes int64
+	// DurableSize is what every replica keeps per durable topic (a Policy with a negative TTL).
+	// Durable topics go through a log of their own, <Name>.durable, with no x-max-age, and never
+	// start a new epoch for being idle. A durable topic's Policy can only narrow it. Zero means 1000.
+	DurableSize int
 	// SegmentBytes is the log's segment size (x-stream-max-segment-size-bytes). Zero means
 	// MaxBytes/8, at most 64 MiB.
 	SegmentBytes int64
@@ -108,8 +112,10 @@ type Broker struct {
 	cfg     Config
 	url     string
 	logQ    string // the log, a stream queue
+	dlogQ   string // the durable topics' log, a stream queue without x-max-age
 	seqQ    string // the sequencer queue
 	liveX   string // the live exchange
+	dliveX  string // the live exchange of durable topics, bound to dlogQ and every node's queue
 	log     *slog.Logger
 	m       *metrics
 	rep     *replica.Replica
@@ -170,9 +176,13 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
+	if cfg.DurableSize <= 0 {
+		cfg.DurableSize = 1000
+	}
+	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
 		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq", liveX: cfg.Name + ".live",
+		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-live",
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
 		waiting: make(map[string]*waiter), seqNews: make(chan struct{}, 1),
@@ -235,8 +245,20 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 	}); err != nil {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.seqQ, err)
 	}
-	if err := ch.ExchangeDeclare(b.liveX, "fanout", false, false, false, false, nil); err != nil {
-		return fmt.Errorf("amqp broker: declare %s: %w", b.liveX, err)
+	if _, err := ch.QueueDeclare(b.dlogQ, true, false, false, false, amqp.Table{
+		"x-queue-type":                    "stream",
+		"x-max-length-bytes":              b.cfg.MaxBytes,
+		"x-stream-max-segment-size-bytes": b.cfg.SegmentBytes,
+	}); err != nil {
+		return fmt.Errorf("amqp broker: declare %s: %w", b.dlogQ, err)
+	}
+	for _, x := range []string{b.liveX, b.dliveX} {
+		if err := ch.ExchangeDeclare(x, "fanout", false, false, false, false, nil); err != nil {
+			return fmt.Errorf("amqp broker: declare %s: %w", x, err)
+		}
+	}
+	if err := ch.QueueBind(b.dlogQ, "", b.dliveX, false, nil); err != nil {
+		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.dlogQ, b.dliveX, err)
 	}
 	// The log is bound to the live exchange, so that one message from the sequencer reaches
 	// the log and every node's queue in the same routing step.
@@ -283,6 +305,14 @@ func (b *Broker) Close() error {
 
 // Ready reports whether the node is connected and caught up with the log.
 func (b *Broker) Ready() bool { return b.conn.Ready() }
+
+// durable reports whether topic goes through the durable log.
+func (b *Broker) durable(topic string) bool { return b.cfg.Policy(topic).TTL < 0 }
+
+// TopicsSince names the durable topics published to since since, for archive sweeps.
+func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
+	return b.rep.DurableTopicsSince(since), nil
+}
 
 // History answers from the replica.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {

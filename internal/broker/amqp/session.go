@@ -90,8 +90,10 @@ func (b *Broker) runSession(onReady func()) error {
 	if err != nil {
 		return fmt.Errorf("declare this node's live queue: %w", err)
 	}
-	if err := liveCh.QueueBind(q.Name, "", b.liveX, false, nil); err != nil {
-		return fmt.Errorf("bind this node's live queue: %w", err)
+	for _, x := range []string{b.liveX, b.dliveX} {
+		if err := liveCh.QueueBind(q.Name, "", x, false, nil); err != nil {
+			return fmt.Errorf("bind this node's live queue to %s: %w", x, err)
+		}
 	}
 	live, err := liveCh.Consume(q.Name, "", true, true, false, false, nil)
 	if err != nil {
@@ -108,7 +110,7 @@ func (b *Broker) runSession(onReady func()) error {
 		from = interval(time.Since(time.UnixMilli(last)) + catchUpMargin)
 	}
 	if err := b.catchUpLog(s, from); err != nil {
-		return fmt.Errorf("catch up with %s: %w", b.logQ, err)
+		return fmt.Errorf("catch up: %w", err)
 	}
 	b.session.Store(s)
 	defer b.session.CompareAndSwap(s, nil)
@@ -170,13 +172,24 @@ func interval(d time.Duration) string {
 	return fmt.Sprintf("%ds", int64((d+time.Second-1)/time.Second))
 }
 
-func (b *Broker) appendLog(s *session, body []byte) error {
-	return s.pub.PublishWithContext(s.ctx, "", b.logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
+func (b *Broker) appendLog(s *session, logQ string, body []byte) error {
+	return s.pub.PublishWithContext(s.ctx, "", logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body})
 }
 
-// catchUpLog reads the log from `from` (an x-stream-offset) up to a marker it appends, and
-// applies what it reads. Only the goroutine that applies may call it.
+// catchUpLog reads both logs, the durable topics' and the others', from `from` (an
+// x-stream-offset) up to a marker it appends to each, and applies what it reads. Only the
+// goroutine that applies may call it.
 func (b *Broker) catchUpLog(s *session, from any) error {
+	for _, q := range []string{b.dlogQ, b.logQ} {
+		if err := b.catchUpOne(s, q, from); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	b.lastRead.Store(time.Now().UnixMilli())
+	return nil
+}
+
+func (b *Broker) catchUpOne(s *session, logQ string, from any) error {
 	ch, err := s.conn.Channel()
 	if err != nil {
 		return err
@@ -185,12 +198,12 @@ func (b *Broker) catchUpLog(s *session, from any) error {
 	if err := ch.Qos(1000, 0, false); err != nil {
 		return err
 	}
-	entries, err := ch.Consume(b.logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
+	entries, err := ch.Consume(logQ, "", false, false, false, false, amqp.Table{"x-stream-offset": from})
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", b.logQ, err)
+		return fmt.Errorf("consume %s: %w", logQ, err)
 	}
 	id := newID()
-	if err := b.appendLog(s, appendMarker(id)); err != nil {
+	if err := b.appendLog(s, logQ, appendMarker(id)); err != nil {
 		return fmt.Errorf("append a marker: %w", err)
 	}
 	timeout := time.NewTimer(catchUpTimeout)
@@ -215,7 +228,6 @@ func (b *Broker) catchUpLog(s *session, from any) error {
 		}
 		var found bool
 		if batch, found = b.applyMessage(d.Body, batch, id); found {
-			b.lastRead.Store(time.Now().UnixMilli())
 			return nil
 		}
 	}
@@ -376,7 +388,8 @@ type sequencer struct {
 	b        *Broker
 	topics   map[string]seqTopic // topics assigned in this session; the replica knows the rest
 	assigned recentIDs           // ids of the latest requests assigned in this session
-	out      [][]byte            // publications to send
+	out      [][]byte            // publications to send to the live exchange
+	dout     [][]byte            // publications of durable topics, for the durable live exchange
 	buf      []byte
 	batch    []entry
 	// token and addr are where this sequencer takes requests directly, once it is the
@@ -448,7 +461,7 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
-		for more := err == nil; more && len(q.out) < maxBatch && size < maxBatchBytes; {
+		for more := err == nil; more && len(q.out)+len(q.dout) < maxBatch && size < maxBatchBytes; {
 			select {
 			case d, ok := <-reqs:
 				err = take(d, ok)
@@ -525,8 +538,9 @@ func (q *sequencer) request(body []byte) {
 				t = seqTopic{epoch: last.Epoch, top: last.Offset, last: last.Time}
 			}
 		}
-		// A topic idle for longer than its TTL starts a new epoch, as its history is gone.
-		if ok && now.Sub(t.last) <= q.b.cfg.Policy(p.Topic).TTL {
+		// A topic idle for longer than its TTL starts a new epoch, as its history is gone; a
+		// durable topic (negative TTL) never does.
+		if ttl := q.b.cfg.Policy(p.Topic).TTL; ok && (ttl < 0 || now.Sub(t.last) <= ttl) {
 			t.top++
 		} else {
 			t = seqTopic{epoch: replica.NewEpoch(), top: 1}
@@ -540,25 +554,36 @@ func (q *sequencer) request(body []byte) {
 		q.topics[p.Topic] = t
 		p.Offset, p.Epoch = t.top, t.epoch
 		q.assigned.add(e.id)
-		q.out = append(q.out, appendAssigned(nil, e.id, p))
+		if q.b.durable(p.Topic) {
+			q.dout = append(q.dout, appendAssigned(nil, e.id, p))
+		} else {
+			q.out = append(q.out, appendAssigned(nil, e.id, p))
+		}
 	}
 }
 
-// send sends the assigned publications, as one message, to the live exchange: to every node
-// and the log.
+// send sends the assigned publications, as one message per live exchange: to every node and
+// the log (the durable topics' to theirs). A topic always goes through the same exchange, so
+// its publications reach every node in order.
 func (q *sequencer) send(s *session) error {
-	if len(q.out) == 0 {
-		return nil
+	for _, o := range []struct {
+		out [][]byte
+		x   string
+	}{{q.out, q.b.liveX}, {q.dout, q.b.dliveX}} {
+		if len(o.out) == 0 {
+			continue
+		}
+		body := o.out[0]
+		if len(o.out) > 1 {
+			q.buf = appendBatch(q.buf[:0], o.out)
+			body = q.buf
+		}
+		q.b.m.batch.Observe(float64(len(o.out)))
+		if err := s.pub.PublishWithContext(s.ctx, o.x, "", false, false, amqp.Publishing{Body: body}); err != nil {
+			return fmt.Errorf("send to %s: %w", o.x, err)
+		}
 	}
-	body := q.out[0]
-	if len(q.out) > 1 {
-		q.buf = appendBatch(q.buf[:0], q.out)
-		body = q.buf
-	}
-	q.b.m.batch.Observe(float64(len(q.out)))
-	if err := s.pub.PublishWithContext(s.ctx, q.b.liveX, "", false, false, amqp.Publishing{Body: body}); err != nil {
-		return fmt.Errorf("send to %s: %w", q.b.liveX, err)
-	}
+	q.dout = q.dout[:0]
 	return nil
 }
 
@@ -566,7 +591,7 @@ func (q *sequencer) send(s *session) error {
 // epoch whatever the map says.
 func (q *sequencer) sweep(now time.Time) {
 	for name, t := range q.topics {
-		if now.Sub(t.last) > q.b.cfg.Policy(name).TTL {
+		if ttl := q.b.cfg.Policy(name).TTL; ttl >= 0 && now.Sub(t.last) > ttl {
 			delete(q.topics, name)
 		}
 	}

@@ -28,7 +28,9 @@ type Server struct {
 	Durable bool
 
 	tb      testing.TB
-	startUp time.Duration // how long a start may take
+	startUp time.Duration  // how long a start may take
+	stopSig syscall.Signal // what Stop sends first; zero means SIGTERM
+	ready   func() error   // after the port accepts: nil once the server serves; may be nil
 	argv    []string
 	env     []string
 	dir     string // working directory and data
@@ -50,6 +52,19 @@ func StartRedis(tb testing.TB) *Server {
 	s, port := newServer(tb, "redis", 10*time.Second)
 	s.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no"}
+	s.URL = "redis://" + s.Addr + "/0"
+	return s.launch()
+}
+
+// StartRedisAOF starts redis-server with an append-only file fsynced on every write, as
+// docs/brokers.md advises for durable topics: a restart keeps every key.
+func StartRedisAOF(tb testing.TB) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "redis-server", "apt-get install redis-server")
+	s, port := newServer(tb, "redis", 10*time.Second)
+	s.Durable = true
+	s.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no"}
 	s.URL = "redis://" + s.Addr + "/0"
 	return s.launch()
 }
@@ -161,6 +176,15 @@ func (s *Server) Start() {
 	go func() { _ = cmd.Wait(); close(waited) }()
 	s.cmd, s.waited = cmd, waited
 	waitPort(s.tb, s.Addr, s.startUp, waited)
+	if s.ready != nil {
+		deadline := time.Now().Add(s.startUp)
+		for err := s.ready(); err != nil; err = s.ready() {
+			if time.Now().After(deadline) {
+				s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if s.Name == "rabbitmq" {
 		// The listener opens before the node is fully booted; give it a moment to settle.
 		time.Sleep(200 * time.Millisecond)
@@ -175,7 +199,11 @@ func (s *Server) Stop() {
 		return
 	}
 	pgid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	sig := s.stopSig
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
+	_ = syscall.Kill(-pgid, sig)
 	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a server left hung (Hang) takes SIGTERM only once it runs
 	select {
 	case <-s.waited:

@@ -33,6 +33,9 @@ type Harness struct {
 	// Nodes made with the same namespace share topics (when Shared); different namespaces must
 	// not see each other's topics, so subtests stay independent on one server.
 	NewNode func(tb testing.TB, namespace string, policy hub.HistoryPolicy) hub.Broker
+	// NewNodeFunc is NewNode with a policy per topic, for the durable-topic tests (durable
+	// topics have a negative TTL). Nil skips them.
+	NewNodeFunc func(tb testing.TB, namespace string, policy func(topic string) hub.HistoryPolicy) hub.Broker
 	// NewNodeVia is NewNode for a node that reaches the server at addr instead (a Relay's), so
 	// a test can cut that node off alone. Nil skips the tests that need it.
 	NewNodeVia func(tb testing.TB, addr, namespace string, policy hub.HistoryPolicy) hub.Broker
@@ -79,6 +82,14 @@ func External(srv *Server, open func(url, ns string, policy func(topic string) h
 			tb.Helper()
 			return newNode(tb, strings.Replace(srv.URL, srv.Addr, addr, 1), ns, policy)
 		},
+		NewNodeFunc: func(tb testing.TB, ns string, policy func(string) hub.HistoryPolicy) hub.Broker {
+			tb.Helper()
+			b, err := open(srv.URL, ns, policy)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return b
+		},
 	}
 	if wipe != nil {
 		h.Flush = func(tb testing.TB, ns string) {
@@ -108,6 +119,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("NodeCutOff", func(t *testing.T) { testLateNode(t, h, false) })
 	t.Run("NodeCutOffWhileDataLost", func(t *testing.T) { testLateNode(t, h, true) })
 	t.Run("Presence", func(t *testing.T) { testPresence(t, h) })
+	t.Run("DurableTopics", func(t *testing.T) { testDurable(t, h) })
+	t.Run("DurableWindowPagedBack", func(t *testing.T) { testDurablePaging(t, h) })
 }
 
 // Concurrent runs the suite's NodesPublishConcurrently check alone, for a broker's own test of

@@ -239,8 +239,8 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 		if pol.Size <= 0 {
 			pol.Size = 100
 		}
-		if pol.TTL <= 0 {
-			pol.TTL = 10 * time.Minute
+		if pol.TTL == 0 {
+			pol.TTL = 10 * time.Minute // negative: kept until trimmed by Size (durable topics)
 		}
 		s = &stream{epoch: NewEpoch(), ring: history.NewRing(pol.Size), policy: pol, lastUsed: now}
 		if b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic) {
@@ -259,6 +259,32 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 		sh.streams[topic] = s
 	}
 	return s
+}
+
+// TopicsSince names the topics published to or read since since, and, when since is zero,
+// every topic kept in the store: what an archive sweep must look at.
+func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
+	var out []string
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for name, s := range sh.streams {
+			s.mu.Lock()
+			if !s.lastUsed.Before(since) {
+				out = append(out, name)
+			}
+			s.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	if since.IsZero() && b.cfg.Store != nil {
+		topics, err := b.cfg.Store.Topics()
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		out = append(out, topics...)
+	}
+	return out, nil
 }
 
 // expireLocked drops publications older than the TTL (a negative TTL keeps them).

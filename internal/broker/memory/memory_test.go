@@ -13,6 +13,9 @@ func harness() brokertest.Harness {
 		NewNode: func(_ testing.TB, _ string, policy hub.HistoryPolicy) hub.Broker {
 			return memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return policy }})
 		},
+		NewNodeFunc: func(_ testing.TB, _ string, policy func(string) hub.HistoryPolicy) hub.Broker {
+			return memory.New(memory.Config{Policy: policy})
+		},
 	}
 }
 

@@ -53,8 +53,12 @@ type Config struct {
 	// (MaxAge). Zero fields are taken from Policy(""), then default to 100 and 10 minutes.
 	Retention hub.HistoryPolicy
 	// Stream names the JetStream stream and prefixes its subjects. Zero means "rtlab". Nodes
-	// that share topics use the same stream. Letters, digits, '_' and '-' only.
+	// that share topics use the same stream. Letters, digits, '_' and '-' only. Durable topics
+	// (a Policy with a negative TTL) live in a stream of their own, <Stream>_durable.
 	Stream string
+	// DurableSize is what the durable stream keeps per topic (MaxMsgsPerSubject); it has no
+	// MaxAge. A durable topic's Policy can only narrow it. Zero means 1000.
+	DurableSize int
 	// Replicas is the stream's replica count in a JetStream cluster. Zero means 1.
 	Replicas int
 	// PingInterval is how often the connection is checked; a server that leaves two pings
@@ -104,19 +108,28 @@ type Broker struct {
 	// conflicts with itself on offsets.
 	pubLocks [replica.Shards]sync.Mutex
 
-	// consMu guards the consumer; deliverMu serializes deliveries (an ordered consumer that is
-	// being reset may overlap its old and new subscriptions for a moment).
+	// logs are the streams this node reads in full: logs[0] for topics with a TTL, logs[1]
+	// for durable ones.
+	logs [2]*streamLog
+	// consMu guards each log's stream and consumer; deliverMu serializes deliveries (an ordered
+	// consumer that is being reset may overlap its old and new subscriptions for a moment).
 	consMu    sync.Mutex
-	stream    jetstream.Stream         // guarded by consMu
-	cons      jetstream.ConsumeContext // guarded by consMu
-	created   time.Time                // stream creation time, to notice a recreated stream; guarded by consMu
 	deliverMu sync.Mutex
-	consGen   uint64 // generation of the current consumer; older ones' messages are dropped; guarded by deliverMu
+	closeOnce sync.Once
+}
+
+// streamLog is one stream and this node's consumer of it.
+type streamLog struct {
+	name    string
+	durable bool                     // holds the durable topics; immutable
+	stream  jetstream.Stream         // guarded by Broker.consMu
+	cons    jetstream.ConsumeContext // guarded by Broker.consMu
+	created time.Time                // stream creation time, to notice a recreated stream; guarded by Broker.consMu
+	consGen uint64                   // generation of the current consumer; older ones' messages are dropped; guarded by Broker.deliverMu
 
 	appliedMu sync.Mutex
 	applied   uint64        // last stream sequence applied; guarded by appliedMu
 	waiters   []applyWaiter // guarded by appliedMu
-	closeOnce sync.Once
 }
 
 type connScope struct {
@@ -156,10 +169,14 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.Policy)
+	if cfg.DurableSize <= 0 {
+		cfg.DurableSize = 1000
+	}
+	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("broker", "nats"), m: newMetrics(cfg.Registerer),
-		rep: replica.New(cfg.Policy), ctx: bctx, cancel: cancel}
+		rep: replica.New(cfg.Policy), ctx: bctx, cancel: cancel,
+		logs: [2]*streamLog{{name: cfg.Stream}, {name: cfg.Stream + "_durable", durable: true}}}
 	nc, err := natsgo.Connect(url,
 		natsgo.Name("rtlab"),
 		natsgo.MaxReconnects(-1),
@@ -183,10 +200,12 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats broker: %w", err)
 	}
-	if _, err := b.ensureStream(ctx); err != nil {
-		cancel()
-		nc.Close()
-		return nil, withCause(err)
+	for _, l := range b.logs {
+		if _, err := b.ensureStream(ctx, l); err != nil {
+			cancel()
+			nc.Close()
+			return nil, withCause(err)
+		}
 	}
 	return b, nil
 }
@@ -205,11 +224,11 @@ func withCause(err error) error {
 	return fmt.Errorf("%w (%v)", err, ue.Cause)
 }
 
-func (b *Broker) streamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:              b.cfg.Stream,
+func (b *Broker) streamConfig(l *streamLog) jetstream.StreamConfig {
+	c := jetstream.StreamConfig{
+		Name:              l.name,
 		Description:       "rtlab publications, one subject per topic",
-		Subjects:          []string{b.cfg.Stream + ".>"},
+		Subjects:          []string{l.name + ".>"},
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		Discard:           jetstream.DiscardOld,
@@ -218,19 +237,37 @@ func (b *Broker) streamConfig() jetstream.StreamConfig {
 		Replicas:          b.cfg.Replicas,
 		AllowDirect:       true,
 	}
+	if l.durable {
+		c.Description = "rtlab publications of durable topics (chat rooms), one subject per topic"
+		c.MaxMsgsPerSubject, c.MaxAge = int64(b.cfg.DurableSize), 0
+	}
+	return c
 }
 
-// ensureStream creates the stream or updates its limits, and remembers it.
-func (b *Broker) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error) {
-	s, err := b.js.CreateOrUpdateStream(ctx, b.streamConfig())
+// logFor returns the stream topic lives in.
+func (b *Broker) logFor(topic string) *streamLog {
+	if b.cfg.Policy(topic).TTL < 0 {
+		return b.logs[1]
+	}
+	return b.logs[0]
+}
+
+// TopicsSince names the durable topics published to since since, for archive sweeps.
+func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
+	return b.rep.DurableTopicsSince(since), nil
+}
+
+// ensureStream creates l's stream or updates its limits, and remembers it.
+func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.StreamInfo, error) {
+	s, err := b.js.CreateOrUpdateStream(ctx, b.streamConfig(l))
 	if err != nil {
-		return nil, b.wrap("create stream "+b.cfg.Stream, err)
+		return nil, b.wrap("create stream "+l.name, err)
 	}
 	info := s.CachedInfo()
 	b.consMu.Lock()
-	b.stream = s
-	if b.created.IsZero() {
-		b.created = info.Created
+	l.stream = s
+	if l.created.IsZero() {
+		l.created = info.Created
 	}
 	b.consMu.Unlock()
 	return info, nil
@@ -241,7 +278,7 @@ func (b *Broker) ensureStream(ctx context.Context) (*jetstream.StreamInfo, error
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
 	context.AfterFunc(ctx, func() { _ = b.Close() })
-	if err := b.startConsumer(false); err != nil {
+	if err := b.startConsumers(false); err != nil {
 		return err
 	}
 	if err := b.catchUp(ctx, 60*time.Second); err != nil {
@@ -270,59 +307,77 @@ func (b *Broker) watch() {
 		if !b.Ready() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
-		b.consMu.Lock()
-		s, created := b.stream, b.created
-		b.consMu.Unlock()
-		info, err := s.Info(ctx)
-		cancel()
-		if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
-			b.log.Warn("nats stream was deleted or recreated", "stream", b.cfg.Stream)
-			b.synced.Store(false)
-			b.m.Ready.Set(0)
-			b.downSince.CompareAndSwap(0, time.Now().UnixNano())
-			b.resync(b.resyncs.Add(1))
+		for _, l := range b.logs {
+			ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+			b.consMu.Lock()
+			s, created := l.stream, l.created
+			b.consMu.Unlock()
+			info, err := s.Info(ctx)
+			cancel()
+			if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
+				b.log.Warn("nats stream was deleted or recreated", "stream", l.name)
+				b.synced.Store(false)
+				b.m.Ready.Set(0)
+				b.downSince.CompareAndSwap(0, time.Now().UnixNano())
+				b.resync(b.resyncs.Add(1))
+				break
+			}
 		}
 	}
 }
 
-// startConsumer (re)starts the ordered consumer after the last sequence applied, or from the
-// beginning of the stream when nothing is. With reset, it first forgets everything applied: the
-// stream was recreated.
-func (b *Broker) startConsumer(reset bool) error {
+// startConsumers (re)starts every log's ordered consumer after the last sequence applied, or
+// from the beginning of the stream when nothing is. With reset, it first forgets everything
+// applied: a stream was recreated, and the replica is rebuilt from both.
+func (b *Broker) startConsumers(reset bool) error {
 	b.consMu.Lock()
 	defer b.consMu.Unlock()
-	if b.cons != nil {
-		// Stop waits for a consumer reset nats.go may have in flight, whose request, sent
-		// before the connection dropped, times out only after 10 s. The generation bump below
-		// already drops the old consumer's messages, so it is stopped in the background.
-		go b.cons.Stop()
-		b.cons = nil
-	}
+	// New generations, and the reset, in one step under deliverMu: the old consumers apply
+	// nothing more, in particular nothing after the replica was reset.
+	var gens, applied [2]uint64
 	b.deliverMu.Lock()
-	b.consGen++
-	gen := b.consGen
 	if reset {
 		b.rebuilding.Store(true)
-		b.appliedMu.Lock()
-		b.applied = 0
-		b.appliedMu.Unlock()
 		b.rep.Reset()
 	}
-	// Read under deliverMu, after the generation changed: the old consumer applies nothing more.
-	b.appliedMu.Lock()
-	applied := b.applied
-	b.appliedMu.Unlock()
+	for i, l := range b.logs {
+		l.consGen++
+		gens[i] = l.consGen
+		l.appliedMu.Lock()
+		if reset {
+			l.applied = 0
+		}
+		applied[i] = l.applied
+		l.appliedMu.Unlock()
+	}
 	b.deliverMu.Unlock()
+	for i, l := range b.logs {
+		if err := b.startConsumerLocked(l, gens[i], applied[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startConsumerLocked (re)starts l's consumer of generation gen after sequence applied.
+// b.consMu must be held.
+func (b *Broker) startConsumerLocked(l *streamLog, gen, applied uint64) error {
+	if l.cons != nil {
+		// Stop waits for a consumer reset nats.go may have in flight, whose request, sent
+		// before the connection dropped, times out only after 10 s. The generation bump
+		// already drops the old consumer's messages, so it is stopped in the background.
+		go l.cons.Stop()
+		l.cons = nil
+	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if applied > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1}
 	}
-	c, err := b.js.OrderedConsumer(b.ctx, b.cfg.Stream, cfg)
+	c, err := b.js.OrderedConsumer(b.ctx, l.name, cfg)
 	if err != nil {
 		return b.wrap("create consumer", err)
 	}
-	cc, err := c.Consume(func(msg jetstream.Msg) { b.onMsg(gen, msg) },
+	cc, err := c.Consume(func(msg jetstream.Msg) { b.onMsg(l, gen, msg) },
 		jetstream.PullMaxMessages(1000),
 		jetstream.PullExpiry(4*time.Second),
 		// A consumer that gets nothing, not even heartbeats, for two heartbeats is recreated
@@ -331,34 +386,36 @@ func (b *Broker) startConsumer(reset bool) error {
 		jetstream.PullHeartbeat(500*time.Millisecond),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				b.log.Warn("nats consumer missed heartbeats; recreating it", "err", err)
+				b.log.Warn("nats consumer missed heartbeats; recreating it", "stream", l.name, "err", err)
 				return
 			}
-			b.log.Debug("nats consumer", "err", err)
+			b.log.Debug("nats consumer", "stream", l.name, "err", err)
 		}))
 	if err != nil {
 		return b.wrap("consume", err)
 	}
-	b.cons = cc
+	l.cons = cc
 	return nil
 }
 
-// catchUp waits until the replica has applied everything the stream held when it was called.
+// catchUp waits until the replica has applied everything the streams held when it was called.
 func (b *Broker) catchUp(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b.consMu.Lock()
-	s := b.stream
-	b.consMu.Unlock()
-	info, err := s.Info(ctx)
-	if err != nil {
-		return b.wrap("stream info", err)
-	}
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	if err := b.waitApplied(ctx, info.State.LastSeq); err != nil {
-		return hub.Unavailable("nats", fmt.Errorf("catching up with the stream to %d: %w", info.State.LastSeq, err))
+	for _, l := range b.logs {
+		b.consMu.Lock()
+		s := l.stream
+		b.consMu.Unlock()
+		info, err := s.Info(ctx)
+		if err != nil {
+			return b.wrap("stream info", err)
+		}
+		if info.State.Msgs == 0 {
+			continue
+		}
+		if err := b.waitApplied(ctx, l, info.State.LastSeq); err != nil {
+			return hub.Unavailable("nats", fmt.Errorf("catching up with stream %s to %d: %w", l.name, info.State.LastSeq, err))
+		}
 	}
 	return nil
 }
@@ -368,8 +425,10 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.cancel()
 		b.consMu.Lock()
-		if b.cons != nil {
-			b.cons.Stop()
+		for _, l := range b.logs {
+			if l.cons != nil {
+				l.cons.Stop()
+			}
 		}
 		b.consMu.Unlock()
 		b.synced.Store(false)
@@ -407,7 +466,8 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	}
 	t := req.Time.Truncate(time.Millisecond)
 	pol := b.cfg.Policy(req.Topic)
-	subj := subject(b.cfg.Stream, req.Topic)
+	l := b.logFor(req.Topic)
+	subj := subject(l.name, req.Topic)
 	scope := b.conn.Load()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -436,7 +496,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			jetstream.WithExpectLastSequencePerSubject(last.Seq))
 		if err == nil {
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_ = b.waitApplied(wctx, ack.Sequence)
+			_ = b.waitApplied(wctx, l, ack.Sequence)
 			cancel()
 			b.m.Publish.Observe(time.Since(start).Seconds())
 			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
@@ -462,7 +522,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			}
 		}
 		// Read the topic's latest message, then try again.
-		if last, known, err = b.fetchLast(ctx, req.Topic, subj, pol, start); err != nil {
+		if last, known, err = b.fetchLast(ctx, l, req.Topic, subj, pol, start); err != nil {
 			return nil, fail(err)
 		}
 	}
@@ -472,9 +532,9 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 const conflictBudget = 5 * time.Second
 
 // fetchLast reads the topic's latest message from the stream.
-func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool, error) {
+func (b *Broker) fetchLast(ctx context.Context, l *streamLog, topic, subj string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool, error) {
 	b.consMu.Lock()
-	s := b.stream
+	s := l.stream
 	b.consMu.Unlock()
 	m, err := s.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -487,7 +547,7 @@ func (b *Broker) fetchLast(ctx context.Context, topic, subj string, pol hub.Hist
 	if err != nil {
 		return replica.Last{}, false, fmt.Errorf("nats broker: read latest of %s: %w", topic, err)
 	}
-	return replica.Last{Seq: m.Sequence, Epoch: p.Epoch, Offset: p.Offset, Time: p.Time, Expired: now.Sub(p.Time) > pol.TTL}, true, nil
+	return replica.Last{Seq: m.Sequence, Epoch: p.Epoch, Offset: p.Offset, Time: p.Time, Expired: pol.TTL >= 0 && now.Sub(p.Time) > pol.TTL}, true, nil
 }
 
 func isWrongLastSeq(err error) bool {
@@ -512,9 +572,9 @@ func (b *Broker) wrap(op string, err error) error {
 	return hub.Unavailable("nats", fmt.Errorf("%s: %w", op, err))
 }
 
-// onMsg applies one stream message from consumer generation gen and hands new publications to
-// the hub.
-func (b *Broker) onMsg(gen uint64, msg jetstream.Msg) {
+// onMsg applies one message of l's stream from consumer generation gen and hands new
+// publications to the hub.
+func (b *Broker) onMsg(l *streamLog, gen uint64, msg jetstream.Msg) {
 	md, err := msg.Metadata()
 	if err != nil {
 		return
@@ -522,48 +582,50 @@ func (b *Broker) onMsg(gen uint64, msg jetstream.Msg) {
 	seq := md.Sequence.Stream
 	b.deliverMu.Lock()
 	defer b.deliverMu.Unlock()
-	if gen != b.consGen {
+	if gen != l.consGen {
 		return // a replaced consumer's late message
 	}
-	if topic, ok := topicOf(b.cfg.Stream, msg.Subject()); ok {
+	// A topic is read from the stream its policy puts it in: what an earlier configuration
+	// left in the other one (before a topic became durable) is not applied.
+	if topic, ok := topicOf(l.name, msg.Subject()); ok && b.logFor(topic) == l {
 		if p, err := replica.Decode(topic, msg.Data()); err != nil {
 			b.log.Error("nats broker: undecodable publication", "subject", msg.Subject(), "seq", seq, "err", err)
 		} else if b.rep.Apply(p, seq) {
 			b.handler.HandlePublication(p)
 		}
 	}
-	b.setApplied(seq)
+	l.setApplied(seq)
 }
 
-func (b *Broker) setApplied(seq uint64) {
-	b.appliedMu.Lock()
-	defer b.appliedMu.Unlock()
-	if seq <= b.applied {
+func (l *streamLog) setApplied(seq uint64) {
+	l.appliedMu.Lock()
+	defer l.appliedMu.Unlock()
+	if seq <= l.applied {
 		return
 	}
-	b.applied = seq
-	kept := b.waiters[:0]
-	for _, w := range b.waiters {
+	l.applied = seq
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
 		if w.seq <= seq {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
 		}
 	}
-	clear(b.waiters[len(kept):])
-	b.waiters = kept
+	clear(l.waiters[len(kept):])
+	l.waiters = kept
 }
 
-// waitApplied waits until the stream has been applied up to seq.
-func (b *Broker) waitApplied(ctx context.Context, seq uint64) error {
-	b.appliedMu.Lock()
-	if b.applied >= seq {
-		b.appliedMu.Unlock()
+// waitApplied waits until l's stream has been applied up to seq.
+func (b *Broker) waitApplied(ctx context.Context, l *streamLog, seq uint64) error {
+	l.appliedMu.Lock()
+	if l.applied >= seq {
+		l.appliedMu.Unlock()
 		return nil
 	}
 	ch := make(chan struct{})
-	b.waiters = append(b.waiters, applyWaiter{seq: seq, ch: ch})
-	b.appliedMu.Unlock()
+	l.waiters = append(l.waiters, applyWaiter{seq: seq, ch: ch})
+	l.appliedMu.Unlock()
 	select {
 	case <-ch:
 		return nil
@@ -581,6 +643,16 @@ func (b *Broker) onDisconnect(err error) {
 	b.connected.Store(false)
 	b.synced.Store(false)
 	b.conn.Load().cancel()
+	if b.running.Load() {
+		// The ordered consumers resume by themselves after a reconnect, at the next sequence
+		// they expect; on a stream recreated meanwhile that skips its first messages. Nothing
+		// they deliver is applied until resync has checked the streams and started new ones.
+		b.deliverMu.Lock()
+		for _, l := range b.logs {
+			l.consGen++
+		}
+		b.deliverMu.Unlock()
+	}
 	b.m.Ready.Set(0)
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	b.log.Warn("nats connection lost", "err", err)
@@ -631,34 +703,42 @@ func (b *Broker) resync(gen int64) {
 func (b *Broker) resyncOnce() error {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	b.consMu.Lock()
-	s, created := b.stream, b.created
-	b.consMu.Unlock()
-	info, err := s.Info(ctx)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		info, err = b.ensureStream(ctx)
-	}
-	if err != nil {
-		return err
-	}
-	b.appliedMu.Lock()
-	applied := b.applied
-	b.appliedMu.Unlock()
-	if !info.Created.Equal(created) || info.State.LastSeq < applied {
-		// The stream was lost and recreated: its sequences start over. Read it from the start;
-		// its publications carry new epochs, which is how clients learn that history is gone.
-		b.log.Warn("nats stream was recreated; starting over", "stream", b.cfg.Stream,
-			"created", info.Created, "was_created", created, "last_seq", info.State.LastSeq, "applied", applied)
-		if err := b.startConsumer(true); err != nil {
-			return err // created is unchanged: the next attempt starts over again
-		}
+	reset := false
+	infos := make([]*jetstream.StreamInfo, len(b.logs))
+	for i, l := range b.logs {
 		b.consMu.Lock()
-		b.created = info.Created
+		s, created := l.stream, l.created
 		b.consMu.Unlock()
-	} else if err := b.startConsumer(false); err != nil {
-		// A consumer that missed its heartbeats while the connection was down is recreated by
-		// nats.go on a backoff of up to 10 s; a new one, after what was applied, starts now.
-		return err
+		info, err := s.Info(ctx)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			info, err = b.ensureStream(ctx, l)
+		}
+		if err != nil {
+			return err
+		}
+		l.appliedMu.Lock()
+		applied := l.applied
+		l.appliedMu.Unlock()
+		if !info.Created.Equal(created) || info.State.LastSeq < applied {
+			// The stream was lost and recreated: its sequences start over. Read it from the start;
+			// its publications carry new epochs, which is how clients learn that history is gone.
+			b.log.Warn("nats stream was recreated; starting over", "stream", l.name,
+				"created", info.Created, "was_created", created, "last_seq", info.State.LastSeq, "applied", applied)
+			reset = true
+		}
+		infos[i] = info
+	}
+	// A consumer that missed its heartbeats while the connection was down is recreated by
+	// nats.go on a backoff of up to 10 s; a new one, after what was applied, starts now.
+	if err := b.startConsumers(reset); err != nil {
+		return err // created is unchanged: the next attempt starts over again
+	}
+	if reset {
+		b.consMu.Lock()
+		for i, l := range b.logs {
+			l.created = infos[i].Created
+		}
+		b.consMu.Unlock()
 	}
 	if err := b.catchUp(b.ctx, 30*time.Second); err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,10 +205,35 @@ func (b *Broker) policy(topic string) hub.HistoryPolicy {
 	if p.Size <= 0 {
 		p.Size = 100
 	}
-	if p.TTL <= 0 {
-		p.TTL = 10 * time.Minute
+	if p.TTL == 0 {
+		p.TTL = 10 * time.Minute // negative: durable, kept until trimmed by Size
 	}
 	return p
+}
+
+// ttls are the scripts' TTL arguments for pol at now: the stream's TTL, the meta key's and the
+// cutoff before which publications expire, all in ms; zeros for a durable topic.
+func (b *Broker) ttls(pol hub.HistoryPolicy, now time.Time) (ttl, metaTTL, cutoff int64) {
+	if pol.TTL < 0 {
+		return 0, 0, 0
+	}
+	return pol.TTL.Milliseconds(), (pol.TTL + b.cfg.IdleTTL).Milliseconds(), now.Add(-pol.TTL).UnixMilli()
+}
+
+func (b *Broker) durableKey() string { return b.cfg.Prefix + ":durable" }
+
+// TopicsSince names the durable topics published to since since (all of them for the zero
+// time), for archive sweeps.
+func (b *Broker) TopicsSince(ctx context.Context, since time.Time) ([]string, error) {
+	lo := "-inf"
+	if !since.IsZero() {
+		lo = strconv.FormatInt(since.UnixMilli(), 10)
+	}
+	topics, err := b.client.ZRangeByScore(ctx, b.durableKey(), &goredis.ZRangeBy{Min: lo, Max: "+inf"}).Result()
+	if err != nil {
+		return nil, b.wrap("list durable topics", err)
+	}
+	return topics, nil
 }
 
 // Publish stores and publishes req in one script run.
@@ -224,9 +250,13 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	pol := b.policy(req.Topic)
 	stream, meta := b.keys(req.Topic)
 	body := replica.AppendTail(nil, t, req.Sender, req.Type, req.Data)
-	res, err := publishScript.Run(ctx, b.client, []string{stream, meta},
-		b.channel(req.Topic), replica.NewEpoch(), pol.Size, pol.TTL.Milliseconds(), (pol.TTL + b.cfg.IdleTTL).Milliseconds(),
-		start.Add(-pol.TTL).UnixMilli(), t.UnixMilli(), body).Slice()
+	keys := []string{stream, meta}
+	if pol.TTL < 0 {
+		keys = append(keys, b.durableKey())
+	}
+	ttl, metaTTL, cutoff := b.ttls(pol, start)
+	res, err := publishScript.Run(ctx, b.client, keys,
+		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic).Slice()
 	if err != nil {
 		b.m.PublishErrors.Inc()
 		return nil, b.wrap("publish", err)
@@ -253,8 +283,9 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 	if limit < 0 {
 		limit = 0
 	}
+	_, metaTTL, cutoff := b.ttls(pol, time.Now())
 	res, err := historyScript.Run(ctx, b.client, []string{stream, meta},
-		replica.NewEpoch(), first, limit, time.Now().Add(-pol.TTL).UnixMilli(), (pol.TTL + b.cfg.IdleTTL).Milliseconds()).Slice()
+		replica.NewEpoch(), first, limit, cutoff, metaTTL).Slice()
 	if err != nil {
 		return hub.HistoryResult{}, b.wrap("history of "+topic, err)
 	}

@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -31,3 +33,65 @@ func harness(tb testing.TB) brokertest.Harness {
 func TestConformance(t *testing.T) { brokertest.Run(t, harness(t)) }
 
 func BenchmarkBroker(b *testing.B) { brokertest.Bench(b, harness(b)) }
+
+// TestDurableTopicsSurviveRestartWithAOF: with Redis run as docs/brokers.md advises for durable
+// topics (appendonly yes, appendfsync always), a room's keys carry no TTL, and after a restart
+// of redis-server its history is there, in the same epoch, and offsets continue.
+func TestDurableTopicsSurviveRestartWithAOF(t *testing.T) {
+	srv := brokertest.StartRedisAOF(t)
+	h := brokertest.External(srv, func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return redis.New(context.Background(), url, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+	}, nil)
+	ns := brokertest.Namespace()
+	policy := func(topic string) hub.HistoryPolicy {
+		if topic == "chat/aof" {
+			return hub.HistoryPolicy{Size: 1000, TTL: -1}
+		}
+		return hub.HistoryPolicy{}
+	}
+	rec := brokertest.NewRecorder()
+	b := h.NewNodeFunc(t, ns, policy)
+	ctx := context.Background()
+	if err := b.Run(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var last *hub.Publication
+	for range 30 {
+		p, err := b.Publish(ctx, hub.PublishRequest{Topic: "chat/aof", Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = p
+	}
+	opt, _ := goredis.ParseURL(srv.URL)
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	for _, k := range []string{ns + ":s:{chat/aof}", ns + ":m:{chat/aof}"} {
+		if ttl, err := c.PTTL(ctx, k).Result(); err != nil || ttl != -1 {
+			t.Fatalf("%s has TTL %v (%v); a durable topic's keys must not expire", k, ttl, err)
+		}
+	}
+	srv.Stop()
+	srv.Start()
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		hr, err := b.History(ctx, "chat/aof", 0, 0)
+		if err != nil {
+			return err
+		}
+		if hr.Top != (hub.Position{Offset: 30, Epoch: last.Epoch}) || len(hr.Publications) != 30 {
+			return fmt.Errorf("after the restart: top %+v, %d publications; want 30:%s and 30", hr.Top, len(hr.Publications), last.Epoch)
+		}
+		return nil
+	})
+	brokertest.Eventually(t, 30*time.Second, func() error {
+		p, err := b.Publish(ctx, hub.PublishRequest{Topic: "chat/aof", Data: []byte(`{}`)})
+		if err != nil {
+			return err
+		}
+		if p.Offset != 31 || p.Epoch != last.Epoch {
+			t.Fatalf("after the restart the next publication is %d:%s, want 31:%s", p.Offset, p.Epoch, last.Epoch)
+		}
+		return nil
+	})
+}

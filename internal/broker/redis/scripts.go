@@ -8,6 +8,11 @@ import goredis "github.com/redis/go-redis/v9"
 //	P:s:{T}   stream: one entry per retained publication, ID "<offset>-0", fields t (ms) and p
 //	          (the encoded publication, as published on the channel).
 //	P:c:T     pub/sub channel of T's publications, in offset order.
+//	P:durable sorted set: durable topics (no TTL), scored by their latest publish time (ms), for
+//	          archive sweeps (Broker.TopicsSince).
+//
+// A durable topic's keys never expire and its stream is trimmed by MAXLEN only; a TTL of 0 in
+// the scripts' arguments means that.
 //
 // The braces make both keys of a topic hash to the same Redis Cluster slot, as scripts need.
 //
@@ -43,6 +48,15 @@ local function trim(stream, cutoff)
   return tonumber(string.match(head[1][1], '^(%d+)'))
 end
 
+-- expire keeps key for ttl ms more, or for good when ttl is 0 (durable topics).
+local function expire(key, ttl)
+  if tonumber(ttl) > 0 then
+    redis.call('PEXPIRE', key, ttl)
+  else
+    redis.call('PERSIST', key)
+  end
+end
+
 -- meta returns the topic's epoch, starting a new one (and dropping any stale stream) when the
 -- topic has none, and keeps the meta key for metaTTL more.
 local function meta(stream, m, newEpoch, metaTTL)
@@ -52,7 +66,7 @@ local function meta(stream, m, newEpoch, metaTTL)
     redis.call('DEL', stream)
     redis.call('HSET', m, 'e', epoch, 'o', 0)
   end
-  redis.call('PEXPIRE', m, metaTTL)
+  expire(m, metaTTL)
   return epoch
 end
 `
@@ -60,16 +74,20 @@ end
 // publishScript assigns the next offset, appends to the stream and publishes on the channel in
 // one step, so the channel's order is offset order and history never lags delivery.
 //
-// KEYS: stream, meta. ARGV: channel, new epoch, size, TTL ms, meta TTL ms, cutoff ms, time ms,
-// body (the encoding after the epoch). Returns {offset, epoch}.
+// KEYS: stream, meta, and for a durable topic the durable set. ARGV: channel, new epoch, size,
+// TTL ms, meta TTL ms, cutoff ms, time ms, body (the encoding after the epoch), topic.
+// Returns {offset, epoch}.
 var publishScript = goredis.NewScript(trimLua + `
 local stream, m = KEYS[1], KEYS[2]
 local epoch = meta(stream, m, ARGV[2], ARGV[5])
 local off = redis.call('HINCRBY', m, 'o', 1)
 local payload = string.format('%d ', off) .. epoch .. ' ' .. ARGV[8]
 redis.call('XADD', stream, 'MAXLEN', ARGV[3], string.format('%d-0', off), 't', ARGV[7], 'p', payload)
-redis.call('PEXPIRE', stream, ARGV[4])
+expire(stream, ARGV[4])
 trim(stream, tonumber(ARGV[6]))
+if #KEYS == 3 then
+  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[9])
+end
 redis.call('PUBLISH', ARGV[1], payload)
 return {off, epoch}
 `)

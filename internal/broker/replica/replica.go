@@ -43,10 +43,10 @@ type shard struct {
 // guarded by its shard's mu.
 type topicLog struct {
 	epoch string
-	top   uint64    // offset of the latest publication
-	seq   uint64    // log position of the latest publication
-	last  time.Time // time of the latest publication
-	ttl   time.Duration
+	top   uint64        // offset of the latest publication
+	seq   uint64        // log position of the latest publication
+	last  time.Time     // time of the latest publication
+	ttl   time.Duration // negative: never expires (a durable topic)
 	ring  history.Ring
 }
 
@@ -132,7 +132,7 @@ func (r *Replica) Last(topic string, now time.Time) (Last, bool) {
 	if t == nil {
 		return Last{}, false
 	}
-	return Last{Seq: t.seq, Epoch: t.epoch, Offset: t.top, Time: t.last, Expired: now.Sub(t.last) > t.ttl}, true
+	return Last{Seq: t.seq, Epoch: t.epoch, Offset: t.top, Time: t.last, Expired: t.expired(now)}, true
 }
 
 // History answers hub.Broker.History from the replica: the retained publications after since
@@ -145,7 +145,9 @@ func (r *Replica) History(topic string, since uint64, limit int, now time.Time) 
 	if t == nil {
 		return hub.HistoryResult{}
 	}
-	t.ring.Expire(now.Add(-t.ttl))
+	if t.ttl >= 0 {
+		t.ring.Expire(now.Add(-t.ttl))
+	}
 	if t.ring.Len() == 0 {
 		delete(sh.topics, topic) // every publication expired: forget the topic
 		return hub.HistoryResult{}
@@ -163,12 +165,32 @@ func (r *Replica) Sweep(now time.Time) {
 		sh := &r.shards[i]
 		sh.mu.Lock()
 		for name, t := range sh.topics {
-			if now.Sub(t.last) > t.ttl {
+			if t.expired(now) {
 				delete(sh.topics, name)
 			}
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// expired reports whether the topic's latest publication outlived its TTL at now.
+func (t *topicLog) expired(now time.Time) bool { return t.ttl >= 0 && now.Sub(t.last) > t.ttl }
+
+// DurableTopicsSince names the durable topics (negative TTL) whose latest publication is from
+// since or later, for archive sweeps.
+func (r *Replica) DurableTopicsSince(since time.Time) []string {
+	var out []string
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		for name, t := range sh.topics {
+			if t.ttl < 0 && !t.last.Before(since) {
+				out = append(out, name)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
 }
 
 // SweepEvery calls Sweep every interval until ctx ends.
@@ -189,8 +211,10 @@ func (r *Replica) SweepEvery(ctx context.Context, interval time.Duration) {
 // policy("") (when policy is not nil), then default to 100 publications and 10 minutes. It
 // returns retention and the per-topic policy for New: policy(topic) narrowed to retention, since
 // a replica cannot keep more than the log it is built from. A nil policy means retention for
-// every topic.
-func Policies(retention hub.HistoryPolicy, policy func(topic string) hub.HistoryPolicy) (hub.HistoryPolicy, func(topic string) hub.HistoryPolicy) {
+// every topic. A topic whose policy has a negative TTL is durable: it lives in a log of its own
+// that keeps durableSize publications per topic and never expires them, so its policy is
+// narrowed to durableSize and keeps its negative TTL.
+func Policies(retention hub.HistoryPolicy, durableSize int, policy func(topic string) hub.HistoryPolicy) (hub.HistoryPolicy, func(topic string) hub.HistoryPolicy) {
 	if policy != nil {
 		def := policy("")
 		if retention.Size <= 0 {
@@ -210,6 +234,12 @@ func Policies(retention hub.HistoryPolicy, policy func(topic string) hub.History
 		p := retention
 		if policy != nil {
 			u := policy(topic)
+			if u.TTL < 0 {
+				if u.Size <= 0 || u.Size > durableSize {
+					u.Size = durableSize
+				}
+				return u
+			}
 			if u.Size > 0 && u.Size < p.Size {
 				p.Size = u.Size
 			}

@@ -126,7 +126,7 @@ func TestApplyAndHistory(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
-	ret, pol := Policies(hub.HistoryPolicy{}, nil)
+	ret, pol := Policies(hub.HistoryPolicy{}, 1000, nil)
 	if ret != (hub.HistoryPolicy{Size: 100, TTL: 10 * time.Minute}) || pol("x") != ret {
 		t.Fatalf("defaults: %+v %+v", ret, pol("x"))
 	}
@@ -136,10 +136,12 @@ func TestPolicies(t *testing.T) {
 			return hub.HistoryPolicy{Size: 50}
 		case "small":
 			return hub.HistoryPolicy{Size: 5, TTL: time.Second}
+		case "durable":
+			return hub.HistoryPolicy{Size: 5000, TTL: -1} // durable: narrowed to the durable log's size
 		}
-		return hub.HistoryPolicy{Size: 1000, TTL: -1} // more than retained: narrowed
+		return hub.HistoryPolicy{Size: 1000, TTL: 2 * time.Hour} // more than retained: narrowed
 	}
-	ret, pol = Policies(hub.HistoryPolicy{TTL: time.Hour}, user)
+	ret, pol = Policies(hub.HistoryPolicy{TTL: time.Hour}, 1000, user)
 	if ret != (hub.HistoryPolicy{Size: 50, TTL: time.Hour}) {
 		t.Fatalf("retention: %+v", ret)
 	}
@@ -148,5 +150,8 @@ func TestPolicies(t *testing.T) {
 	}
 	if got := pol("big"); got != ret {
 		t.Fatalf("big: %+v", got)
+	}
+	if got := pol("durable"); got != (hub.HistoryPolicy{Size: 1000, TTL: -1}) {
+		t.Fatalf("durable: %+v", got)
 	}
 }

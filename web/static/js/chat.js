@@ -20,11 +20,36 @@ export class ChatView {
   }
 
   // add renders one publication of the room.
-  add(p) {
+  add(p) { this.append(this.item(p)); }
+
+  // prepend puts older publications (newest first, as history pages come) above the others,
+  // keeping what is on screen where it is.
+  prepend(ps) {
+    const h = this.log.scrollHeight;
+    for (const p of ps) {
+      if (this.log.querySelector(`li[data-offset="${p.offset}"][data-epoch="${p.epoch}"]`)) continue;
+      this.log.querySelector('li.hint')?.remove();
+      this.log.prepend(this.item(p));
+    }
+    this.log.scrollTop += this.log.scrollHeight - h;
+  }
+
+  // start marks the beginning of the room's history.
+  start() {
+    if (this.log.querySelector('li.start')) return;
+    const li = document.createElement('li');
+    li.className = 'sys start';
+    li.textContent = 'Beginning of the room';
+    this.log.prepend(li);
+  }
+
+  // item is the list item of one publication.
+  item(p) {
     const d = p.data && typeof p.data === 'object' ? p.data : { message: String(p.data ?? '') };
     const who = p.sender || d.sender || 'anonymous';
     const li = document.createElement('li');
     li.dataset.offset = p.offset;
+    li.dataset.epoch = p.epoch;
     li.title = `offset ${p.offset} · epoch ${p.epoch}`;
     switch (p.type) {
       case 'ENTER':
@@ -54,7 +79,7 @@ export class ChatView {
         li.append(name, text, time);
       }
     }
-    this.append(li);
+    return li;
   }
 
   // gap puts a divider where history is missing.

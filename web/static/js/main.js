@@ -6,6 +6,7 @@ import { transports, transportById, Live } from './live.js';
 import { api, namePattern } from './api.js';
 import { MapView, colorOf } from './map.js';
 import { ChatView } from './chat.js';
+import { OlderMessages } from './older.js';
 import { Panel } from './panel.js';
 
 const $ = (s) => document.querySelector(s);
@@ -28,6 +29,7 @@ const app = {
 };
 const panel = new Panel($('#conn'));
 const chat = new ChatView({ log: $('#chat-log'), members: $('#room-members'), title: $('#chat-room') });
+const older = new OlderMessages(chat, () => app.token);
 const map = new MapView($('#map'), $('#map-members'), { onMove: (x, y, final) => moved(x, y, final) });
 window.rtlab = { app, map, chat, panel }; // for the console and the browser tests
 chat.reset('', '');
@@ -285,10 +287,12 @@ async function joinRoom(room) {
   chat.reset(room, app.user);
   let pos;
   try {
-    const h = await api('GET', `/api/topics/${topic}/history?since=0`, { token: app.token });
-    for (const p of h.publications) chat.add(p);
-    const last = h.publications.at(-1);
+    // The newest page; older ones load on scroll (older.js).
+    const h = await api('GET', `/api/topics/${topic}/history?before=0&limit=50`, { token: app.token });
+    for (const p of h.publications.toReversed()) chat.add(p);
+    const last = h.publications[0];
     pos = { offset: last ? last.offset : h.offset, epoch: h.epoch };
+    older.start(topic, h.next);
   } catch (e) {
     pos = { offset: 0, epoch: '' }; // the transport replays what is retained
     chat.system(`history not loaded (${e.message}); replaying what the server keeps`);
@@ -337,6 +341,7 @@ function ensureEntered() {
 async function leaveRoom() {
   const topic = topicOf.chat(app.room);
   app.leaving = true;
+  older.stop();
   try {
     await app.t.publish(topic, { type: 'LEAVE', sender: app.user, roomId: app.room }, 'LEAVE');
   } catch { /* not entered or offline: nothing to undo */ }

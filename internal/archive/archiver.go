@@ -1,0 +1,500 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rtlab/rtlab/internal/hub"
+)
+
+// Source is the broker's window, which a sweep catches up from.
+type Source interface {
+	History(ctx context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error)
+}
+
+// TopicLister is implemented by brokers that can name the topics published to since a time (a
+// superset is fine), so a sweep need not know every topic beforehand. Without it a node sweeps
+// only the topics it archived itself.
+type TopicLister interface {
+	TopicsSince(ctx context.Context, since time.Time) ([]string, error)
+}
+
+// Config configures an Archiver. Zero values mean the defaults given.
+type Config struct {
+	Store  Store  // required
+	Source Source // the broker; required for catch-up
+	// Durable selects the topics archived. Nil means none.
+	Durable func(topic string) bool
+	// Queue bounds the publications waiting to be written; when it is full, new ones are left
+	// to the sweep. Zero means 100,000.
+	Queue int
+	// Batch is the most publications written at once. Zero means 1,000.
+	Batch int
+	// Sweep is how often the broker's window is checked for publications nobody archived.
+	// Zero means 30 s.
+	Sweep time.Duration
+	// Grace is how old a publication must be before a sweep writes it: younger ones may still
+	// be in the queue of the node that acknowledged them. Zero means 10 s.
+	Grace time.Duration
+	// Retention is what the store keeps; pruned every PruneEvery (zero: 10 minutes).
+	Retention  Retention
+	PruneEvery time.Duration
+	Logger     *slog.Logger
+	// Registerer receives the rtlab_archive_* metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+	// Now returns the time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Archiver writes durable topics' publications to a Store and sweeps the broker's window for
+// what is missing. It also answers the hub's pages (hub.Archive). Safe for concurrent use.
+type Archiver struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	mu      sync.Mutex
+	queue   []*hub.Publication  // waiting to be written; guarded by mu
+	seen    map[string]struct{} // topics added since the last sweep; guarded by mu
+	written map[string]struct{} // topics written since the last prune; guarded by mu
+	closed  bool                // guarded by mu
+	wake    chan struct{}       // cap 1: the writer has something to do
+	kick    chan time.Time      // cap 1: sweep now, from this time on
+	flushed chan struct{}       // closed when the writer has exited
+
+	// Owned by the sweeper goroutine.
+	verified map[string]hub.Position // per topic: archived up to here, as checked by a sweep
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+var _ hub.Archive = (*Archiver)(nil)
+
+// New returns an Archiver; Run starts it.
+func New(cfg Config) *Archiver {
+	if cfg.Queue <= 0 {
+		cfg.Queue = 100_000
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1000
+	}
+	if cfg.Sweep <= 0 {
+		cfg.Sweep = 30 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = 10 * time.Minute
+	}
+	if cfg.Durable == nil {
+		cfg.Durable = func(string) bool { return false }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Archiver{
+		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer),
+		seen: make(map[string]struct{}), written: make(map[string]struct{}),
+		wake: make(chan struct{}, 1), kick: make(chan time.Time, 1), flushed: make(chan struct{}),
+		verified: make(map[string]hub.Position),
+	}
+	a.m.ready.Set(1)
+	return a
+}
+
+// Run starts the writer, and the sweeper with a first sweep of every topic the broker knows
+// (what a node that stopped, or died, left unarchived). It returns at once.
+func (a *Archiver) Run(ctx context.Context) {
+	ctx, a.cancel = context.WithCancel(ctx)
+	a.done.Add(2)
+	go func() { defer a.done.Done(); defer close(a.flushed); a.writeLoop(ctx) }()
+	go func() { defer a.done.Done(); a.sweepLoop(ctx) }()
+}
+
+// Add queues a publication this node had acknowledged. It never blocks: when the queue is
+// full the publication is left to the sweeps.
+func (a *Archiver) Add(p *hub.Publication) {
+	if !a.cfg.Durable(p.Topic) {
+		return
+	}
+	a.mu.Lock()
+	if a.closed || len(a.queue) >= a.cfg.Queue {
+		a.seen[p.Topic] = struct{}{}
+		a.mu.Unlock()
+		a.m.dropped.Inc()
+		return
+	}
+	a.queue = append(a.queue, p)
+	a.seen[p.Topic] = struct{}{}
+	n := len(a.queue)
+	a.mu.Unlock()
+	a.m.queued.Set(float64(n))
+	if n == 1 || n == a.cfg.Batch {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close writes what is queued (for up to timeout), stops the sweeper and closes the store.
+func (a *Archiver) Close(timeout time.Duration) error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	if a.cancel != nil {
+		select {
+		case <-a.flushed:
+		case <-time.After(timeout):
+		}
+		a.cancel()
+		a.done.Wait()
+	}
+	a.mu.Lock()
+	left := len(a.queue)
+	a.mu.Unlock()
+	var err error
+	if left > 0 {
+		err = fmt.Errorf("archive: %d publications not written at shutdown (a sweep catches them up)", left)
+	}
+	return errors.Join(err, a.cfg.Store.Close())
+}
+
+// Publisher wraps b so that every publication it acknowledges is queued here.
+func (a *Archiver) Publisher(b hub.Broker) hub.Broker { return &publisher{Broker: b, a: a} }
+
+type publisher struct {
+	hub.Broker
+	a *Archiver
+}
+
+func (p *publisher) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
+	pub, err := p.Broker.Publish(ctx, req)
+	if err == nil {
+		p.a.Add(pub)
+	}
+	return pub, err
+}
+
+// Page answers the hub from the store, for durable topics.
+func (a *Archiver) Page(ctx context.Context, topic, epoch string, before uint64, limit int) ([]*hub.Publication, error) {
+	if !a.cfg.Durable(topic) {
+		return nil, nil
+	}
+	start := time.Now()
+	pubs, err := a.cfg.Store.Page(ctx, topic, epoch, before, limit)
+	if err != nil {
+		return nil, hub.Unavailable("archive", err)
+	}
+	a.m.pageSeconds.Observe(time.Since(start).Seconds())
+	return pubs, nil
+}
+
+// PrevEpoch answers the hub from the store, for durable topics.
+func (a *Archiver) PrevEpoch(ctx context.Context, topic, epoch string) (hub.Position, bool, error) {
+	if !a.cfg.Durable(topic) {
+		return hub.Position{}, false, nil
+	}
+	pos, ok, err := a.cfg.Store.PrevEpoch(ctx, topic, epoch)
+	if err != nil {
+		return pos, ok, hub.Unavailable("archive", err)
+	}
+	return pos, ok, nil
+}
+
+// writeLoop writes the queue in batches until Close, retrying a failed batch with backoff.
+// After a failure ends it asks for a sweep from when it began: publications dropped meanwhile,
+// or acknowledged by nodes that died, are caught up.
+func (a *Archiver) writeLoop(ctx context.Context) {
+	backoff := time.Duration(0)
+	var failedSince time.Time
+	var batch []*hub.Publication
+	for {
+		a.mu.Lock()
+		if len(batch) == 0 {
+			n := min(len(a.queue), a.cfg.Batch)
+			batch = append(batch[:0], a.queue[:n]...)
+			rest := copy(a.queue, a.queue[n:])
+			clear(a.queue[rest:])
+			a.queue = a.queue[:rest]
+		}
+		closed, left := a.closed, len(a.queue)
+		a.mu.Unlock()
+		a.m.queued.Set(float64(left))
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			select {
+			case <-a.wake:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := a.cfg.Store.Write(wctx, batch)
+		cancel()
+		if err != nil {
+			a.m.errors.Inc()
+			if failedSince.IsZero() {
+				failedSince = a.cfg.Now()
+				a.m.ready.Set(0)
+				a.log.Warn("archive write failed; retrying", "err", err, "queued", left+len(batch))
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		now := a.cfg.Now()
+		for _, p := range batch {
+			a.m.lag.Observe(now.Sub(p.Time).Seconds())
+		}
+		a.m.written.WithLabelValues("live").Add(float64(n))
+		a.mu.Lock()
+		for _, p := range batch {
+			a.written[p.Topic] = struct{}{}
+		}
+		a.mu.Unlock()
+		clear(batch)
+		batch = batch[:0]
+		if !failedSince.IsZero() {
+			a.log.Info("archive writes resumed", "down_for", now.Sub(failedSince).Round(time.Millisecond))
+			a.m.ready.Set(1)
+			select {
+			case a.kick <- failedSince.Add(-a.cfg.Grace):
+			default:
+			}
+			failedSince, backoff = time.Time{}, 0
+		}
+	}
+}
+
+// sweepLoop sweeps at start, every Sweep, and when the writer recovers.
+func (a *Archiver) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Sweep)
+	defer t.Stop()
+	prune := time.NewTicker(a.cfg.PruneEvery)
+	defer prune.Stop()
+	var since time.Time // zero: every topic the broker knows
+	for {
+		start := a.cfg.Now()
+		if err := a.sweep(ctx, since); err != nil {
+			a.log.Debug("archive sweep", "err", err)
+		} else {
+			// The next sweep looks at topics published to since this one's cutoff, with a sweep
+			// interval of margin for clocks that differ between nodes.
+			since = start.Add(-a.cfg.Grace - a.cfg.Sweep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case from := <-a.kick:
+			if from.Before(since) {
+				since = from
+			}
+		case <-prune.C:
+			a.prune(ctx)
+			continue
+		}
+	}
+}
+
+// sweep catches up every durable topic published to since since.
+func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
+	var topics []string
+	if l, ok := a.cfg.Source.(TopicLister); ok {
+		var err error
+		if topics, err = l.TopicsSince(ctx, since); err != nil {
+			return fmt.Errorf("archive: list topics: %w", err)
+		}
+	}
+	a.mu.Lock()
+	for t := range a.seen {
+		topics = append(topics, t)
+	}
+	clear(a.seen)
+	a.mu.Unlock()
+	cutoff := a.cfg.Now().Add(-a.cfg.Grace)
+	a.mu.Lock()
+	if len(a.queue) > 0 && a.queue[0].Time.Before(cutoff) {
+		// This node's own backlog (an archive that was down) goes first, by its writer: a
+		// sweep takes only what is older than anything still queued here.
+		cutoff = a.queue[0].Time
+	}
+	a.mu.Unlock()
+	var errs []error
+	done := make(map[string]struct{}, len(topics))
+	for _, t := range topics {
+		if _, dup := done[t]; dup || !a.cfg.Durable(t) {
+			continue
+		}
+		done[t] = struct{}{}
+		if err := a.catchUp(ctx, t, cutoff); err != nil {
+			errs = append(errs, err)
+			a.mu.Lock()
+			a.seen[t] = struct{}{} // try it again next time, whatever since says
+			a.mu.Unlock()
+		}
+	}
+	// Forget topics quiet for long: the map stays bounded by active topics.
+	for t := range a.verified {
+		if _, ok := done[t]; !ok && len(a.verified) > 10_000 {
+			delete(a.verified, t)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// catchUp writes topic's publications that are in the broker's window, older than cutoff, and
+// not archived yet.
+func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v := a.verified[topic]
+	hr, err := a.cfg.Source.History(ctx, topic, v.Offset, 0)
+	if err == nil && v.Offset > 0 && hr.Top.Epoch != v.Epoch {
+		hr, err = a.cfg.Source.History(ctx, topic, 0, 0) // a new epoch: all of its window
+	}
+	if err != nil {
+		return fmt.Errorf("archive: window of %s: %w", topic, err)
+	}
+	var due []*hub.Publication
+	ageCut := time.Time{}
+	if a.cfg.Retention.Age > 0 {
+		ageCut = a.cfg.Now().Add(-a.cfg.Retention.Age)
+	}
+	for _, p := range hr.Publications {
+		if p.Epoch != hr.Top.Epoch || !p.Time.Before(cutoff) {
+			break
+		}
+		if p.Time.Before(ageCut) {
+			continue // retention would delete it again
+		}
+		due = append(due, p)
+	}
+	if v.Epoch == hr.Top.Epoch && v.Offset > 0 && hr.Oldest > v.Offset+1 {
+		// The window moved past what this node verified: what was in between is archived, or lost.
+		if n, err := a.cfg.Store.Count(ctx, topic, v.Epoch, v.Offset+1, hr.Oldest-1); err == nil {
+			if lost := int(hr.Oldest-1-v.Offset) - n; lost > 0 {
+				a.m.missed.Add(float64(lost))
+				a.log.Warn("archive: publications left the broker's window unarchived", "topic", topic,
+					"epoch", v.Epoch, "from", v.Offset+1, "to", hr.Oldest-1, "missing", lost)
+			}
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	first, last := due[0].Offset, due[len(due)-1].Offset
+	n, err := a.cfg.Store.Count(ctx, topic, hr.Top.Epoch, first, last)
+	if err != nil {
+		return fmt.Errorf("archive: count %s: %w", topic, err)
+	}
+	if n < len(due) {
+		for i := 0; i < len(due); i += a.cfg.Batch {
+			w, err := a.cfg.Store.Write(ctx, due[i:min(i+a.cfg.Batch, len(due))])
+			if err != nil {
+				a.m.errors.Inc()
+				return fmt.Errorf("archive: catch up %s: %w", topic, err)
+			}
+			a.m.written.WithLabelValues("catchup").Add(float64(w))
+			if w > 0 {
+				a.log.Info("archive: caught up from the broker's window", "topic", topic, "written", w)
+			}
+		}
+		a.mu.Lock()
+		a.written[topic] = struct{}{}
+		a.mu.Unlock()
+	}
+	a.verified[topic] = hub.Position{Offset: last, Epoch: hr.Top.Epoch}
+	return nil
+}
+
+// Sweep runs one sweep of every topic now, for tests and tools; it must not overlap Run's.
+func (a *Archiver) Sweep(ctx context.Context) error { return a.sweep(ctx, time.Time{}) }
+
+func (a *Archiver) prune(ctx context.Context) {
+	if a.cfg.Retention.IsZero() {
+		return
+	}
+	a.mu.Lock()
+	topics := make([]string, 0, len(a.written))
+	for t := range a.written {
+		topics = append(topics, t)
+	}
+	clear(a.written)
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	n, err := a.cfg.Store.Prune(ctx, a.cfg.Retention, a.cfg.Now(), topics)
+	if err != nil {
+		a.log.Warn("archive prune failed", "err", err)
+		return
+	}
+	a.m.pruned.Add(float64(n))
+}
+
+type metrics struct {
+	lag         prometheus.Histogram
+	pageSeconds prometheus.Histogram
+	written     *prometheus.CounterVec
+	errors      prometheus.Counter
+	dropped     prometheus.Counter
+	missed      prometheus.Counter
+	pruned      prometheus.Counter
+	queued      prometheus.Gauge
+	ready       prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rtlab_archive_lag_seconds",
+			Help:    "From a publication's time to its commit in the archive, for what this node acknowledged.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		pageSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rtlab_archive_page_seconds",
+			Help: "Time to read one page from the archive.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rtlab_archive_written_total",
+			Help: "Publications stored in the archive by this node: live (acknowledged here) or catchup (found missing by a sweep)."}, []string{"path"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_write_errors_total",
+			Help: "Archive writes that failed (retried)."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_dropped_total",
+			Help: "Publications not queued because the queue was full; left to the sweeps."}),
+		missed: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_missed_total",
+			Help: "Publications found gone from the broker's window before anyone archived them."}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_pruned_total",
+			Help: "Publications deleted by --archive-retention."}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rtlab_archive_queue",
+			Help: "Publications waiting to be written to the archive."}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rtlab_archive_ready",
+			Help: "1 while archive writes succeed."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.lag, m.pageSeconds, m.written, m.errors, m.dropped, m.missed, m.pruned, m.queued, m.ready)
+	}
+	return m
+}
