@@ -38,12 +38,12 @@ import (
 
 // Config is everything `rtlab serve` can be told. Zero values mean the documented defaults.
 type Config struct {
-	Addr            string        // listen address; zero means 127.0.0.1:8080
-	Broker          string        // "memory" (default) or a broker URL
-	AMQPLinger      time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
-	AMQPDirect      string        // RabbitMQ: where the sequencer takes other nodes' requests directly; empty: never
-	HistorySize     int           // publications kept per topic; zero means 100
-	HistoryTTL      time.Duration // zero means 10 minutes
+	Addr        string        // listen address; zero means 127.0.0.1:8080
+	Broker      string        // "memory" (default) or a broker URL
+	AMQPLinger  time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
+	AMQPDirect  string        // RabbitMQ: where the sequencer takes other nodes' requests directly; empty: never
+	HistorySize int           // publications kept per topic; zero means 100
+	HistoryTTL  time.Duration // zero means 10 minutes
 	// HistoryMaxBytes bounds the memory broker's non-durable history (memory.Config.MaxBytes):
 	// zero means 256 MiB, negative unlimited.
 	HistoryMaxBytes int64
