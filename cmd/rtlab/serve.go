@@ -27,6 +27,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0 = send at once)")
 	fs.IntVar(&cfg.HistorySize, "history-size", 100, "publications kept per topic for resume and history reads")
 	fs.DurationVar(&cfg.HistoryTTL, "history-ttl", 0, "how long a publication stays in history (0 = 10m)")
+	fs.Int64Var(&cfg.HistoryMaxBytes, "history-max-bytes", app.DefaultHistoryMaxBytes, "memory broker: bytes the history of non-durable topics may hold; over it the least recently used topics lose their history (-1 = unlimited)")
 	fs.IntVar(&lim.MaxFrame, "max-frame", 64<<10, "largest client frame, request body or publication, in bytes")
 	fs.IntVar(&lim.QueueBytes, "queue-bytes", 1<<20, "bytes queued per connection before it is cut off as a slow consumer")
 	fs.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "a socket write taking longer cuts the client off (0 = 10s)")
