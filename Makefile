@@ -2,7 +2,7 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current
+.PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers
 
 # VERSION is what `rtlab version` and rtlab_build_info say: the checkout's commit.
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -46,6 +46,16 @@ test-nats-current:
 	$(NATS_SERVER_DIR)/nats-server --version
 	PATH=$(NATS_SERVER_DIR):$$PATH RTLAB_REQUIRE_BROKERS=1 $(GO) test -race -count=1 ./internal/broker/nats/
 	PATH=$(NATS_SERVER_DIR):$$PATH RTLAB_REQUIRE_BROKERS=1 $(GO) test -race -count=1 -run 'TestMultiNode/nats' ./internal/app/
+
+# peers gets the servers `rtlab bench --server` compares rtlab with ready: centrifugo, installed
+# into .cache/ with go install when missing (the version is bench.CentrifugoVersion's), and the
+# Spring peer, built into .cache/ with Maven once per version of its sources. RabbitMQ's
+# Web-STOMP comes with Debian's rabbitmq-server; --prepare checks that it is there.
+CENTRIFUGO_VERSION ?= v6.9.1
+CENTRIFUGO_DIR = $(CURDIR)/.cache/centrifugo-$(CENTRIFUGO_VERSION)
+peers:
+	@test -x $(CENTRIFUGO_DIR)/centrifugo || GOBIN=$(CENTRIFUGO_DIR) $(GO) install github.com/centrifugal/centrifugo/v6@$(CENTRIFUGO_VERSION)
+	$(GO) run ./cmd/rtlab bench --server rtlab,centrifugo,rabbitmq,spring --prepare --centrifugo-bin $(CENTRIFUGO_DIR)/centrifugo
 
 fuzz:
 	GO=$(GO) FUZZEXECS=$(FUZZEXECS) ./scripts/fuzz.sh

@@ -70,6 +70,16 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
 	nodes := fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
 	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
+	servers := fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
+	targetKind := fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
+	stompPub := fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number (default /topic/location/{group})")
+	stompSub := fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination (default the --stomp-pub one)")
+	stompLogin := fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
+	cfBin := fs.String("centrifugo-bin", "", "the centrifugo executable (default: centrifugo in PATH, else <peer-cache>/centrifugo-"+bench.CentrifugoVersion+"/centrifugo)")
+	cfKey := fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
+	springJar := fs.String("spring-jar", "", "a built jar of the Spring peer (default: built from its sources into --peer-cache once)")
+	peerCache := fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
+	prepare := fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
@@ -95,10 +105,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
 		ServerArgs: strings.Fields(*serverArgs), Nodes: *nodes, Rounds: *rounds, PubConns: *pubConns,
 		RoomSize: *roomSize, Talks: *talks, Hold: *hold, AuthSecret: *authSecret,
+		TargetKind: *targetKind, StompPub: *stompPub, StompSub: *stompSub, StompLogin: *stompLogin,
+		CentrifugoBin: *cfBin, CentrifugoAPIKey: *cfKey, SpringJar: *springJar, PeerCache: *peerCache,
 		Args: append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
 	}
 	for _, b := range strings.Split(*broker, ",") {
 		o.Brokers = append(o.Brokers, strings.TrimSpace(b))
+	}
+	if set["server"] || *target == "" {
+		for _, s := range strings.Split(*servers, ",") {
+			o.Servers = append(o.Servers, strings.TrimSpace(s))
+		}
+	}
+	if !set["target-kind"] {
+		o.TargetKind = ""
 	}
 	if set["interval"] { // else the scenario's default
 		o.Interval = *interval
@@ -119,6 +139,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := o.Validate(); err != nil {
 		return bad(err)
+	}
+	if *prepare {
+		return prepareServers(o, stdout, stderr)
 	}
 	dir := *out
 	if dir == "" {
@@ -171,13 +194,35 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// prepareServers is --prepare: it gets the servers ready as a run would (bench.Probe builds
+// the Spring peer, starts a trial Centrifugo and rtlab, checks RabbitMQ's Web-STOMP) and says
+// what each is. CI runs it so that the peers' tests find everything in place.
+func prepareServers(o *bench.Options, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench.Probe(ctx, o); err != nil {
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		var ue *bench.UsageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	for _, s := range o.Servers {
+		fmt.Fprintf(stdout, "%s: ready (%s)\n", s, bench.ServerVersion(o, s))
+	}
+	return 0
+}
+
 // redactSecret returns args with the value of --auth-secret replaced, and the passwords in
 // --broker URLs (the rest of the URLs kept), so the command line recorded in results.json does
 // not carry them.
 func redactSecret(args []string) []string {
 	redact := map[string]func(string) string{
-		"auth-secret": func(string) string { return "REDACTED" },
-		"broker":      bench.RedactBrokers,
+		"auth-secret":        func(string) string { return "REDACTED" },
+		"centrifugo-api-key": func(string) string { return "REDACTED" },
+		"stomp-login":        func(v string) string { l, _, _ := strings.Cut(v, ":"); return l + ":REDACTED" },
+		"broker":             bench.RedactBrokers,
 	}
 	out := make([]string, len(args))
 	copy(out, args)

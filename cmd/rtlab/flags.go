@@ -18,17 +18,25 @@ type rule struct {
 	want string
 }
 
-func atLeast(n int) rule {
-	return rule{func(v any) bool { return v.(int) >= n }, fmt.Sprintf("a whole number, at least %d", n)}
+// whole is the value of an int or int64 flag.
+func whole(v any) int64 {
+	if i, ok := v.(int); ok {
+		return int64(i)
+	}
+	return v.(int64)
 }
 
-func between(lo, hi int) rule {
-	return rule{func(v any) bool { i := v.(int); return i >= lo && i <= hi }, fmt.Sprintf("a whole number from %d to %d", lo, hi)}
+func atLeast(n int64) rule {
+	return rule{func(v any) bool { return whole(v) >= n }, fmt.Sprintf("a whole number, at least %d", n)}
+}
+
+func between(lo, hi int64) rule {
+	return rule{func(v any) bool { i := whole(v); return i >= lo && i <= hi }, fmt.Sprintf("a whole number from %d to %d", lo, hi)}
 }
 
 // unlimitedOrAtLeast allows -1 for "no limit".
-func unlimitedOrAtLeast(n int) rule {
-	return rule{func(v any) bool { i := v.(int); return i == -1 || i >= n }, fmt.Sprintf("-1 (unlimited) or a whole number, at least %d", n)}
+func unlimitedOrAtLeast(n int64) rule {
+	return rule{func(v any) bool { i := whole(v); return i == -1 || i >= n }, fmt.Sprintf("-1 (unlimited) or a whole number, at least %d", n)}
 }
 
 // rateRule is a per-second rate: -1 for "no limit", else above 0.

@@ -38,12 +38,15 @@ import (
 
 // Config is everything `rtlab serve` can be told. Zero values mean the documented defaults.
 type Config struct {
-	Addr            string        // listen address; zero means 127.0.0.1:8080
-	Broker          string        // "memory" (default) or a broker URL
-	AMQPLinger      time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
-	AMQPDirect      string        // RabbitMQ: where the sequencer takes other nodes' requests directly; empty: never
-	HistorySize     int           // publications kept per topic; zero means 100
-	HistoryTTL      time.Duration // zero means 10 minutes
+	Addr        string        // listen address; zero means 127.0.0.1:8080
+	Broker      string        // "memory" (default) or a broker URL
+	AMQPLinger  time.Duration // RabbitMQ: how long a request to the sequencer waits for others to share its message
+	AMQPDirect  string        // RabbitMQ: where the sequencer takes other nodes' requests directly; empty: never
+	HistorySize int           // publications kept per topic; zero means 100
+	HistoryTTL  time.Duration // zero means 10 minutes
+	// HistoryMaxBytes bounds the memory broker's non-durable history (memory.Config.MaxBytes):
+	// zero means 256 MiB, negative unlimited.
+	HistoryMaxBytes int64
 	Limits          transport.Limits
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
@@ -88,6 +91,9 @@ type Config struct {
 	Version         string
 	Logger          *slog.Logger
 }
+
+// DefaultHistoryMaxBytes is the default of Config.HistoryMaxBytes (--history-max-bytes).
+const DefaultHistoryMaxBytes = memory.DefaultMaxBytes
 
 // App is a configured server.
 type App struct {
@@ -165,7 +171,7 @@ func New(cfg Config) (*App, error) {
 	defer bcancel()
 	switch {
 	case cfg.Broker == "memory":
-		mc := memory.Config{Policy: policyFor}
+		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes}
 		if cfg.DataDir != "" && len(cfg.Durable) > 0 {
 			var err error
 			st, err = store.Open(store.Config{
@@ -177,7 +183,9 @@ func New(cfg Config) (*App, error) {
 			}
 			mc.Store, mc.Durable = st, isDurable
 		}
-		b = memory.New(mc)
+		mb := memory.New(mc)
+		registerMemoryStats(reg, mb)
+		b = mb
 	default:
 		var err error
 		if b, err = newExternalBroker(bctx, cfg, policyFor, reg); err != nil {
@@ -698,4 +706,16 @@ func registerHubStats(reg prometheus.Registerer, h *hub.Hub) {
 	counter("rtlab_gaps_reported_total", "Breaks in a subscription's history its client was told of: the epoch changed, or missed publications were no longer retained.", func() float64 { return float64(st.GapsReported.Load()) })
 	gauge("rtlab_subscriptions", "Current subscriptions.", func() float64 { return float64(st.Subscriptions.Load()) })
 	gauge("rtlab_topics", "Topics with local subscribers.", func() float64 { return float64(st.Topics.Load()) })
+}
+
+// registerMemoryStats exports what the memory broker holds against --history-max-bytes.
+func registerMemoryStats(reg prometheus.Registerer, b *memory.Broker) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rtlab_history_bytes",
+		Help: "Estimated memory held by the history of non-durable topics (memory broker), bounded by --history-max-bytes.",
+	}, func() float64 { return float64(b.RetainedBytes()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rtlab_history_trimmed_topics_total",
+		Help: "Topics whose history the memory broker dropped to stay within --history-max-bytes (least recently used first).",
+	}, func() float64 { return float64(b.Trimmed()) }))
 }

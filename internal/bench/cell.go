@@ -40,6 +40,7 @@ const spreadAbove = 20000
 // cell is one run of the matrix: one transport at one peak.
 type cell struct {
 	opts      *Options
+	kind      string // the server kind: rtlab, or a peer (see ServerKinds)
 	transport string
 	name      string // in status lines: the transport, or transport@broker
 	level     int    // the --users value of this cell (PEAK)
@@ -60,6 +61,7 @@ type cell struct {
 	ownerOnce []sync.Once
 
 	lateStarts   atomic.Int64 // publications that waited more than lateStart for a worker
+	outOfTurn    atomic.Int64 // publications skipped because a later one of the user had gone first
 	maxStartWait atomic.Int64 // longest such wait, ns
 
 	ctx     context.Context // the cell's life; cancelled at its end
@@ -71,8 +73,8 @@ type cell struct {
 	pubwg   sync.WaitGroup // publish workers
 }
 
-func newCell(ctx context.Context, o *Options, transport string, plan *Plan, nodes []string) *cell {
-	c := &cell{opts: o, transport: transport, name: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
+func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan, nodes []string) *cell {
+	c := &cell{opts: o, kind: kind, transport: transport, name: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.col = newCollector(2 * runtime.GOMAXPROCS(0))
 	c.spread = plan.Peak+o.PubConns > spreadAbove
@@ -86,8 +88,14 @@ func newCell(ctx context.Context, o *Options, transport string, plan *Plan, node
 		c.drv = &sseDriver{c: c}
 	case "ws":
 		c.drv = &wsDriver{c: c}
+		if kind == KindCentrifugo {
+			c.drv = &cfWSDriver{c: c}
+		}
 	case "stomp":
-		c.drv = &stompDriver{c: c}
+		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o)}
+	}
+	if kind == KindCentrifugo && transport == "sse" {
+		c.drv = &cfSSEDriver{c: c}
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
 	if o.chatLike() {
@@ -123,8 +131,9 @@ func newCell(ctx context.Context, o *Options, transport string, plan *Plan, node
 				}
 			}
 		}
-		if o.AuthSecret != "" {
-			// The servers require tokens: each user carries one minted with the secret.
+		if o.AuthSecret != "" && kind == KindRTLab {
+			// The servers require tokens: each user carries one minted with the secret. (A
+			// Centrifugo user signs its own, see cfToken.)
 			tok := mintToken(o.AuthSecret, c.tag+"-u"+strconv.Itoa(i))
 			v.token.Store(&tok)
 		}
@@ -171,7 +180,7 @@ func (c *cell) start(v *vu, leave time.Duration) {
 		if prev != nil {
 			<-prev // a user restarted quickly waits for its previous life to end
 		}
-		v.last, v.mask, v.epoch = 0, 0, ""
+		v.resetStream()
 		if c.opts.chatLike() {
 			c.runChat(a)
 			return

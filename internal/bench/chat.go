@@ -50,7 +50,7 @@ func (c *cell) runChat(a *activity) {
 		a.talkUntil.Store(0)
 		a.leaving.Store(false)
 		a.sessDone.Store(false)
-		v.last, v.mask, v.epoch = 0, 0, ""
+		v.resetStream()
 		if err := c.login(a); err != nil {
 			if !a.sleep(backoff(fails)) {
 				return

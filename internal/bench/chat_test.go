@@ -16,7 +16,7 @@ func chatCell(t *testing.T, o Options, users int, phase time.Duration) *cell {
 		t.Fatal(err)
 	}
 	plan := NewPlan(Resolve(o.stageSpecs, users))
-	c := newCell(context.Background(), &o, "ws", plan, []string{"127.0.0.1:1"})
+	c := newCell(context.Background(), &o, KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
 	c.clk = clock{t0: time.Unix(0, 0), base: 0}
 	for _, v := range c.vus {
 		v.phase = phase
@@ -167,13 +167,13 @@ func TestNotifyAccounting(t *testing.T) {
 	pub(3, 2*s, pubOK)       // room 1, whose owner never entered: expected nowhere
 
 	notify := func(user int, seq int64, ts int64, off uint64) {
-		own.v.receive(own, off, []byte("e"), parseData(appendTalk(nil, c.vus[user], int(seq), ts)), 100, ts+int64(time.Millisecond))
+		own.v.receive(own, parseData(appendTalk(nil, c.vus[user], int(seq), ts)), 100, ts+int64(time.Millisecond))
 	}
 	notify(2, 0, 2*s, 1)
 	notify(4, 0, 3*s, 2)
 	notify(2, 1, 9*s, 3) // outside the window: latency counted, ratio not
 	// A member sees the room's TALKs: not measured.
-	mem.v.receive(mem, 5, []byte("r"), parseData(appendTalk(nil, c.vus[4], 0, 3*s)), 100, 3*s+1)
+	mem.v.receive(mem, parseData(appendTalk(nil, c.vus[4], 0, 3*s)), 100, 3*s+1)
 	own.closeWindow()
 	mem.closeWindow()
 	if len(c.vus[2].windows) != 0 {

@@ -8,6 +8,8 @@
 package bench
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/url"
@@ -86,6 +88,28 @@ type Options struct {
 	Rounds     int           // --rounds: passes over the whole matrix, one after the other; zero means 1
 	PubConns   int           // shared keep-alive connections for HTTP publishing; zero means 64
 
+	// Servers are the servers to measure, one after the other in every cell (--server); zero
+	// means {"rtlab"}. See ServerKinds.
+	Servers []string
+	// TargetKind says what --target is (--target-kind): rtlab, centrifugo or stomp; zero means
+	// rtlab.
+	TargetKind string
+	// StompPub and StompSub are the SEND and SUBSCRIBE destinations of a STOMP target, with
+	// {group} for the group number; zero means /topic/location/{group} for both.
+	StompPub, StompSub string
+	// StompLogin is the "login:passcode" a STOMP target's CONNECT carries; zero sends none.
+	StompLogin string
+	// CentrifugoBin is the centrifugo executable; zero looks in PATH, then in PeerCache.
+	CentrifugoBin string
+	// CentrifugoAPIKey is the HTTP API key of a Centrifugo target (its SSE users publish through
+	// the server API); spawned Centrifugo servers get a key of the lab's.
+	CentrifugoAPIKey string
+	// SpringJar is the Spring peer's jar; zero builds tools/peers/spring-stomp into PeerCache
+	// once (mvn package) and uses that.
+	SpringJar string
+	// PeerCache is where built peers are kept; zero means ".cache" in the working directory.
+	PeerCache string
+
 	// ServerBinary is the rtlab executable to spawn; zero means os.Executable().
 	ServerBinary string
 	// Args is the command line, recorded in the results.
@@ -96,7 +120,11 @@ type Options struct {
 	Status io.Writer
 
 	stageSpecs []StageSpec
-	usersSet   bool // Users was given explicitly
+	usersSet   bool   // Users was given explicitly
+	targetHost string // --target's host:port
+	targetPath string // a STOMP target's endpoint path
+	cfSecret   []byte // Centrifugo: the HMAC key of connection tokens (--auth-secret, or the lab's own)
+	cfKey      string // Centrifugo: the HTTP API key
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.
@@ -252,11 +280,9 @@ func (o *Options) Validate() error {
 		return usageErr("--publish-conns", "%d: want 1..1024", o.PubConns)
 	}
 	if o.Target != "" {
-		u, err := url.Parse(o.Target)
-		if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
+		if err := o.checkTarget(); err != nil {
+			return err
 		}
-		o.Target = "http://" + u.Host
 		if o.Nodes > 1 {
 			return usageErr("--nodes", "%d with --target: the bench only spreads users over servers it starts", o.Nodes)
 		}
@@ -266,11 +292,40 @@ func (o *Options) Validate() error {
 		if len(o.ServerArgs) > 0 {
 			return usageErr("--server-args", "given with --target: the bench starts no server")
 		}
-		if o.AuthSecret != "" {
+		if o.AuthSecret != "" && o.TargetKind != KindCentrifugo {
 			return usageErr("--auth-secret", "given with --target: the bench starts no server (tokens from the target's /api/login work either way)")
 		}
-	} else if o.Nodes > 1 && !shared {
-		return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
+		if len(o.Servers) > 0 && !slices.Equal(o.Servers, []string{KindRTLab}) {
+			return usageErr("--server", "given with --target: the bench starts no server; say what the target is with --target-kind")
+		}
+		o.Servers = []string{o.TargetKind}
+	} else {
+		if o.TargetKind != "" {
+			return usageErr("--target-kind", "given without --target")
+		}
+		if o.StompPub != "" || o.StompSub != "" || o.StompLogin != "" {
+			return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to a STOMP --target only (the bench knows its own servers' destinations)")
+		}
+		if err := o.checkServers(); err != nil {
+			return err
+		}
+		if o.Nodes > 1 && !shared {
+			return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
+		}
+	}
+	if slices.Contains(o.Servers, KindCentrifugo) {
+		// Spawned Centrifugo servers run in insecure client mode without --auth-secret, but SSE
+		// users still need tokens naming their channel; the lab signs them with a key of its own.
+		o.cfSecret = []byte(o.AuthSecret)
+		if len(o.cfSecret) == 0 && o.Target == "" {
+			o.cfSecret = []byte(randomKey())
+		}
+		o.cfKey = o.CentrifugoAPIKey
+		if o.cfKey == "" && o.Target == "" {
+			o.cfKey = randomKey()
+		}
+	} else if o.CentrifugoAPIKey != "" || o.CentrifugoBin != "" {
+		return usageErr("--centrifugo-bin/--centrifugo-api-key", "apply when centrifugo is in --server (or --target-kind)")
 	}
 	// Every user holds one socket in the generator (and in the server); publishing goes
 	// through the shared pool. Refuse what cannot fit in the open-file limit.
@@ -286,6 +341,51 @@ func (o *Options) Validate() error {
 				return usageErr("--users", "%d users need about %d sockets in one process; the open-file limit is %d", most, need, lim.Max)
 			}
 		}
+	}
+	return nil
+}
+
+// randomKey returns a fresh secret for a server the bench starts.
+func randomKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// checkTarget validates --target and --target-kind. An rtlab or Centrifugo target is a base
+// URL (http://host:port); a STOMP target names its WebSocket endpoint (ws://host:port/path).
+func (o *Options) checkTarget() error {
+	if o.TargetKind == "" {
+		o.TargetKind = KindRTLab
+	}
+	if !slices.Contains(TargetKinds(), o.TargetKind) {
+		return usageErr("--target-kind", "unknown kind %q; want %s", o.TargetKind, strings.Join(TargetKinds(), ", "))
+	}
+	u, err := url.Parse(o.Target)
+	switch {
+	case o.TargetKind == KindSTOMP:
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "http") || u.Host == "" || u.Path == "" || u.Path == "/" {
+			return usageErr("--target", "%q: want the STOMP endpoint's URL, like ws://127.0.0.1:15674/ws", o.Target)
+		}
+		o.targetPath = u.Path
+	case err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/"):
+		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
+	}
+	if o.TargetKind != KindRTLab && o.Scenario != ScenarioLocation {
+		return usageErr("--target-kind", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules", o.TargetKind)
+	}
+	o.Target = u.Scheme + "://" + u.Host + o.targetPath
+	o.targetHost = u.Host
+	if o.TargetKind != KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
+		return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to --target-kind stomp")
+	}
+	for _, d := range []struct{ flag, v string }{{"--stomp-pub", o.StompPub}, {"--stomp-sub", o.StompSub}} {
+		if d.v != "" && (!strings.HasPrefix(d.v, "/") || strings.ContainsAny(d.v, "\n\r\x00:")) {
+			return usageErr(d.flag, "%q: want a destination like /topic/location.{group} ({group} is the group number)", d.v)
+		}
+	}
+	if o.StompLogin != "" && !strings.Contains(o.StompLogin, ":") {
+		return usageErr("--stomp-login", "want login:passcode")
 	}
 	return nil
 }
@@ -335,12 +435,14 @@ func (o *Options) nodesFor(broker string) int {
 	return o.Nodes
 }
 
-// newRun is the Run of one cell in round (1-based). Runs name their broker only when the
-// matrix runs on several, and their round only when there are several, so that a report keys
-// them apart ("ws@redis#2"); a single run of one broker stays keyed by its transport.
-func (o *Options) newRun(broker, transport string, peak, round int) *Run {
-	run := &Run{Transport: transport, Peak: peak}
-	if len(o.Brokers) > 1 {
+// newRun is the Run of one cell in round (1-based). Runs name their server when the results
+// hold another than rtlab, their broker only when the matrix runs on several, and their round
+// only when there are several, so that a report keys them apart ("ws~centrifugo@redis#2"); a
+// single run of rtlab on one broker stays keyed by its transport. A server that is its own
+// broker (RabbitMQ, Spring) names none.
+func (o *Options) newRun(kind, broker, transport string, peak, round int) *Run {
+	run := &Run{Transport: transport, Peak: peak, ServerKind: o.kindOf(kind)}
+	if len(o.Brokers) > 1 && !ownBroker(kind) {
 		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
 	}
 	if o.Rounds > 1 {

@@ -68,6 +68,10 @@ func (w *pubWorker) httpPublish(job pubJob) {
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)
 	req := w.buf[path:]
+	if !a.httpTurn(job.seq) {
+		return
+	}
+	defer a.httpMu.Unlock()
 	p.state.Store(pubSent)
 	v.sh.update(func(k *counters) { k.pubSent++ })
 	err := w.do(req, func(status int, body []byte) error {
@@ -76,7 +80,13 @@ func (w *pubWorker) httpPublish(job pubJob) {
 		}
 		return nil
 	})
-	now := c.clk.now()
+	w.settleHTTP(p, v, err)
+}
+
+// settleHTTP records the answer to a publication of v sent over the pool: accepted (and its
+// latency from the intended send time) or failed.
+func (w *pubWorker) settleHTTP(p *pubRecord, v *vu, err error) {
+	now := w.c.clk.now()
 	if err != nil {
 		p.state.Store(pubFailed)
 		v.sh.fail(fmt.Errorf("publish: %w", err), func(k *counters) { k.pubFailed++; k.requests++ })

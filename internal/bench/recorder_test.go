@@ -47,13 +47,18 @@ func TestCollectorMergesShards(t *testing.T) {
 
 // testCell builds a cell with users in groups without starting anything.
 func testCell(t *testing.T, users, groups int) *cell {
+	return testCellEvery(t, users, groups, time.Second)
+}
+
+// testCellEvery is testCell with users publishing every interval.
+func testCellEvery(t *testing.T, users, groups int, interval time.Duration) *cell {
 	t.Helper()
-	o := &Options{Users: []int{users}, Stages: "10s:PEAK,10s:PEAK", Groups: groups, Interval: time.Second}
+	o := &Options{Users: []int{users}, Stages: "10s:PEAK,10s:PEAK", Groups: groups, Interval: interval}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	plan := NewPlan(Resolve(o.stageSpecs, users))
-	c := newCell(context.Background(), o, "ws", plan, []string{"127.0.0.1:1"})
+	c := newCell(context.Background(), o, KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
 	c.clk = clock{t0: time.Unix(0, 0), base: 0}
 	return c
 }
@@ -96,40 +101,72 @@ func TestDeliveryAccounting(t *testing.T) {
 	}
 }
 
+// TestReceiveCountsDuplicatesAndOrder checks the accounting every server gets: duplicates and
+// order come from each sender's sequence numbers in the payload, not from a server's offsets.
 func TestReceiveCountsDuplicatesAndOrder(t *testing.T) {
-	c := testCell(t, 2, 1)
-	v := c.vus[1]
+	c := testCellEvery(t, 5, 2, 250*time.Millisecond) // group 0: users 0, 2, 4; group 1: users 1, 3
+	v := c.vus[2]
 	a := &activity{v: v}
 	a.cutoff.Store(math.MaxInt64)
-	a.established(100, 10, []byte("e1"))
-	src := c.vus[0]
-	src.seq = 5
-	for i := range 5 {
-		src.pubs[i].ts = 200 + int64(i)
-		src.pubs[i].state.Store(pubOK)
+	a.established(100, 0, nil)
+	for _, src := range []*vu{c.vus[0], c.vus[4]} {
+		src.seq = 40
+		for i := range 40 {
+			src.pubs[i].ts = 200 + int64(i)
+			src.pubs[i].state.Store(pubOK)
+		}
 	}
-	recv := func(off uint64, seq int64) {
-		v.receive(a, off, []byte("e1"), dataFields{vu: 0, seq: seq, ts: 200 + seq, ok: true}, 50, 1000)
+	recv := func(from int, seq int64) {
+		v.receive(a, dataFields{vu: int64(from), seq: seq, ts: 200 + seq, ok: true}, 50, 1000)
 	}
-	recv(11, 0)
-	recv(13, 2)
-	recv(12, 1) // late: out of order, still a first receipt
-	recv(13, 2) // duplicate
-	recv(10, 9) // at the starting position: a replay, duplicate
-	recv(14, 3)
+	recv(0, 0)
+	recv(0, 2)
+	recv(4, 0) // another sender's numbers are its own
+	recv(0, 1) // late: out of order, still a first receipt
+	recv(0, 2) // duplicate
+	recv(4, 0) // duplicate
+	recv(0, 3)
+	recv(0, 39)
+	recv(0, 4)  // 35 below the highest: too old to tell from a replay, a duplicate
+	recv(0, 38) // out of order
+	recv(1, 0)  // group 1's sender: never delivered here, not ours
 	sec := c.col.collect()
-	if sec.received != 4 || sec.duplicates != 2 || sec.outOfOrder != 1 {
-		t.Errorf("received %d dups %d ooo %d; want 4, 2, 1", sec.received, sec.duplicates, sec.outOfOrder)
+	if sec.received != 7 || sec.duplicates != 3 || sec.outOfOrder != 2 || sec.foreign != 1 {
+		t.Errorf("received %d dups %d ooo %d foreign %d; want 7, 3, 2, 1", sec.received, sec.duplicates, sec.outOfOrder, sec.foreign)
 	}
-	for i, want := range []int32{1, 1, 1, 1, 0} {
-		if got := src.pubs[i].recv.Load(); got != want {
+	for i, want := range map[int]int32{0: 1, 1: 1, 2: 1, 3: 1, 4: 0, 38: 1, 39: 1} {
+		if got := c.vus[0].pubs[i].recv.Load(); got != want {
 			t.Errorf("publication %d counted %d receipts, want %d", i, got, want)
 		}
 	}
-	// A new epoch starts the offsets over.
-	v.receive(a, 1, []byte("e2"), dataFields{vu: 0, seq: 4, ts: 204, ok: true}, 50, 1000)
+	// A new activity is a fresh client: it starts from nothing.
+	v.resetStream()
+	recv(0, 2)
 	if sec := c.col.collect(); sec.received != 1 || sec.duplicates != 0 {
-		t.Errorf("after epoch change: %+v", sec)
+		t.Errorf("after a reset: %+v", sec)
+	}
+}
+
+// TestPosition checks what a resume starts from: the highest offset of the current epoch; a
+// new epoch starts over, and a publication without an epoch (Centrifugo names it now and then)
+// keeps the one there is.
+func TestPosition(t *testing.T) {
+	v := &vu{}
+	for _, step := range []struct {
+		offset uint64
+		epoch  string
+		last   uint64
+		want   string
+	}{
+		{5, "e1", 5, "e1"},
+		{7, "", 7, "e1"},
+		{6, "e1", 7, "e1"},
+		{2, "e2", 2, "e2"},
+	} {
+		v.position(step.offset, []byte(step.epoch))
+		if v.last != step.last || v.epoch != step.want {
+			t.Errorf("after %d %q: at %d %q, want %d %q", step.offset, step.epoch, v.last, v.epoch, step.last, step.want)
+		}
 	}
 }
 

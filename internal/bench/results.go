@@ -13,16 +13,19 @@ const SchemaVersion = 1
 // Results is the content of results.json: one run of `rtlab bench`, possibly a matrix of
 // transports × user levels. It is the only thing the report package reads.
 type Results struct {
-	Schema    int       `json:"schema"`
-	Version   string    `json:"version"` // rtlab version that produced it
-	Started   time.Time `json:"started"`
-	Finished  time.Time `json:"finished"`
-	Stopped   bool      `json:"stopped"` // true when interrupted (Ctrl-C); figures cover what ran
-	Config    Config    `json:"config"`
-	Machine   Machine   `json:"machine"`
-	Runs      []Run     `json:"runs"`
-	Warnings  []string  `json:"warnings,omitempty"`
-	Generator string    `json:"generator"` // e.g. "rtlab bench (Go, one process)"
+	Schema   int       `json:"schema"`
+	Version  string    `json:"version"` // rtlab version that produced it
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Stopped  bool      `json:"stopped"` // true when interrupted (Ctrl-C); figures cover what ran
+	Config   Config    `json:"config"`
+	Machine  Machine   `json:"machine"`
+	Runs     []Run     `json:"runs"`
+	// Skipped lists the cells of the matrix a server could not run (a transport or broker it
+	// does not offer), with the reason, so the report can say why a row is missing.
+	Skipped   []Skip   `json:"skipped,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+	Generator string   `json:"generator"` // e.g. "rtlab bench (Go, one process)"
 }
 
 // Config records the flags a run used, so a results file can be reproduced.
@@ -38,8 +41,15 @@ type Config struct {
 	Broker     string   `json:"broker"`
 	Nodes      int      `json:"nodes"`
 	Rounds     int      `json:"rounds,omitempty"` // --rounds when more than 1
-	Seed       int64    `json:"seed"`
-	Args       []string `json:"args"` // command line
+	// Servers is --server when it names other servers than rtlab (comma list: rtlab,
+	// centrifugo, rabbitmq, spring); TargetKind is --target-kind with --target.
+	Servers    string `json:"servers,omitempty"`
+	TargetKind string `json:"targetKind,omitempty"`
+	// ServerVersions names what each server was: "rtlab dev", "Centrifugo 6.9.1",
+	// "RabbitMQ 3.10.8 (rabbitmq_web_stomp)", "Spring Boot 3.5.7 (simple broker)".
+	ServerVersions map[string]string `json:"serverVersions,omitempty"`
+	Seed           int64             `json:"seed"`
+	Args           []string          `json:"args"` // command line
 
 	// Added by the bench: settings that change the figures.
 	Grace        Duration `json:"grace"`        // see docs/bench.md, "Delivery ratio"
@@ -80,10 +90,13 @@ type Run struct {
 	Broker string `json:"broker,omitempty"`
 	Nodes  int    `json:"nodes,omitempty"`
 	// Round is which pass over the matrix this is (1, 2, …) when --rounds ran it more than once.
-	Round    int       `json:"round,omitempty"`
-	Started  time.Time `json:"started"`
-	Duration Duration  `json:"duration"`
-	Stopped  bool      `json:"stopped,omitempty"`
+	Round int `json:"round,omitempty"`
+	// ServerKind is the server the run measured when the results hold another than rtlab:
+	// "rtlab", "centrifugo", "rabbitmq", "spring", or "stomp" (a --target of that kind).
+	ServerKind string    `json:"serverKind,omitempty"`
+	Started    time.Time `json:"started"`
+	Duration   Duration  `json:"duration"`
+	Stopped    bool      `json:"stopped,omitempty"`
 
 	Connections Connections `json:"connections"`
 	Publish     Publish     `json:"publish"`
@@ -185,7 +198,11 @@ type Usage struct {
 	RSSAtPeak     uint64  `json:"rssAtPeakBytes"` // RSS at the end of the peak stage
 	BytesPerUser  float64 `json:"bytesPerUser"`   // (RSS at peak − RSS before users) ÷ peak users
 	GoroutinesMax int64   `json:"goroutinesMax,omitempty"`
-	Available     bool    `json:"available"` // false with --target (no /proc access)
+	ThreadsMax    int64   `json:"threadsMax,omitempty"` // OS threads, from /proc (summed over the process tree)
+	// CPUSeconds is the CPU time the process used over the run (user + system, summed over its
+	// process tree and the nodes): what CPU per delivered message divides.
+	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
+	Available  bool    `json:"available"` // false with --target (no /proc access)
 }
 
 // Latencies summarises an HDR histogram. Values are milliseconds.
@@ -220,9 +237,11 @@ type Series struct {
 	ServerCPU    []float64 `json:"serverCpu"`    // percent, 100 = one core
 	ServerRSS    []uint64  `json:"serverRss"`    // bytes
 	ServerGorout []int64   `json:"serverGoroutines"`
-	GeneratorCPU []float64 `json:"generatorCpu"`        // percent
-	GeneratorRSS []uint64  `json:"generatorRss"`        // bytes
-	BrokerCPU    []float64 `json:"brokerCpu,omitempty"` // percent, when BrokerServer is measured
+	// ServerThreads counts OS threads of the servers' process trees (0 with --target).
+	ServerThreads []int64   `json:"serverThreads,omitempty"`
+	GeneratorCPU  []float64 `json:"generatorCpu"`        // percent
+	GeneratorRSS  []uint64  `json:"generatorRss"`        // bytes
+	BrokerCPU     []float64 `json:"brokerCpu,omitempty"` // percent, when BrokerServer is measured
 	// MachineSteal is CPU time the hypervisor gave other machines while this one had work, in
 	// percent of one core (0 on bare metal).
 	MachineSteal []float64 `json:"machineSteal,omitempty"`
@@ -264,10 +283,23 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Key identifies a run's cell within one user level: its transport, with "@broker" when the
-// results compare brokers and "#round" when the matrix ran several rounds.
+// Skip is a cell of the matrix that was not run: the server does not offer the transport, or
+// cannot run on the broker.
+type Skip struct {
+	ServerKind string `json:"serverKind"`
+	Transport  string `json:"transport,omitempty"` // empty when the whole server was skipped on Broker
+	Broker     string `json:"broker,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+// Key identifies a run's cell within one user level: its transport, with "~server" when the
+// results hold another server than rtlab, "@broker" when they compare brokers and "#round"
+// when the matrix ran several rounds.
 func (r *Run) Key() string {
 	k := r.Transport
+	if r.ServerKind != "" {
+		k += "~" + r.ServerKind
+	}
 	if r.Broker != "" {
 		k += "@" + r.Broker
 	}

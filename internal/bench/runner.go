@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,17 +23,52 @@ const (
 	saturationWindow = 3
 )
 
-// Probe checks, before anything is written, that the run can start: the --target answers
-// GET /readyz with 200, or a server started with --broker and --server-args becomes ready.
-// Problems come back as *UsageError naming the flag.
+// Probe checks, before anything is written, that the run can start: the --target answers as
+// its kind should (rtlab: GET /readyz with 200; Centrifugo: a connect; STOMP: CONNECTED), or
+// every server of --server is there and starts: rtlab with --broker and --server-args,
+// Centrifugo with its config on each broker it runs on; RabbitMQ's Web-STOMP plugin is
+// installed; the Spring peer is built (once, into the peer cache). Problems come back as
+// *UsageError naming the flag.
 func Probe(ctx context.Context, o *Options) error {
 	if o.Target != "" {
-		host := strings.TrimPrefix(o.Target, "http://")
-		if err := probeReady(ctx, host); err != nil {
-			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
-		}
-		return nil
+		return probeTarget(ctx, o)
 	}
+	for _, kind := range o.Servers {
+		switch kind {
+		case KindRTLab:
+			if err := probeRTLab(ctx, o); err != nil {
+				return err
+			}
+		case KindCentrifugo:
+			for i, broker := range o.Brokers {
+				if ok, _ := runsOn(kind, broker, i); !ok {
+					continue
+				}
+				s, err := o.startCentrifugo(ctx, broker, nil)
+				if err != nil {
+					var ue *UsageError
+					if errors.As(err, &ue) {
+						return err
+					}
+					return usageErr("--server/--broker", "centrifugo did not start on --broker %s: %v", BrokerName(broker), err)
+				}
+				s.stop()
+			}
+		case KindRabbitMQ:
+			if _, _, _, err := rabbitBinaries(); err != nil {
+				return err
+			}
+		case KindSpring:
+			if _, err := o.springJar(ctx, o.statusW()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// probeRTLab starts a trial rtlab server on every broker.
+func probeRTLab(ctx context.Context, o *Options) error {
 	bin, err := o.serverBinary()
 	if err != nil {
 		return err
@@ -57,6 +94,60 @@ func Probe(ctx context.Context, o *Options) error {
 	return nil
 }
 
+// probeTarget checks that --target answers as its kind should.
+func probeTarget(ctx context.Context, o *Options) error {
+	switch o.TargetKind {
+	case KindCentrifugo:
+		if err := probeCentrifugo(ctx, o); err != nil {
+			return usageErr("--target", "%s: no Centrifugo connect over /connection/websocket (%v); want a running Centrifugo (and --auth-secret, its token HMAC key, when it takes no anonymous clients)", o.Target, err)
+		}
+	case KindSTOMP:
+		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(KindSTOMP, o)); err != nil {
+			return usageErr("--target", "%s: no STOMP session over WebSocket (%v); want a STOMP endpoint (and --stomp-login when it asks for one)", o.Target, err)
+		}
+	default:
+		if err := probeReady(ctx, o.targetHost); err != nil {
+			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
+		}
+	}
+	return nil
+}
+
+// serverVersions names what each server of the run is, for the results: nil when the run
+// measures rtlab alone (its version is the results' own).
+func (o *Options) serverVersions() map[string]string {
+	if !o.peers() {
+		return nil
+	}
+	vs := map[string]string{}
+	for _, kind := range o.Servers {
+		if v := ServerVersion(o, kind); v != "" {
+			vs[kind] = v
+		}
+	}
+	return vs
+}
+
+// ServerVersion names the server of kind the bench starts: "Centrifugo 6.9.1", "RabbitMQ
+// 3.10.8 (rabbitmq_web_stomp)"; "" when it cannot tell (a target).
+func ServerVersion(o *Options, kind string) string {
+	switch kind {
+	case KindRTLab:
+		return "rtlab " + nonEmptyStr(o.Version, "dev")
+	case KindCentrifugo:
+		if bin, err := o.centrifugoBinary(); err == nil && o.Target == "" {
+			return centrifugoVersion(bin)
+		}
+	case KindRabbitMQ:
+		if _, _, v, err := rabbitBinaries(); err == nil {
+			return v
+		}
+	case KindSpring:
+		return springVersion()
+	}
+	return ""
+}
+
 // Execute runs the matrix (every transport at every user level) and returns what was measured.
 // When ctx is cancelled (Ctrl-C) the current cell ends early, Results.Stopped is set, and the
 // results cover what ran. logDir, when not empty, receives one log file per spawned server.
@@ -72,7 +163,8 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
 			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
 			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
-			Grace: Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
+			ServerVersions: o.serverVersions(),
+			Grace:          Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
 			ServerArgs: o.ServerArgs, Auth: o.authMode(),
 		},
 		Machine: Machine{
@@ -83,6 +175,12 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	}
 	if o.Rounds > 1 {
 		res.Config.Rounds = o.Rounds
+	}
+	if o.peers() {
+		res.Config.Servers = strings.Join(o.Servers, ",")
+	}
+	if o.Target != "" && o.TargetKind != KindRTLab {
+		res.Config.TargetKind = o.TargetKind
 	}
 	if o.chatLike() {
 		res.Config.RoomSize, res.Config.Hold = o.RoomSize, o.holds()
@@ -96,24 +194,34 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 		status = io.Discard
 	}
 	// Rounds go over the whole matrix in turn, so that a noisy machine's slow minutes fall on
-	// every broker and transport alike rather than on whichever ran then.
+	// every broker and transport alike rather than on whichever ran then; the servers compared
+	// run one right after the other in each cell, for the same reason.
 	for round := 1; round <= max(o.Rounds, 1); round++ {
-		for _, broker := range o.Brokers {
+		for bi, broker := range o.Brokers {
 			for _, t := range o.Transports {
 				for _, u := range o.Users {
-					if ctx.Err() != nil {
-						break
-					}
-					run, err := runCell(ctx, o, broker, t, u, round, logDir)
-					if err != nil {
-						name := o.newRun(broker, t, u, round).Key()
-						res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
-						fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
-						continue
-					}
-					res.Runs = append(res.Runs, *run)
-					if run.Stopped {
-						res.Stopped = true
+					for _, kind := range o.Servers {
+						if ctx.Err() != nil {
+							break
+						}
+						if skip, ok := o.skip(kind, broker, bi, t); ok {
+							if round == 1 && u == o.Users[0] && !slices.Contains(res.Skipped, skip) {
+								res.Skipped = append(res.Skipped, skip)
+								fmt.Fprintf(status, "bench: %s\n", skipText(skip))
+							}
+							continue
+						}
+						run, err := runCell(ctx, o, kind, broker, t, u, round, logDir)
+						if err != nil {
+							name := o.newRun(kind, broker, t, u, round).Key()
+							res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
+							fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
+							continue
+						}
+						res.Runs = append(res.Runs, *run)
+						if run.Stopped {
+							res.Stopped = true
+						}
 					}
 				}
 			}
@@ -129,9 +237,76 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	return res, nil
 }
 
-// runCell runs one transport at one peak against fresh servers on broker (or the target).
-func runCell(ctx context.Context, o *Options, broker, transport string, peak, round int, logDir string) (*Run, error) {
-	run := o.newRun(broker, transport, peak, round)
+// skip says whether the cell of kind on broker (the bi-th of --broker) and transport is left
+// out of the matrix, and why.
+func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, bool) {
+	s := Skip{ServerKind: kind}
+	if ok, why := serves(kind, transport); !ok {
+		s.Transport, s.Reason = transport, why
+		return s, true
+	}
+	if ok, why := runsOn(kind, broker, bi); !ok && o.Target == "" {
+		s.Broker, s.Reason = BrokerName(broker), why
+		return s, true
+	}
+	if kind == KindCentrifugo && transport == "sse" && o.cfKey == "" {
+		s.Transport, s.Reason = transport, "Centrifugo's SSE users publish through its HTTP API: give --centrifugo-api-key"
+		return s, true
+	}
+	return s, false
+}
+
+// startServers starts the nodes of a cell: kind on broker, their logs in logDir.
+func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*server, error) {
+	n := o.nodesFor(broker)
+	if ownBroker(kind) {
+		n = 1
+	}
+	var servers []*server
+	for i := range n {
+		var logw io.Writer
+		var logf *os.File
+		if logDir != "" {
+			name := fmt.Sprintf("server-%s-%d-node%d.log", strings.NewReplacer("@", "-", "#", "-r", "~", "-").Replace(key), peak, i)
+			f, err := os.Create(filepath.Join(logDir, name))
+			if err != nil {
+				return servers, fmt.Errorf("creating server log: %w", err)
+			}
+			logw, logf = f, f
+		}
+		var s *server
+		var err error
+		switch kind {
+		case KindCentrifugo:
+			s, err = o.startCentrifugo(ctx, broker, logw)
+		case KindRabbitMQ:
+			s, err = startRabbit(ctx, logw)
+		case KindSpring:
+			s, err = o.startSpring(ctx, logw)
+		default:
+			var bin string
+			if bin, err = o.serverBinary(); err == nil {
+				s, err = startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
+			}
+		}
+		if err != nil {
+			if logf != nil {
+				_ = logf.Close()
+			}
+			return servers, fmt.Errorf("starting %s: %w", KindLabel(kind), err)
+		}
+		if logf != nil { // the process's output is copied into it until it has ended
+			s.cleanup = append(s.cleanup, func() { _ = logf.Close() })
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+// runCell runs one transport at one peak against fresh servers of kind on broker (or the
+// target).
+func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*Run, error) {
+	run := o.newRun(kind, broker, transport, peak, round)
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
@@ -139,48 +314,31 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak, ro
 	var servers []*server
 	var nodes []string
 	if o.Target != "" {
-		nodes = []string{strings.TrimPrefix(o.Target, "http://")}
+		nodes = []string{o.targetHost}
 	} else {
-		bin, err := o.serverBinary()
-		if err != nil {
-			return nil, err
-		}
-		for i := range o.nodesFor(broker) {
-			var logw io.Writer
-			if logDir != "" {
-				name := fmt.Sprintf("server-%s-%d-node%d.log", strings.NewReplacer("@", "-", "#", "-r").Replace(run.Key()), peak, i)
-				f, err := os.Create(filepath.Join(logDir, name))
-				if err != nil {
-					return nil, fmt.Errorf("creating server log: %w", err)
-				}
-				defer f.Close()
-				logw = f
-			}
-			s, err := startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
-			if err != nil {
-				for _, s := range servers {
-					s.stop()
-				}
-				return nil, fmt.Errorf("starting server: %w", err)
-			}
-			servers = append(servers, s)
-			nodes = append(nodes, s.addr)
-		}
+		var err error
+		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
 		defer func() {
 			for _, s := range servers {
 				s.stop()
 			}
 		}()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range servers {
+			nodes = append(nodes, s.addr)
+		}
 	}
 
 	// A clean baseline: garbage of the previous cell goes back to the OS first.
 	runtime.GC()
 	debug.FreeOSMemory()
-	c := newCell(ctx, o, transport, plan, nodes)
+	c := newCell(ctx, o, kind, transport, plan, nodes)
 	c.level, c.name = peak, run.Key()
 	defer c.cancel()
 	smp := newSampler(c, servers)
-	if len(servers) > 0 {
+	if len(servers) > 0 && !ownBroker(kind) {
 		smp.brokerPID = brokerPID(brokerURL(broker))
 	}
 	smp.baseline()
@@ -245,8 +403,10 @@ func runCell(ctx context.Context, o *Options, broker, transport string, peak, ro
 		c.wg.Wait()
 	}
 	c.stopWorkers()
-	smp.final(run)
+	// Publications still unanswered now failed; settled before the last collection, so that they
+	// are in the totals and the last second.
 	c.settle()
+	smp.final(run)
 
 	cut := int64(math.MaxInt64)
 	if stopped {
@@ -291,9 +451,16 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 			RequestsPerSec: float64(k.requests) / secs,
 		}
 	}
-	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, smp.serverBase, smp.serverAvailable)
-	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, smp.genBase, true)
-	run.BrokerServer = smp.usage(run.Series.BrokerCPU, smp.brokerRSS, nil, smp.brokerBase, smp.brokerPID != "")
+	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, run.Series.ServerThreads, smp.serverBase, smp.serverAvailable)
+	if run.Server.Available {
+		run.Server.CPUSeconds = smp.serverCPU().Seconds()
+	}
+	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, nil, smp.genBase, true)
+	run.Generator.CPUSeconds = smp.genMeter.total().Seconds()
+	run.BrokerServer = smp.usage(run.Series.BrokerCPU, smp.brokerRSS, nil, nil, smp.brokerBase, smp.brokerPID != "")
+	if run.BrokerServer.Available {
+		run.BrokerServer.CPUSeconds = smp.brokerMeter.total().Seconds()
+	}
 	budget := 100 * float64(runtime.GOMAXPROCS(0))
 	run.GeneratorSaturated = saturated(run.Series.GeneratorCPU, saturationShare*budget, saturationWindow)
 	if run.GeneratorSaturated {
@@ -311,7 +478,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 		run.Notes = append(run.Notes, note)
 	}
 	if k.foreign > 0 {
-		run.Notes = append(run.Notes, fmt.Sprintf("%d messages without the bench's vu/seq/ts (another client publishing?) were ignored", k.foreign))
+		run.Notes = append(run.Notes, fmt.Sprintf("%d messages without the bench's vu/seq/ts (another client publishing?), or from outside the receiver's group, were ignored", k.foreign))
 	}
 	if n := c.lateStarts.Load(); n > 0 {
 		why := "the generator was short of CPU"
@@ -320,6 +487,9 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 		}
 		run.Notes = append(run.Notes, fmt.Sprintf("%d publications (%.1f%%) waited more than %s to be sent (longest %s): %s; latency counts that wait",
 			n, 100*float64(n)/float64(max(k.pubSent, 1)), lateStart, time.Duration(c.maxStartWait.Load()).Round(time.Millisecond), why))
+	}
+	if n := c.outOfTurn.Load(); n > 0 {
+		run.Notes = append(run.Notes, fmt.Sprintf("%d publications were not sent: a later one of the same user had gone first (a publish worker stalled), or over HTTP its last one was still unanswered; each sender's order on the wire was kept", n))
 	}
 	switch {
 	case c.drv.httpPublish():

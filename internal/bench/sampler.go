@@ -104,9 +104,13 @@ func parseMachineCPU(b []byte) (busy, steal, total uint64) {
 
 // cpuMeter turns cumulative CPU time into percent of one core between two samples.
 type cpuMeter struct {
-	last time.Duration
-	at   time.Time
+	last  time.Duration
+	at    time.Time
+	first time.Duration // CPU time at the first read
 }
+
+// total is the CPU time used between the first read and the last.
+func (m *cpuMeter) total() time.Duration { return m.last - m.first }
 
 // read samples process pid ("self": the generator): its CPU percent since the last read (0 on
 // the first) and its RSS.
@@ -120,7 +124,7 @@ func (m *cpuMeter) read(pid string, now time.Time) (cpu float64, rss uint64, err
 
 func (m *cpuMeter) percent(cpu time.Duration, now time.Time) float64 {
 	if m.at.IsZero() {
-		m.last, m.at = cpu, now
+		m.last, m.at, m.first = cpu, now, cpu
 		return 0
 	}
 	dt := now.Sub(m.at)
@@ -273,14 +277,15 @@ func (w *stealWatch) result() *QuietLatency {
 // sampler takes the per-second samples of a run cell: the recorder's counts, server and
 // generator CPU and memory, and the server's goroutines.
 type sampler struct {
-	c         *cell
-	servers   []*server
-	srvMeters []cpuMeter
-	genMeter  cpuMeter
+	c        *cell
+	servers  []*server
+	trees    []*procTree // one per server
+	genMeter cpuMeter
 
 	// --target: CPU from process_cpu_seconds_total.
 	targetCPU   float64
 	targetAt    time.Time
+	targetFirst float64
 	machBusy    uint64
 	machSteal   uint64
 	machTotal   uint64
@@ -300,7 +305,11 @@ type sampler struct {
 }
 
 func newSampler(c *cell, servers []*server) *sampler {
-	return &sampler{c: c, servers: servers, srvMeters: make([]cpuMeter, len(servers)), serverAvailable: true, cpus: machineCPUs(), steal: newStealWatch()}
+	s := &sampler{c: c, servers: servers, serverAvailable: true, cpus: machineCPUs(), steal: newStealWatch()}
+	for _, srv := range servers {
+		s.trees = append(s.trees, newProcTree(srv.pid))
+	}
+	return s
 }
 
 // baseline records RSS before any user starts and primes the CPU meters.
@@ -309,8 +318,7 @@ func (s *sampler) baseline() {
 	if _, rss, err := s.genMeter.read("self", now); err == nil {
 		s.genBase = rss
 	}
-	cpu, rss, _ := s.server(now)
-	_ = cpu
+	_, rss, _, _ := s.server(now)
 	s.serverBase = rss
 	if s.brokerPID != "" {
 		if _, rss, err := s.brokerMeter.read(s.brokerPID, now); err == nil {
@@ -322,33 +330,57 @@ func (s *sampler) baseline() {
 	s.machBusy, s.machSteal, s.machTotal = machineCPU()
 }
 
-// server samples the servers: CPU percent (sum over nodes), RSS (sum) and goroutines (sum).
-func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor int64) {
+// server samples the servers: CPU percent (sum over nodes), RSS (sum), goroutines (sum, where a
+// server reports them) and threads (sum).
+func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads int64) {
 	c := s.c
 	if len(s.servers) == 0 { // --target: only what /metrics says
+		if c.kind == KindSTOMP {
+			s.serverAvailable = false
+			return 0, 0, 0, 0
+		}
 		sm, err := scrapeMetrics(context.Background(), c.nodes[0])
 		if err != nil || !sm.hasProcess {
 			s.serverAvailable = false
-			return 0, 0, sm.goroutines
+			return 0, 0, sm.goroutines, 0
 		}
 		if !s.targetAt.IsZero() {
 			if dt := now.Sub(s.targetAt).Seconds(); dt > 0 {
 				cpu = max(0, 100*(sm.cpuSeconds-s.targetCPU)/dt)
 			}
+		} else {
+			s.targetFirst = sm.cpuSeconds
 		}
 		s.targetCPU, s.targetAt = sm.cpuSeconds, now
-		return cpu, sm.rss, sm.goroutines
+		return cpu, sm.rss, sm.goroutines, 0
 	}
+	t := procTable()
 	for i, srv := range s.servers {
-		if c, r, err := s.srvMeters[i].read(srv.pid, now); err == nil {
+		if c, r, th, ok := s.trees[i].sample(t, now); ok {
 			cpu += c
 			rss += r
+			threads += th
 		}
-		if sm, err := scrapeMetrics(context.Background(), srv.addr); err == nil {
+		if srv.metrics == "" {
+			continue
+		}
+		if sm, err := scrapeMetrics(context.Background(), srv.metrics); err == nil {
 			gor += sm.goroutines
 		}
 	}
-	return cpu, rss, gor
+	return cpu, rss, gor, threads
+}
+
+// serverCPU is the CPU time the servers used over the run.
+func (s *sampler) serverCPU() time.Duration {
+	if len(s.servers) == 0 {
+		return time.Duration((s.targetCPU - s.targetFirst) * float64(time.Second))
+	}
+	var d time.Duration
+	for _, t := range s.trees {
+		d += t.total
+	}
+	return d
 }
 
 // sample closes second i of the run.
@@ -370,10 +402,13 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	}
 	ser.LatencyP50 = append(ser.LatencyP50, p50)
 	ser.LatencyP99 = append(ser.LatencyP99, p99)
-	cpu, rss, gor := s.server(now)
+	cpu, rss, gor, threads := s.server(now)
 	ser.ServerCPU = append(ser.ServerCPU, cpu)
 	ser.ServerRSS = append(ser.ServerRSS, rss)
 	ser.ServerGorout = append(ser.ServerGorout, gor)
+	if len(s.servers) > 0 {
+		ser.ServerThreads = append(ser.ServerThreads, threads)
+	}
 	gcpu, grss, _ := s.genMeter.read("self", now)
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
@@ -426,7 +461,7 @@ func (s *sampler) final(run *Run) {
 }
 
 // usage summarises a process's samples. base is its RSS before users started.
-func (s *sampler) usage(cpu []float64, rss []uint64, gor []int64, base uint64, available bool) Usage {
+func (s *sampler) usage(cpu []float64, rss []uint64, gor, threads []int64, base uint64, available bool) Usage {
 	u := Usage{Available: available}
 	if !available || len(cpu) == 0 {
 		return u
@@ -442,6 +477,9 @@ func (s *sampler) usage(cpu []float64, rss []uint64, gor []int64, base uint64, a
 	}
 	for _, v := range gor {
 		u.GoroutinesMax = max(u.GoroutinesMax, v)
+	}
+	for _, v := range threads {
+		u.ThreadsMax = max(u.ThreadsMax, v)
 	}
 	plan := s.c.plan
 	i := int(math.Ceil(plan.PeakEnd.Seconds())) - 1

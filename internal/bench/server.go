@@ -21,16 +21,74 @@ import (
 // RabbitMQ broker replays the log first, for up to 60 s.
 const readyTimeout = 70 * time.Second
 
-// server is an rtlab server process the bench started. Every run cell gets fresh ones, so
-// memory per connection is measured from a clean baseline.
+// server is a server process the bench started: rtlab, or a peer (Centrifugo, RabbitMQ, the
+// Spring peer). Every run cell gets fresh ones, so memory per connection is measured from a
+// clean baseline.
 type server struct {
-	cmd    *exec.Cmd
-	addr   string // 127.0.0.1:port
-	dir    string // working directory, removed after the process ends
-	pid    string
-	exited chan struct{}
-	err    error // exit status; valid once exited is closed
-	log    *tailBuffer
+	kind    string
+	cmd     *exec.Cmd
+	addr    string // 127.0.0.1:port the clients dial
+	metrics string // host:port whose /metrics has go_goroutines; "" when the server has none
+	dir     string // working directory, removed after the process ends
+	pid     string
+	exited  chan struct{}
+	err     error // exit status; valid once exited is closed
+	log     *tailBuffer
+	cleanup []func() // after the process has ended (a private epmd, say)
+}
+
+// launch is how to start one server process and know it is ready.
+type launch struct {
+	kind  string
+	bin   string
+	args  []string
+	env   []string // the whole environment; nil inherits the bench's
+	dir   string   // working directory, made by the caller; removed when the server stops
+	addr  string   // what clients dial
+	ready func(ctx context.Context, s *server) error
+	// readyTimeout bounds the start; zero means readyTimeout.
+	readyTimeout time.Duration
+	cleanup      []func()
+}
+
+// start starts l's process in its own process group, its output going to logw (if not nil)
+// and into a small tail for error messages, and waits until l.ready says it is ready.
+func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
+	cmd := exec.Command(l.bin, l.args...)
+	cmd.Dir = l.dir
+	cmd.Env = l.env
+	// Own process group: a Ctrl-C in the terminal reaches only the bench, which then stops the
+	// server itself after writing what it measured; stop signals the whole group, so a start
+	// script's children go too. Pdeathsig kills the server if the bench dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	tail := &tailBuffer{max: 4096}
+	var out io.Writer = tail
+	if logw != nil {
+		out = io.MultiWriter(tail, logw)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(l.dir)
+		for _, f := range l.cleanup {
+			f()
+		}
+		return nil, fmt.Errorf("starting %s: %w", l.bin, err)
+	}
+	s := &server{kind: l.kind, cmd: cmd, addr: l.addr, dir: l.dir, pid: strconv.Itoa(cmd.Process.Pid),
+		exited: make(chan struct{}), log: tail, cleanup: l.cleanup}
+	go func() {
+		s.err = cmd.Wait()
+		close(s.exited)
+	}()
+	timeout := l.readyTimeout
+	if timeout == 0 {
+		timeout = readyTimeout
+	}
+	if err := s.waitReady(ctx, timeout, l.ready); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
 }
 
 // startServer starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
@@ -56,83 +114,79 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 	if bin, err = filepath.Abs(bin); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
 	// The secret goes through the environment, not the command line (where ps shows it); an
 	// RTLAB_AUTH_SECRET the bench inherited is not passed on, so the server's mode is the
 	// bench's --auth-secret alone.
+	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "RTLAB_AUTH_SECRET=") {
-			cmd.Env = append(cmd.Env, e)
+			env = append(env, e)
 		}
 	}
 	if secret != "" {
-		cmd.Env = append(cmd.Env, "RTLAB_AUTH_SECRET="+secret)
+		env = append(env, "RTLAB_AUTH_SECRET="+secret)
 	}
-	// Own process group: a Ctrl-C in the terminal reaches only the bench, which then stops the
-	// server itself after writing what it measured. Pdeathsig kills the server if the bench
-	// dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	tail := &tailBuffer{max: 4096}
-	var out io.Writer = tail
-	if logw != nil {
-		out = io.MultiWriter(tail, logw)
+	s, err := launch{kind: KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
+		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
+	if s != nil {
+		s.metrics = s.addr
 	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	s := &server{cmd: cmd, addr: addr, dir: dir, pid: strconv.Itoa(cmd.Process.Pid), exited: make(chan struct{}), log: tail}
-	go func() {
-		s.err = cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.waitReady(ctx); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
+	return s, err
 }
 
-// waitReady polls /readyz until it answers 200.
-func (s *server) waitReady(ctx context.Context) error {
-	deadline := time.Now().Add(readyTimeout)
+// waitReady polls ready until it reports nil.
+func (s *server) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context, *server) error) error {
+	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("server exited before it was ready (%v): %s", s.err, s.log.firstLine())
+			return fmt.Errorf("%s exited before it was ready (%v): %s", KindLabel(s.kind), s.err, s.log.firstLine())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		if last = probeReady(ctx, s.addr); last == nil {
+		if last = ready(ctx, s); last == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("server at %s not ready after %s: %v; output: %s", s.addr, readyTimeout, last, s.log.firstLine())
+	return fmt.Errorf("%s at %s not ready after %s: %v; output: %s", KindLabel(s.kind), s.addr, timeout, last, s.log.firstLine())
 }
 
-// stop sends SIGTERM, waits for a graceful exit and kills the process after 10 s.
+// stop sends SIGTERM to the server's process group, waits for a graceful exit and kills the
+// group after 10 s.
 func (s *server) stop() {
-	defer os.RemoveAll(s.dir)
+	defer func() {
+		_ = os.RemoveAll(s.dir)
+		for _, f := range s.cleanup {
+			f()
+		}
+	}()
+	pgid := s.cmd.Process.Pid
 	select {
 	case <-s.exited:
-		return
 	default:
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-s.exited
+		}
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+	// A start script may end before the process it started (RabbitMQ's Erlang VM): make sure
+	// the group is gone.
+	for i := 0; i < 100 && syscall.Kill(-pgid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
 	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // probeReady asks GET /readyz once and wants 200.
-func probeReady(ctx context.Context, addr string) error {
+func probeReady(ctx context.Context, addr string) error { return probeStatus(ctx, addr, "/readyz") }
+
+// probeStatus asks GET path once and wants 200.
+func probeStatus(ctx context.Context, addr, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -143,7 +197,7 @@ func probeReady(ctx context.Context, addr string) error {
 	hc := newHTTPConn(conn, addr, false)
 	defer hc.close()
 	dl, _ := ctx.Deadline()
-	req := appendRequest(nil, "GET", addr, []byte("/readyz"), "Connection: close\r\n", nil)
+	req := appendRequest(nil, "GET", addr, []byte(path), "Connection: close\r\n", nil)
 	err = hc.roundTrip(req, dl, func(status int, body []byte) error {
 		if status != 200 {
 			return &StatusError{Code: status, Body: string(bytes.TrimSpace(body[:min(len(body), 200)]))}
@@ -167,6 +221,14 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// peerCache is where built and installed peers are kept.
+func (o *Options) peerCache() string {
+	if o.PeerCache != "" {
+		return o.PeerCache
+	}
+	return ".cache"
 }
 
 // serverBinary returns the executable to spawn.

@@ -135,6 +135,20 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{Options{Interval: time.Microsecond}, "--interval"},
 		{Options{Target: "localhost:8080"}, "--target"},
 		{Options{Nodes: 3}, "--nodes"},
+		{Options{Servers: []string{"nginx"}}, "--server"},
+		{Options{Servers: []string{"rtlab", "rtlab"}}, "--server"},
+		{Options{Servers: []string{"centrifugo"}, Scenario: "chat"}, "--server"},
+		{Options{Servers: []string{"spring"}, Transports: []string{"ws", "sse"}}, "--transport"},
+		{Options{Target: "http://127.0.0.1:1", Servers: []string{"centrifugo"}}, "--server"},
+		{Options{Target: "http://127.0.0.1:1", TargetKind: "mqtt"}, "--target-kind"},
+		{Options{Target: "http://127.0.0.1:1", TargetKind: "stomp"}, "--target"}, // a STOMP target names its endpoint
+		{Options{Target: "ws://127.0.0.1:1/ws", TargetKind: "stomp", StompPub: "topic"}, "--stomp-pub"},
+		{Options{Target: "ws://127.0.0.1:1/ws", TargetKind: "stomp", StompLogin: "guest"}, "--stomp-login"},
+		{Options{Target: "http://127.0.0.1:1", TargetKind: "centrifugo", Scenario: "notify"}, "--target-kind"},
+		{Options{TargetKind: "centrifugo"}, "--target-kind"},
+		{Options{StompSub: "/topic/x"}, "--stomp-pub/--stomp-sub/--stomp-login"},
+		{Options{CentrifugoAPIKey: "k"}, "--centrifugo-bin/--centrifugo-api-key"},
+		{Options{Servers: []string{"centrifugo"}, Brokers: []string{"nats://127.0.0.1:4222"}}, "--broker"},
 	}
 	for _, tt := range tests {
 		err := tt.o.Validate()
@@ -173,5 +187,38 @@ func TestPollEvery(t *testing.T) {
 		if got != want || ok != (want != 0) {
 			t.Errorf("pollEvery(%q) = %v, %v; want %v", in, got, ok, want)
 		}
+	}
+}
+
+// TestServerMatrix checks which cells each server runs and how its runs are named.
+func TestServerMatrix(t *testing.T) {
+	o := Options{Servers: []string{"rtlab", "centrifugo", "rabbitmq", "spring"}, Brokers: []string{"memory", "redis://127.0.0.1:6379/0", "nats://127.0.0.1:4222"}, Nodes: 2, Rounds: 2}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	for bi, b := range o.Brokers {
+		for _, tr := range []string{"shortpoll", "ws", "sse", "stomp"} {
+			for _, k := range o.Servers {
+				if _, skip := o.skip(k, b, bi, tr); !skip {
+					ran = append(ran, o.newRun(k, b, tr, 100, 2).Key())
+				}
+			}
+		}
+	}
+	want := "shortpoll~rtlab@memory#2 ws~rtlab@memory#2 ws~centrifugo@memory#2 sse~rtlab@memory#2 sse~centrifugo@memory#2 " +
+		"stomp~rtlab@memory#2 stomp~rabbitmq#2 stomp~spring#2 " +
+		"shortpoll~rtlab@redis#2 ws~rtlab@redis#2 ws~centrifugo@redis#2 sse~rtlab@redis#2 sse~centrifugo@redis#2 stomp~rtlab@redis#2 " +
+		"shortpoll~rtlab@nats#2 ws~rtlab@nats#2 sse~rtlab@nats#2 stomp~rtlab@nats#2"
+	if got := strings.Join(ran, " "); got != want {
+		t.Errorf("cells\n%s\nwant\n%s", got, want)
+	}
+	// rtlab alone keeps its old keys.
+	solo := Options{}
+	if err := solo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if k := solo.newRun(KindRTLab, "memory", "ws", 100, 1).Key(); k != "ws" {
+		t.Errorf("rtlab alone: key %q, want ws", k)
 	}
 }

@@ -70,9 +70,9 @@ type vu struct {
 	done chan struct{}            // closed when the last activity's goroutine has ended
 
 	// Receiver state, owned by the goroutine running the current activity.
-	last    uint64 // highest offset seen
-	mask    uint64 // bit k set: offset last-k was seen
-	epoch   string
+	last    uint64   // highest offset seen (servers that give offsets), where a resume starts
+	epoch   string   // the stream's epoch with last
+	seen    []uint64 // per member of the group: highest seq seen and the ones below (see sequence)
 	windows []window // appended at the end of each activity (chat: each session); read after the run
 }
 
@@ -102,12 +102,49 @@ type activity struct {
 	sessDone  atomic.Bool  // the session has left: the driver closes its connection and returns
 	inflight  atomic.Int32 // publications handed to workers and not yet sent (HTTP: not yet answered)
 
-	mu      sync.Mutex // guards the fields below and serialises writes on conn
-	conn    net.Conn   // current streaming connection; nil between connections
-	ready   bool       // conn's subscription is confirmed: publications may be written on it
-	pending int        // publications written on conn and not answered yet
-	lowSeq  int        // no publication below this seq is still pending on conn
-	highSeq int        // highest seq written on conn, plus one
+	mu       sync.Mutex // guards the fields below and serialises writes on conn
+	conn     net.Conn   // current streaming connection; nil between connections
+	ready    bool       // conn's subscription is confirmed: publications may be written on it
+	pending  int        // publications written on conn and not answered yet
+	lowSeq   int        // no publication below this seq is still pending on conn
+	highSeq  int        // highest seq written on conn, plus one
+	wireNext int        // the lowest seq that may still be sent (see inOrderLocked)
+
+	httpMu   sync.Mutex // held while a publication of this user is on its way over the HTTP pool
+	httpNext int        // as wireNext, for the HTTP pool; guarded by httpMu
+}
+
+// httpTurn reports whether publication seq may go over the HTTP pool now, and if so holds
+// a.httpMu until the caller has its answer. One publication of a user is on its way at a time,
+// in order: over the pool they travel on different connections, and a server may take two at
+// once in either order. A turn that finds the last one still unanswered (a request slower than
+// the interval) is skipped and counted, as an out-of-order one; no worker waits for another.
+func (a *activity) httpTurn(seq int) bool {
+	if !a.httpMu.TryLock() {
+		a.v.c.outOfTurn.Add(1)
+		return false
+	}
+	if !a.inOrderLocked(&a.httpNext, seq) {
+		a.httpMu.Unlock()
+		return false
+	}
+	return true
+}
+
+// inOrderLocked reports whether publication seq may be sent now, and if so records it as sent:
+// not when a later publication of the user has already gone. Workers take the user's turns from
+// a shared queue, so a worker that stalls (a busy machine) could otherwise send turn n after
+// another worker sent n+1; dropping n keeps each sender's order intact on the wire, so the order
+// receivers see is the server's doing. Such a turn is skipped like one that found the user not
+// connected, and counted (cell.outOfTurn). The lock that guards next (a.mu for a user's own
+// connection, a.httpMu for the pool) must be held.
+func (a *activity) inOrderLocked(next *int, seq int) bool {
+	if seq < *next {
+		a.v.c.outOfTurn.Add(1)
+		return false
+	}
+	*next = seq + 1
+	return true
 }
 
 // canPublish reports whether the scheduler should publish for a: the user is connected and
@@ -128,7 +165,7 @@ func (a *activity) canPublish() bool {
 func (a *activity) established(now int64, offset uint64, epoch []byte) {
 	v := a.v
 	if a.estab.Load() == 0 {
-		v.last, v.mask, v.epoch = offset, ^uint64(0), string(epoch)
+		v.last, v.epoch = offset, string(epoch)
 		a.estab.Store(now)
 		if !v.c.opts.chatLike() {
 			a.from.Store(now)
@@ -232,32 +269,22 @@ func (a *activity) stop(drain time.Duration) {
 	a.cancel()
 }
 
-// receive accounts one publication seen by v: duplicates and reordering from the topic's
-// offsets, latency from the publisher's intended send time, and the expected-delivery count
-// when it falls inside the activity's window.
-func (v *vu) receive(a *activity, offset uint64, epoch []byte, d dataFields, size int, now int64) {
-	if string(epoch) != v.epoch {
-		if v.epoch != "" {
-			v.last, v.mask = 0, 0
-		}
-		v.epoch = string(epoch)
+// position records where v is in its topic's stream, for a resume after a drop: the offset and
+// epoch of a publication or subscription, on servers that give them (rtlab, Centrifugo).
+func (v *vu) position(offset uint64, epoch []byte) {
+	// Centrifugo names the epoch on some publications only: no epoch means the same one.
+	if len(epoch) > 0 && string(epoch) != v.epoch {
+		v.epoch, v.last = string(epoch), offset
+		return
 	}
-	if offset > v.last {
-		if shift := offset - v.last; shift >= 64 {
-			v.mask = 1
-		} else {
-			v.mask = v.mask<<shift | 1
-		}
-		v.last = offset
-	} else {
-		back := v.last - offset
-		if back >= 64 || v.mask&(1<<back) != 0 {
-			v.sh.update(func(c *counters) { c.duplicates++; c.bytesIn += int64(size) })
-			return
-		}
-		v.mask |= 1 << back
-		v.sh.update(func(c *counters) { c.outOfOrder++ })
-	}
+	v.last = max(v.last, offset)
+}
+
+// receive accounts one publication seen by v. What is measured comes from the payload alone,
+// so it is the same on every server: duplicates and order from the sender's sequence number,
+// latency from its intended send time, and the expected-delivery count when the publication
+// falls inside the activity's window.
+func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 	if !d.ok || !v.measured {
 		if v.c.opts.chatLike() { // ENTER and LEAVE, or a notify member's chat traffic
 			v.sh.update(func(c *counters) { c.other++; c.bytesIn += int64(size) })
@@ -266,12 +293,69 @@ func (v *vu) receive(a *activity, offset uint64, epoch []byte, d dataFields, siz
 		}
 		return
 	}
+	dup, ooo, ours := v.sequence(d)
+	switch {
+	case !ours:
+		v.sh.update(func(c *counters) { c.foreign++; c.bytesIn += int64(size) })
+		return
+	case dup:
+		v.sh.update(func(c *counters) { c.duplicates++; c.bytesIn += int64(size) })
+		return
+	case ooo:
+		v.sh.update(func(c *counters) { c.outOfOrder++ })
+	}
 	v.sh.delivered(time.Duration(now-d.ts), size)
 	if a.inWindow(d.ts) {
 		if p := v.c.pubRecord(d.vu, d.seq); p != nil {
 			p.recv.Add(1)
 		}
 	}
+}
+
+// seqWindow is how many of a sender's latest sequence numbers a receiver remembers: an older one
+// arriving late counts as a duplicate, since it can no longer be told apart from one.
+const seqWindow = 32
+
+// sequence checks publication d against what v has seen of its sender: a number seen before is
+// a duplicate, one below the highest seen and not seen before arrives out of order (it still
+// counts as received). ours is false for a sender outside v's group, which the server should
+// never have delivered here. Each receiver keeps 8 bytes per member of its group: the highest
+// number seen (plus one) and a mask of the seqWindow below it.
+func (v *vu) sequence(d dataFields) (dup, ooo, ours bool) {
+	c := v.c
+	groups := int64(c.groups)
+	if d.vu < 0 || d.vu >= int64(len(c.vus)) || d.vu%groups != int64(v.group) || d.seq < 0 || d.seq >= 1<<31 {
+		return false, false, false
+	}
+	if v.seen == nil {
+		v.seen = make([]uint64, (int64(len(c.vus))-int64(v.group)+groups-1)/groups)
+	}
+	s := &v.seen[d.vu/groups]
+	last, mask := uint32(*s>>32), uint32(*s)
+	n := uint32(d.seq) + 1
+	switch {
+	case n > last:
+		if shift := n - last; shift >= seqWindow {
+			mask = 1
+		} else {
+			mask = mask<<shift | 1
+		}
+		last = n
+	case last-n >= seqWindow || mask&(1<<(last-n)) != 0:
+		return true, false, true
+	default:
+		mask |= 1 << (last - n)
+		ooo = true
+	}
+	*s = uint64(last)<<32 | uint64(mask)
+	return false, ooo, true
+}
+
+// resetStream forgets v's position and what it has seen: a new activity (chat: a new session)
+// is a fresh client.
+func (v *vu) resetStream() {
+	v.last, v.epoch = 0, ""
+	clear(v.seen)
 }
 
 // gap counts a notice from the server that history was lost.

@@ -176,12 +176,13 @@ func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
 			if err := parseMsg(elem, &pm); err != nil || !pm.hasOffset {
 				return fmt.Errorf("%w: publication %.80q", errBadResponse, elem)
 			}
-			v.receive(a, pm.offset, pm.epoch, pm.data, len(elem), now)
+			v.position(pm.offset, pm.epoch)
+			v.receive(a, pm.data, len(elem), now)
 			return nil
 		})
 		if n == 0 && string(m.epoch) != v.epoch {
 			// History was lost and nothing published since: start over at the new epoch.
-			v.last, v.mask, v.epoch = m.offset, ^uint64(0), string(m.epoch)
+			v.last, v.epoch = m.offset, string(m.epoch)
 		}
 		more = n >= pollLimit
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"time"
 )
@@ -58,24 +59,10 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			return false
 		}
 	}
-	c.connTried(v)
-	start := time.Now()
-	conn, err := c.dial(a.ctx, v)
-	if err != nil {
-		c.connFailed(a, err)
-		return false
-	}
-	if !a.setConn(conn) {
-		_ = conn.Close()
-		c.connAbandoned(v)
-		return false
-	}
-	defer a.clearConn()
-
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], "/api/sse?topic="...)
 	b = append(b, v.topic...)
-	var extra []byte
+	var extra string
 	if first {
 		b = append(b, "&since="...)
 		b = appendUint(b, pos.offset)
@@ -86,38 +73,15 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 		b = v.tokenQuery(b, '&')
 	} else {
 		b = v.tokenQuery(b, '&')
-		extra = append(extra, "Last-Event-ID: "...)
-		extra = append(extra, v.topic...)
-		extra = append(extra, '=')
-		extra = appendUint(extra, v.last)
-		extra = append(extra, ':')
-		extra = append(extra, v.epoch...)
-		extra = append(extra, "\r\n"...)
+		extra = "Last-Event-ID: " + v.topic + "=" + strconv.FormatUint(v.last, 10) + ":" + v.epoch + "\r\n"
 	}
-	path := len(b)
-	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+string(extra), nil)
-	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
-	_, err = conn.Write(b[path:])
+	br, ok := c.openSSE(a, b, extra, "sse")
 	*bp = b
 	bufPool.Put(bp)
-	br := bufio.NewReaderSize(conn, streamBufSize)
-	var head respHead
-	if err == nil {
-		head, err = readHead(br)
-	}
-	if err == nil && (head.status != http.StatusOK || !head.stream) {
-		msg, _ := io.ReadAll(io.LimitReader(br, 200))
-		err = &StatusError{Code: head.status, Body: string(msg)}
-	}
-	if err == nil && head.chunked {
-		err = fmt.Errorf("%w: chunked event stream (not supported by the bench)", errBadResponse)
-	}
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("sse: %w", err))
+	if !ok {
 		return false
 	}
-	a.noDeadline()
-	c.connOpened(v, time.Since(start))
+	defer a.clearConn()
 	if first {
 		a.established(c.clk.now(), pos.offset, []byte(pos.epoch))
 	}
@@ -135,18 +99,7 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 	var long []byte // a line longer than the reader's buffer
 	var m wireMsg
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-				if len(long) > maxMessage {
-					err = fmt.Errorf("sse: line over %d bytes", maxMessage)
-				}
-			}
-			line = long
-		}
+		line, err := readLine(br, &long)
 		if err != nil {
 			if reason != "" {
 				err = fmt.Errorf("server said %s: %w", reason, err)
@@ -154,7 +107,6 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			c.connDropped(a, fmt.Errorf("sse: %w", err))
 			return true
 		}
-		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
 			event = evMessage
@@ -168,7 +120,8 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 					v.sh.fail(fmt.Errorf("sse: %w: event %.80q", errBadResponse, data), nil)
 					continue
 				}
-				v.receive(a, m.offset, m.epoch, m.data, len(data), now)
+				v.position(m.offset, m.epoch)
+				v.receive(a, m.data, len(data), now)
 			case evGap:
 				v.gap()
 			case evDisconnect:
@@ -191,6 +144,71 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			}
 		}
 	}
+}
+
+// openSSE opens an event stream for a's user: it dials, sends GET target (path and query) with
+// the extra header lines, and reads the answer's head, which must be 200 text/event-stream. The
+// stream's lines come from the returned reader (a chunked stream, as Centrifugo sends, decoded).
+// It counts the attempt; ok is false when it failed or was abandoned, else the connection is
+// a's until the caller's clearConn. what names the client in errors.
+func (c *cell) openSSE(a *activity, target []byte, extra, what string) (lines *bufio.Reader, ok bool) {
+	v := a.v
+	c.connTried(v)
+	start := time.Now()
+	conn, err := c.dial(a.ctx, v)
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
+		return nil, false
+	}
+	if !a.setConn(conn) {
+		_ = conn.Close()
+		c.connAbandoned(v)
+		return nil, false
+	}
+	bp := bufPool.Get().(*[]byte)
+	req := appendRequest((*bp)[:0], "GET", c.nodes[v.node], target, "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+extra, nil)
+	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
+	_, err = conn.Write(req)
+	*bp = req
+	bufPool.Put(bp)
+	br := bufio.NewReaderSize(conn, streamBufSize)
+	var head respHead
+	if err == nil {
+		head, err = readHead(br)
+	}
+	if err == nil && (head.status != http.StatusOK || !head.stream) {
+		msg, _ := io.ReadAll(io.LimitReader(br, 200))
+		err = &StatusError{Code: head.status, Body: string(msg)}
+	}
+	if err != nil {
+		a.clearConn()
+		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
+		return nil, false
+	}
+	a.noDeadline()
+	c.connOpened(v, time.Since(start))
+	if head.chunked {
+		br = bufio.NewReaderSize(httputil.NewChunkedReader(br), streamBufSize)
+	}
+	return br, true
+}
+
+// readLine returns the next line of an event stream without its line end. A line longer than
+// the reader's buffer is collected in *long (kept for the next one), up to maxMessage.
+func readLine(br *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		*long = append((*long)[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = br.ReadSlice('\n')
+			*long = append(*long, line...)
+			if len(*long) > maxMessage {
+				err = fmt.Errorf("sse: line over %d bytes", maxMessage)
+			}
+		}
+		line = *long
+	}
+	return bytes.TrimRight(line, "\r\n"), err
 }
 
 // noDeadline clears the deadlines of a's connection unless the activity is being stopped

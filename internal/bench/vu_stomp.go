@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -10,11 +11,59 @@ import (
 	"github.com/rtlab/rtlab/internal/stomp"
 )
 
-// stompDriver is a STOMP 1.2 client over WebSocket (/api/stomp, subprotocol v12.stomp), as
-// stomp.js behaves: CONNECT, wait for CONNECTED, SUBSCRIBE /topic/location/{g} with a receipt,
+// stompDriver is a STOMP 1.2 client over WebSocket (subprotocol v12.stomp), as stomp.js
+// behaves: CONNECT, wait for CONNECTED, SUBSCRIBE to the group's destination with a receipt,
 // then SEND to publish, each with a receipt that carries the answer. After a drop it
-// reconnects and resubscribes with since and epoch headers.
-type stompDriver struct{ c *cell }
+// reconnects and resubscribes; on rtlab with since and epoch headers, so nothing is lost.
+type stompDriver struct {
+	c *cell
+	d stompDialect
+}
+
+// stompDialect is what differs between STOMP servers: where the endpoint is, what the
+// destinations are called, what CONNECT carries, and whether a subscription can resume.
+type stompDialect struct {
+	path     string // WebSocket endpoint
+	sub, pub string // destinations with {group}; "" means rtlab's /topic/{topic}
+	host     string // CONNECT's host header; "" means the server's host:port
+	login    string // CONNECT's login and passcode; "" sends the chat token when there is one
+	passcode string
+	resume   bool // rtlab: MESSAGEs carry offset and epoch, SUBSCRIBE resumes with since and epoch
+}
+
+// stompDialectFor returns the dialect of a kind of server (o's flags for a STOMP target).
+func stompDialectFor(kind string, o *Options) stompDialect {
+	switch kind {
+	case KindRabbitMQ:
+		// Web-STOMP: /topic/{key} publishes to and binds on amq.topic; the host header names the
+		// virtual host.
+		return stompDialect{path: "/ws", sub: "/topic/location.{group}", pub: "/topic/location.{group}", host: "/", login: "guest", passcode: "guest"}
+	case KindSpring:
+		return stompDialect{path: "/location", sub: "/sub/location/{group}", pub: "/pub/location/{group}"}
+	case KindSTOMP:
+		// Either destination defaults to the other, both to rtlab's.
+		d := stompDialect{path: o.targetPath, host: "/"}
+		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, "/topic/location/{group}"))
+		d.sub = nonEmptyStr(o.StompSub, d.pub)
+		d.login, d.passcode, _ = strings.Cut(o.StompLogin, ":")
+		return d
+	}
+	return stompDialect{path: "/api/stomp", resume: true}
+}
+
+// appendDest appends v's destination: tmpl with {group} replaced, or rtlab's /topic/{topic}.
+func appendDest(dst []byte, tmpl string, v *vu) []byte {
+	if tmpl == "" {
+		dst = append(dst, "/topic/"...)
+		return append(dst, v.topic...)
+	}
+	before, after, ok := strings.Cut(tmpl, "{group}")
+	dst = append(dst, before...)
+	if ok {
+		dst = strconv.AppendInt(dst, int64(v.group), 10)
+	}
+	return append(dst, after...)
+}
 
 func (d *stompDriver) httpPublish() bool { return false }
 
@@ -47,16 +96,8 @@ const subReceipt = "sub"
 
 func (d *stompDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
-	s, err := c.wsDial(a.ctx, v, "/api/stomp", []string{"v12.stomp"})
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("stomp: %w", err))
-		return false
-	}
-	if !a.setConn(s.conn) {
-		_ = s.conn.Close()
-		c.connAbandoned(v)
+	s, start, ok := c.openWS(a, d.d.path, []string{"v12.stomp"}, "stomp")
+	if !ok {
 		return false
 	}
 	defer a.endStream(s)
@@ -67,11 +108,21 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 	// would get a user with an --interval over 20 s cut off.
 	cx := 0
 	f := append(make([]byte, 0, 256), "CONNECT\naccept-version:1.2\nhost:"...)
-	f = append(f, c.nodes[v.node]...)
+	if d.d.host != "" {
+		f = append(f, d.d.host...)
+	} else {
+		f = append(f, c.nodes[v.node]...)
+	}
 	f = append(f, "\nheart-beat:"...)
 	f = strconv.AppendInt(f, int64(cx), 10)
 	f = append(f, ",10000\n"...)
-	if t := v.token.Load(); t != nil {
+	if d.d.login != "" {
+		f = append(f, "login:"...)
+		f = append(f, d.d.login...)
+		f = append(f, "\npasscode:"...)
+		f = append(f, d.d.passcode...)
+		f = append(f, '\n')
+	} else if t := v.token.Load(); t != nil {
 		f = append(f, "login:"...)
 		f = append(f, v.name...)
 		f = append(f, "\npasscode:"...)
@@ -118,18 +169,21 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 			}
 			switch fr.Command {
 			case stomp.CmdMessage:
-				if g, _ := fr.Get("gap"); g == "true" {
-					v.gap()
-					continue
+				if d.d.resume {
+					if g, _ := fr.Get("gap"); g == "true" {
+						v.gap()
+						continue
+					}
+					off, _ := fr.Get("offset")
+					offset, err := strconv.ParseUint(off, 10, 64)
+					if err != nil {
+						v.sh.fail(fmt.Errorf("stomp: MESSAGE with offset %q", off), nil)
+						continue
+					}
+					epoch, _ := fr.Get("epoch")
+					v.position(offset, []byte(epoch))
 				}
-				off, _ := fr.Get("offset")
-				offset, err := strconv.ParseUint(off, 10, 64)
-				if err != nil {
-					v.sh.fail(fmt.Errorf("stomp: MESSAGE with offset %q", off), nil)
-					continue
-				}
-				epoch, _ := fr.Get("epoch")
-				v.receive(a, offset, []byte(epoch), parseData(fr.Body), len(p), now)
+				v.receive(a, parseData(fr.Body), len(p), now)
 			case stomp.CmdReceipt:
 				id, _ := fr.Get("receipt-id")
 				switch id {
@@ -202,10 +256,10 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 // subscribe sends SUBSCRIBE with a receipt; after a reconnect it resumes with since and epoch.
 func (d *stompDriver) subscribe(a *activity) error {
 	v := a.v
-	f := append(make([]byte, 0, 192), "SUBSCRIBE\nid:0\ndestination:/topic/"...)
-	f = append(f, v.topic...)
+	f := append(make([]byte, 0, 192), "SUBSCRIBE\nid:0\ndestination:"...)
+	f = appendDest(f, d.d.sub, v)
 	f = append(f, "\nack:auto\nreceipt:"+subReceipt+"\n"...)
-	if a.estab.Load() != 0 {
+	if a.estab.Load() != 0 && d.d.resume {
 		f = append(f, "since:"...)
 		f = strconv.AppendUint(f, v.last, 10)
 		f = append(f, "\nepoch:"...)
@@ -222,12 +276,13 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	p := &v.pubs[job.seq]
 	chat := d.c.opts.chatLike()
 	w.body = d.c.appendPub(w.body[:0], v, job.seq, p.ts)
-	b := append(w.buf[:0], "SEND\ndestination:/topic/"...)
+	b := append(w.buf[:0], "SEND\ndestination:"...)
 	if chat {
+		b = append(b, "/topic/"...)
 		b = append(b, v.room...)
 		b = append(b, "\ntype:TALK"...)
 	} else {
-		b = append(b, v.topic...)
+		b = appendDest(b, d.d.pub, v)
 	}
 	b = append(b, "\ncontent-type:application/json\nreceipt:"...)
 	b = strconv.AppendInt(b, int64(job.seq), 10)
@@ -238,13 +293,5 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, 0)
 	w.buf = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
-	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
-		a.mu.Unlock()
-		return
-	}
-	a.sentLocked(job.seq)
-	_ = a.writeLocked(w.frame)
-	a.mu.Unlock()
-	v.sh.update(func(k *counters) { k.pubSent++ })
+	a.writePublication(job.seq, w.frame, chat)
 }

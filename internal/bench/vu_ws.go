@@ -55,17 +55,9 @@ func runStream(a *activity, session func(*activity) bool) {
 
 func (d *wsDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	c.connTried(v)
-	start := time.Now()
 	path := string(v.tokenQuery([]byte("/api/ws"), '?')) // no token: no query
-	s, err := c.wsDial(a.ctx, v, path, nil)
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("ws: %w", err))
-		return false
-	}
-	if !a.setConn(s.conn) {
-		_ = s.conn.Close()
-		c.connAbandoned(v)
+	s, start, ok := c.openWS(a, path, nil, "ws")
+	if !ok {
 		return false
 	}
 	defer a.endStream(s)
@@ -111,7 +103,8 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 		}
 		switch string(m.op) {
 		case "message":
-			v.receive(a, m.offset, m.epoch, m.data, len(p), now)
+			v.position(m.offset, m.epoch)
+			v.receive(a, m.data, len(p), now)
 		case "ack":
 			switch m.id {
 			case idEnter:
@@ -201,15 +194,7 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, '}')
 	w.body = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
-	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) {
-		a.mu.Unlock()
-		return // not connected at its turn: the publication is skipped, not failed
-	}
-	a.sentLocked(job.seq)
-	_ = a.writeLocked(w.frame) // a failed write closes the conn; the reader settles the rest
-	a.mu.Unlock()
-	v.sh.update(func(k *counters) { k.pubSent++ })
+	a.writePublication(job.seq, w.frame, chat)
 }
 
 // enterWS is the ENTER of a chat session on the native WebSocket protocol.

@@ -22,7 +22,38 @@ type wsCloseError struct {
 }
 
 func (e *wsCloseError) Error() string {
-	return fmt.Sprintf("websocket closed by server: %d %s", e.code, e.reason)
+	// The name of a standard code survives errorText, which folds numbers into N.
+	return fmt.Sprintf("websocket closed by server: %d (%s) %s", e.code, closeName(e.code), e.reason)
+}
+
+// closeName names a WebSocket close code (RFC 6455, section 7.4.1), or its range.
+func closeName(c ws.StatusCode) string {
+	switch c {
+	case 1000:
+		return "normal"
+	case 1001:
+		return "going away"
+	case 1002:
+		return "protocol error"
+	case 1003:
+		return "unsupported data"
+	case 1007:
+		return "invalid data"
+	case 1008:
+		return "policy violation"
+	case 1009:
+		return "message too big"
+	case 1011:
+		return "internal error"
+	case 1012:
+		return "service restart"
+	case 1013:
+		return "try again later"
+	}
+	if c >= 3000 && c < 5000 {
+		return "application code"
+	}
+	return "other"
 }
 
 // wsDial opens a WebSocket for v with gobwas/ws's client handshake (its buffers are pooled and
@@ -55,6 +86,26 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 	}
 	s.br = bufio.NewReaderSize(rd, streamBufSize)
 	return s, nil
+}
+
+// openWS opens a WebSocket for a's user at path (asking for protocols[0] when given) and makes
+// it a's connection, counting the attempt. ok is false when it failed or was abandoned;
+// otherwise the caller ends it with a.endStream(s). what names the client in errors.
+func (c *cell) openWS(a *activity, path string, protocols []string, what string) (s *wsStream, start time.Time, ok bool) {
+	v := a.v
+	c.connTried(v)
+	start = time.Now()
+	s, err := c.wsDial(a.ctx, v, path, protocols)
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
+		return nil, start, false
+	}
+	if !a.setConn(s.conn) {
+		_ = s.conn.Close()
+		c.connAbandoned(v)
+		return nil, start, false
+	}
+	return s, start, true
 }
 
 // prefixConn returns pre before reading from the connection.
@@ -207,6 +258,21 @@ func (a *activity) writeFrame(op ws.OpCode, payload []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.writeLocked(*bp)
+}
+
+// writePublication writes frame, publication seq of a's user, on its own connection when the
+// user may publish there now (connected and subscribed, not leaving; chat: entered) and the
+// turn keeps the user's order. A turn that finds it otherwise is skipped, not failed.
+func (a *activity) writePublication(seq int, frame []byte, chat bool) {
+	a.mu.Lock()
+	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) || !a.inOrderLocked(&a.wireNext, seq) {
+		a.mu.Unlock()
+		return
+	}
+	a.sentLocked(seq)
+	_ = a.writeLocked(frame) // a failed write closes the conn; the reader settles the rest
+	a.mu.Unlock()
+	a.v.sh.update(func(k *counters) { k.pubSent++ })
 }
 
 // writeLocked writes b on a.conn; a.mu must be held.

@@ -13,19 +13,33 @@ import (
 // on the offsets it holds being contiguous (one topic, one epoch). It is not safe for concurrent
 // use: its owner locks it.
 type Ring struct {
-	buf  []*hub.Publication // circular; len == cap == size
-	head int                // index of the oldest retained
-	n    int                // retained count
+	size  int                // most publications kept
+	buf   []*hub.Publication // circular; nil until the first Append, then len == cap == size
+	head  int                // index of the oldest retained
+	n     int                // retained count
+	bytes int64              // Footprint of the retained publications
 }
 
-// NewRing returns a ring holding at most size publications (at least 1).
+// NewRing returns a ring holding at most size publications (at least 1). Its buffer is
+// allocated by the first Append, so a topic that is only looked at costs a few words.
 func NewRing(size int) Ring {
-	return Ring{buf: make([]*hub.Publication, max(size, 1))}
+	return Ring{size: max(size, 1)}
+}
+
+// Footprint estimates the memory a retained publication holds: its data, which the transports
+// also keep in two or three encodings cached on it, its names, and the struct itself.
+func Footprint(p *hub.Publication) int64 {
+	return int64(3*len(p.Data) + 2*len(p.Topic) + len(p.Epoch) + len(p.Sender) + len(p.Type) + 256)
 }
 
 // Append adds p as the newest, dropping the oldest when full.
 func (r *Ring) Append(p *hub.Publication) {
+	if r.buf == nil {
+		r.buf = make([]*hub.Publication, r.size)
+	}
+	r.bytes += Footprint(p)
 	if r.n == len(r.buf) {
+		r.bytes -= Footprint(r.buf[r.head])
 		r.buf[r.head] = p
 		r.head = (r.head + 1) % len(r.buf)
 		return
@@ -37,17 +51,24 @@ func (r *Ring) Append(p *hub.Publication) {
 // Expire drops publications published before cutoff.
 func (r *Ring) Expire(cutoff time.Time) {
 	for r.n > 0 && r.buf[r.head].Time.Before(cutoff) {
+		r.bytes -= Footprint(r.buf[r.head])
 		r.buf[r.head] = nil
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
 	}
+	if r.n == 0 {
+		r.buf = nil // an idle topic gives its buffer back
+	}
 }
 
-// Clear drops everything.
+// Clear drops everything and gives the buffer back.
 func (r *Ring) Clear() {
-	clear(r.buf)
-	r.head, r.n = 0, 0
+	r.buf = nil
+	r.head, r.n, r.bytes = 0, 0, 0
 }
+
+// Bytes is the Footprint of the retained publications.
+func (r *Ring) Bytes() int64 { return r.bytes }
 
 // Len is the number of publications retained.
 func (r *Ring) Len() int { return r.n }

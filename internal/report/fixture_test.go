@@ -142,6 +142,7 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		CPUPercentAvg: (2 + 20*scale) * cost, CPUPercentMax: (2 + 32*scale) * cost,
 		RSSMaxBytes: uint64(24<<20 + float64(users)*12*1024*cost), RSSAtPeak: uint64(24<<20 + float64(users)*12*1024*cost),
 		BytesPerUser: 12 * 1024 * cost, GoroutinesMax: int64(20 + 2*users), Available: true,
+		ThreadsMax: 9, CPUSeconds: (2 + 20*scale) * cost * secs / 100,
 	}
 	run.Generator = bench.Usage{
 		CPUPercentAvg: 3 + 28*scale, CPUPercentMax: 3 + 43*scale,

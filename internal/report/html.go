@@ -510,6 +510,7 @@ func headlineHead() []headCell {
 		mSrvCPU.key: "server CPU, average over the run; 100 % = one core",
 		mSrvRSS.key: "server resident memory, maximum",
 		mPerUsr.key: "(server RSS at peak − RSS before users) ÷ peak users",
+		mCPUMsg.key: "server CPU time over the run (all its processes and nodes) ÷ deliveries received, in µs",
 		mGenCPU.key: "the bench's own CPU; near its budget the latency is the generator's",
 	}
 	var h []headCell
@@ -540,8 +541,8 @@ func subtitle(r *bench.Results) string {
 	var ts []string
 	seen := map[string]bool{}
 	for _, run := range r.Runs {
-		if run.Broker != "" {
-			seen[run.Transport] = true // named with its broker below
+		if run.Broker != "" || run.ServerKind != "" {
+			seen[run.Transport] = true // named with its broker or server below
 		}
 	}
 	for _, t := range r.Config.Transports {
@@ -617,6 +618,7 @@ func facts(r *bench.Results) []fact {
 	add("machine", machine(r.Machine))
 	add("server", server(c))
 	add("server args", strings.Join(c.ServerArgs, " "))
+	add("not run", strings.Join(notRun(r), "; "))
 	gen := r.Generator
 	if n := r.Machine.GoMaxProcs; n > 0 {
 		if gen != "" {

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"html"
 	"os"
 	"regexp"
 	"strings"
@@ -320,5 +321,42 @@ func TestWriteHTMLRagged(t *testing.T) {
 				t.Errorf("chart %s: columns of unequal length", c.ID)
 			}
 		}
+	}
+}
+
+// TestWriteHTMLServers checks a report of several servers: rows and subtitle name them, the
+// header says which versions ran and what was not run, and the summary agrees.
+func TestWriteHTMLServers(t *testing.T) {
+	r := fixture(fixtureOptions{transports: []string{"ws", "stomp"}, levels: []int{100}, seconds: 10, slower: 1})
+	var runs []bench.Run
+	for _, run := range r.Runs {
+		peer := run
+		run.ServerKind, peer.ServerKind = "rtlab", "centrifugo"
+		if run.Transport == "stomp" {
+			peer.ServerKind = "rabbitmq"
+		}
+		peer.Server.CPUSeconds *= 2
+		runs = append(runs, run, peer)
+	}
+	r.Runs = runs
+	r.Config.Servers = "rtlab,centrifugo,rabbitmq"
+	r.Config.ServerVersions = map[string]string{"rtlab": "rtlab v0.1.0-test", "centrifugo": "Centrifugo 6.9.1", "rabbitmq": "RabbitMQ 3.10.8 (rabbitmq_web_stomp)"}
+	r.Skipped = []bench.Skip{{ServerKind: "centrifugo", Transport: "stomp", Reason: "no STOMP"}, {ServerKind: "rabbitmq", Transport: "ws", Reason: "STOMP only"}}
+	var page, sum bytes.Buffer
+	if err := WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	Summary(&sum, r)
+	for _, want := range []string{"WebSocket · rtlab", "WebSocket · Centrifugo", "STOMP · RabbitMQ", "Centrifugo 6.9.1",
+		"STOMP on Centrifugo: no STOMP", "WebSocket on RabbitMQ: STOMP only", "rtlab against Centrifugo: CPU per delivered message 0.50×"} {
+		if !strings.Contains(page.String(), want) && !strings.Contains(page.String(), html.EscapeString(want)) {
+			t.Errorf("report.html lacks %q", want)
+		}
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+	if strings.Contains(page.String(), "WebSocket, WebSocket ·") || strings.Contains(sum.String(), "ws~") {
+		t.Error("a run named by its key, or a transport named alone beside its server rows")
 	}
 }

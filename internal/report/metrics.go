@@ -23,6 +23,8 @@ const (
 	unitRate                  // events per second
 	unitCPU                   // percent, 100 = one core
 	unitSeconds               // a duration in seconds
+	unitMicros                // microseconds (CPU time per message)
+	unitCPUTime               // CPU seconds used
 )
 
 // direction says which way a figure should move for the change to count as an improvement.
@@ -65,6 +67,10 @@ func (m metric) format(v float64) string {
 		return fmtCPU(v) + " %"
 	case unitSeconds:
 		return fmtFixed(v, 0) + " s"
+	case unitMicros:
+		return fmtMs(v)
+	case unitCPUTime:
+		return fmtMs(v) + " s"
 	}
 	return fmtFixed(v, 2)
 }
@@ -76,6 +82,8 @@ func (m metric) formatWithUnit(v float64) string {
 		return fmtMs(v) + " ms"
 	case unitRate:
 		return fmtRate(v) + "/s"
+	case unitMicros:
+		return fmtMs(v) + " µs"
 	}
 	return m.format(v)
 }
@@ -179,6 +187,8 @@ func (m metric) formatDelta(d float64) string {
 		return signed(fmtBytes(d)) + "/s"
 	case unitCPU:
 		return signed(fmtCPU(d)) + " pp"
+	case unitMicros:
+		return signed(fmtMs(d)) + " µs"
 	}
 	return signed(m.format(d))
 }
@@ -280,7 +290,21 @@ var (
 	mSrvRSS = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
 	mPerUsr = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
 	mGenCPU = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	// mCPUMsg is what the server spends per delivery: its CPU time over the run (every process
+	// of it, every node) divided by the deliveries the users received. It puts servers that
+	// deliver the same traffic side by side, whatever their CPU% at one moment was.
+	mCPUMsg = metric{key: "server.cpuPerMessage", label: "CPU µs/msg", unit: unitMicros, better: lowerBetter, value: cpuPerMessage}
 )
+
+// cpuPerMessage is the server's CPU time per delivered message in microseconds; not measured
+// without server usage, CPU time (results from before it was recorded) or deliveries.
+func cpuPerMessage(r *bench.Run) (float64, bool) {
+	n := r.Delivery.Latency.Count
+	if !r.Server.Available || r.Server.CPUSeconds <= 0 || n == 0 {
+		return 0, false
+	}
+	return r.Server.CPUSeconds * 1e6 / float64(n), true
+}
 
 // mQuietP99 is p99 without the seconds the machine's neighbours took CPU; only the verdict uses
 // it, next to mP99.
@@ -289,7 +313,7 @@ var mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal",
 // headlineMetrics are the columns of the verdict table: what decides whether a transport did
 // its job at a user level and what it cost.
 func headlineMetrics() []metric {
-	return []metric{mRatio, mLost, mP50, mP99, mFailed, mMsgs, mSrvCPU, mSrvRSS, mPerUsr, mGenCPU}
+	return []metric{mRatio, mLost, mP50, mP99, mFailed, mMsgs, mSrvCPU, mCPUMsg, mSrvRSS, mPerUsr, mGenCPU}
 }
 
 // section is a titled group of figures in the per-transport details.
@@ -363,6 +387,14 @@ func usageMetrics(prefix string, side func(r *bench.Run) *bench.Usage) []metric 
 			u := side(r)
 			return float64(u.GoroutinesMax), u.Available && u.GoroutinesMax > 0
 		}},
+		{key: prefix + ".threadsMax", label: "threads max", unit: unitCount, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+			u := side(r)
+			return float64(u.ThreadsMax), u.Available && u.ThreadsMax > 0
+		}},
+		{key: prefix + ".cpuSeconds", label: "CPU time", unit: unitCPUTime, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+			u := side(r)
+			return u.CPUSeconds, u.Available && u.CPUSeconds > 0
+		}},
 	}
 }
 
@@ -413,7 +445,7 @@ func detailSections() []section {
 // longpoll, variant 5s). The notify scenario's interval polls ("poll-1s") are short polling.
 func transportBase(t string) (base, variant string) {
 	base = t
-	if i := strings.IndexAny(t, "-_@:/ "); i > 0 {
+	if i := strings.IndexAny(t, "-_@:/~ "); i > 0 {
 		base, variant = t[:i], t[i+1:]
 	}
 	if base == "poll" {
@@ -449,6 +481,9 @@ func transportLabel(t string) string {
 	}
 	if t, broker, ok := strings.Cut(t, "@"); ok {
 		return transportLabel(t) + " · " + brokerLabel(broker)
+	}
+	if t, kind, ok := strings.Cut(t, "~"); ok {
+		return transportLabel(t) + " · " + bench.KindLabel(kind)
 	}
 	base, rest := transportBase(t)
 	var name string

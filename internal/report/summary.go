@@ -25,7 +25,7 @@ func Summary(w io.Writer, r *bench.Results) {
 	flagged := false
 	for _, l := range levelsOf(r) {
 		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
-		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "srv RSS", "KiB/user", "gen CPU%"}}
+		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
 		// The broker server's CPU, when any run of the level measured one.
 		brokers := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.BrokerServer.Available })
 		if brokers {
@@ -74,6 +74,7 @@ func Summary(w io.Writer, r *bench.Results) {
 				mMax.cell(run),
 				fmtRate(run.Traffic.MessagesPerSec),
 				srvCPU,
+				mCPUMsg.cell(run),
 				srvRSS,
 				perUser,
 				genCPU,
@@ -94,6 +95,12 @@ func Summary(w io.Writer, r *bench.Results) {
 	}
 	if flagged {
 		fmt.Fprintf(w, "\n%s marks a failed threshold: delivered < 99.9 %% or failed connections > 0\n", flagMark)
+	}
+	if ns := notRun(r); len(ns) > 0 {
+		fmt.Fprintln(w, "\nnot run:")
+		for _, s := range ns {
+			fmt.Fprintln(w, "  -", s)
+		}
 	}
 	if ws := warnings(r); len(ws) > 0 {
 		fmt.Fprintln(w, "\nwarnings:")
@@ -201,14 +208,20 @@ func writeTable(w io.Writer, rows [][]string, left int, lastFree bool) {
 func headline(r *bench.Results) string {
 	parts := []string{nonEmpty(r.Config.Scenario, "unnamed") + " scenario"}
 	ls := levelsOf(r)
-	transports, brokers := map[string]bool{}, map[string]bool{}
+	transports, brokers, kinds := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, run := range r.Runs {
 		transports[run.Transport] = true
 		if run.Broker != "" {
 			brokers[run.Broker] = true
 		}
+		if run.ServerKind != "" {
+			kinds[run.ServerKind] = true
+		}
 	}
 	matrix := fmt.Sprintf("%d transport%s", len(transports), plural(len(transports)))
+	if len(kinds) > 1 {
+		matrix += fmt.Sprintf(" × %d servers", len(kinds))
+	}
 	if len(brokers) > 1 {
 		matrix += fmt.Sprintf(" × %d brokers", len(brokers))
 	}
@@ -273,6 +286,8 @@ func server(c bench.Config) string {
 	}
 	var extra []string
 	switch {
+	case c.Target != "":
+		// The bench knows nothing of a target's broker or nodes.
 	case strings.Contains(c.Broker, ","):
 		extra = append(extra, "brokers "+c.Broker)
 		if c.Nodes > 1 {
@@ -289,7 +304,58 @@ func server(c bench.Config) string {
 	if len(extra) > 0 {
 		s += " (" + strings.Join(extra, ", ") + ")"
 	}
+	if vs := serverNames(c); vs != "" {
+		s += ": " + vs
+	}
 	return s
+}
+
+// serverNames lists the servers a run compared, with their versions ("rtlab dev, Centrifugo
+// 6.9.1, …"), or the kind of a target; "" for rtlab alone.
+func serverNames(c bench.Config) string {
+	if c.TargetKind != "" {
+		return bench.KindLabel(c.TargetKind)
+	}
+	if c.Servers == "" {
+		return ""
+	}
+	var names []string
+	for _, k := range strings.Split(c.Servers, ",") {
+		names = append(names, nonEmpty(c.ServerVersions[k], bench.KindLabel(k)))
+	}
+	return strings.Join(names, ", ")
+}
+
+// notRun says which cells of the matrix a server could not run, one line per server and reason:
+// "short polling, long polling and STOMP on Centrifugo: Centrifugo offers …".
+func notRun(r *bench.Results) []string {
+	type key struct{ kind, broker, reason string }
+	var keys []key
+	what := map[key][]string{}
+	for _, s := range r.Skipped {
+		k := key{s.ServerKind, s.Broker, s.Reason}
+		if what[k] == nil {
+			keys = append(keys, k)
+		}
+		if s.Transport != "" {
+			what[k] = append(what[k], transportLabel(s.Transport))
+		} else {
+			what[k] = append(what[k], "")
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		ts := slices.DeleteFunc(what[k], func(t string) bool { return t == "" })
+		line := bench.KindLabel(k.kind)
+		if len(ts) > 0 {
+			line = joinNames(ts) + " on " + line
+		}
+		if k.broker != "" {
+			line += " with --broker " + brokerLabel(k.broker)
+		}
+		out = append(out, line+": "+k.reason)
+	}
+	return out
 }
 
 // runTime is the wall time of the whole run, rounded to what a reader cares about.

@@ -136,6 +136,7 @@ func verdict(users int, runs []*bench.Run) string {
 		parts = append(parts, fmt.Sprintf("%s had the lowest p99 (%s), %s the highest (%s)", label(lo), mP99.formatWithUnit(loV), label(hi), mP99.formatWithUnit(hiV)))
 	}
 
+	parts = append(parts, againstRTLab(runs)...)
 	parts = append(parts, againstMemory(runs, mP99, "")...)
 	if slices.ContainsFunc(runs, func(r *bench.Run) bool { return r.Delivery.Quiet != nil }) {
 		// The same question with the machine's neighbours taken out: on a shared virtual
@@ -180,7 +181,7 @@ func verdict(users int, runs []*bench.Run) string {
 // those ratios with their range: one round's ratio says little on a noisy machine. p99 is the
 // figure compared (mP99, or mQuietP99); where says which seconds it covers.
 func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
-	type cell struct{ transport, broker string }
+	type cell struct{ transport, kind, broker string }
 	ratios := map[cell][]float64{}
 	var cells []cell
 	baselines := map[string]int{} // per transport: memory runs that measured a p99
@@ -193,14 +194,14 @@ func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
 		if !ok || baseV <= 0 {
 			continue
 		}
-		baselines[base.Transport]++
+		baselines[base.Transport+"~"+base.ServerKind]++
 		multi = multi || base.Round > 0
 		for _, r := range runs {
-			if r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport || r.Round != base.Round {
+			if r.Broker == "" || r.Broker == "memory" || r.Transport != base.Transport || r.Round != base.Round || r.ServerKind != base.ServerKind {
 				continue
 			}
 			if v, ok := p99.value(r); ok {
-				c := cell{r.Transport, r.Broker}
+				c := cell{r.Transport, r.ServerKind, r.Broker}
 				if ratios[c] == nil {
 					cells = append(cells, c)
 				}
@@ -210,16 +211,17 @@ func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
 	}
 	var parts []string
 	for i := 0; i < len(cells); {
-		t := cells[i].transport
+		t, kind := cells[i].transport, cells[i].kind
+		b := baselines[t+"~"+kind]
 		var rs []string
-		for ; i < len(cells) && cells[i].transport == t; i++ {
+		for ; i < len(cells) && cells[i].transport == t && cells[i].kind == kind; i++ {
 			xs := ratios[cells[i]]
 			s := fmt.Sprintf("%s %.1f×", brokerLabel(cells[i].broker), median(xs))
 			var notes []string
 			if len(xs) > 1 {
 				notes = append(notes, fmt.Sprintf("%.1f–%.1f×", slices.Min(xs), slices.Max(xs)))
 			}
-			if multi && len(xs) < baselines[t] { // a round where this broker measured nothing
+			if multi && len(xs) < b { // a round where this broker measured nothing
 				notes = append(notes, fmt.Sprintf("%d round%s", len(xs), plural(len(xs))))
 			}
 			if len(notes) > 0 {
@@ -227,11 +229,98 @@ func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
 			}
 			rs = append(rs, s)
 		}
-		if multi {
-			parts = append(parts, fmt.Sprintf("%s p99%s against memory's in the same round, median over %d round%s: %s", transportLabel(t), where, baselines[t], plural(baselines[t]), joinNames(rs)))
-		} else {
-			parts = append(parts, fmt.Sprintf("%s p99%s against memory's: %s", transportLabel(t), where, joinNames(rs)))
+		name := transportLabel(t)
+		if kind != "" {
+			name = transportLabel(t + "~" + kind)
 		}
+		if multi {
+			parts = append(parts, fmt.Sprintf("%s p99%s against memory's in the same round, median over %d round%s: %s", name, where, b, plural(b), joinNames(rs)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s p99%s against memory's: %s", name, where, joinNames(rs)))
+		}
+	}
+	return parts
+}
+
+// peerFigures are what the verdict compares between rtlab and a peer: what a delivery costs in
+// CPU, what a connection costs in memory, and what users feel.
+func peerFigures() []struct {
+	name string
+	m    metric
+} {
+	return []struct {
+		name string
+		m    metric
+	}{
+		{"CPU per delivered message", mCPUMsg},
+		{"RSS per connection", mPerUsr},
+		{"p99", mP99},
+	}
+}
+
+// againstRTLab puts rtlab's runs against each peer's (another server measured in the same
+// results: Centrifugo, RabbitMQ, Spring) on the same transport, broker and round, as rtlab's
+// figure over the peer's: CPU per delivered message, RSS per connection and p99, the form the
+// targets are set in ("rtlab ≤ 0.5× Centrifugo's CPU per delivered message"). A peer that is
+// its own broker (no broker in its run) meets rtlab on memory. With several rounds each ratio is
+// the median of the rounds' ratios, with their range.
+func againstRTLab(runs []*bench.Run) []string {
+	type cell struct{ transport, kind, broker string }
+	ratios := map[cell][][]float64{} // per figure, one ratio per round
+	var cells []cell
+	rounds := map[cell]int{}
+	for _, base := range runs {
+		if base.ServerKind != bench.KindRTLab {
+			continue
+		}
+		for _, r := range runs {
+			if r.ServerKind == "" || r.ServerKind == bench.KindRTLab || r.Transport != base.Transport || r.Round != base.Round {
+				continue
+			}
+			if r.Broker != base.Broker && !(r.Broker == "" && base.Broker == "memory") {
+				continue
+			}
+			c := cell{r.Transport, r.ServerKind, base.Broker}
+			if ratios[c] == nil {
+				cells = append(cells, c)
+				ratios[c] = make([][]float64, len(peerFigures()))
+			}
+			rounds[c]++
+			for i, f := range peerFigures() {
+				ours, ok1 := f.m.value(base)
+				theirs, ok2 := f.m.value(r)
+				if ok1 && ok2 && theirs > 0 {
+					ratios[c][i] = append(ratios[c][i], ours/theirs)
+				}
+			}
+		}
+	}
+	var parts []string
+	for _, c := range cells {
+		var fs []string
+		for i, f := range peerFigures() {
+			xs := ratios[c][i]
+			if len(xs) == 0 {
+				continue
+			}
+			s := fmt.Sprintf("%s %.2f×", f.name, median(xs))
+			if len(xs) > 1 {
+				s += fmt.Sprintf(" (%.2f–%.2f×)", slices.Min(xs), slices.Max(xs))
+			}
+			fs = append(fs, s)
+		}
+		if len(fs) == 0 {
+			continue
+		}
+		where := transportLabel(c.transport)
+		if c.broker != "" && c.broker != "memory" {
+			where += " on " + brokerLabel(c.broker)
+		}
+		head := fmt.Sprintf("%s, rtlab against %s", where, bench.KindLabel(c.kind))
+		if n := rounds[c]; n > 1 {
+			head += fmt.Sprintf(" in the same round, median over %d rounds", n)
+		}
+		parts = append(parts, head+": "+joinNames(fs))
 	}
 	return parts
 }

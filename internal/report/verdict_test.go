@@ -161,3 +161,61 @@ func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
 		t.Errorf("verdict with round 2's memory and round 3's RabbitMQ unmeasured lacks %q:\n%s", want, got)
 	}
 }
+
+// TestAgainstRTLab checks the verdict on servers compared side by side: rtlab's CPU per
+// delivered message, RSS per connection and p99 over each peer's, paired within a round and
+// on the same transport, and a peer that is its own broker met on memory.
+func TestAgainstRTLab(t *testing.T) {
+	run := func(kind, transport, broker string, round int, cpuSec, perUser, p99 float64) *bench.Run {
+		return &bench.Run{
+			Transport: transport, ServerKind: kind, Broker: broker, Round: round, Peak: 1000,
+			Server:   bench.Usage{Available: true, CPUSeconds: cpuSec, BytesPerUser: perUser},
+			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 100000, P99: p99}},
+		}
+	}
+	runs := []*bench.Run{
+		run("rtlab", "ws", "memory", 1, 6, 8000, 18),
+		run("centrifugo", "ws", "memory", 1, 10, 30000, 28),
+		run("rtlab", "ws", "memory", 2, 7, 8000, 20),
+		run("centrifugo", "ws", "memory", 2, 10, 32000, 20),
+		run("rtlab", "stomp", "memory", 1, 2, 10000, 10),
+		run("rabbitmq", "stomp", "", 1, 20, 100000, 40),
+		run("rtlab", "ws", "redis", 1, 9, 9000, 30),
+		run("centrifugo", "ws", "redis", 1, 12, 30000, 30),
+	}
+	got := verdict(1000, runs)
+	for _, want := range []string{
+		"WebSocket, rtlab against Centrifugo in the same round, median over 2 rounds: CPU per delivered message 0.65× (0.60–0.70×), RSS per connection 0.26× (0.25–0.27×) and p99 0.82× (0.64–1.00×)",
+		"STOMP, rtlab against RabbitMQ: CPU per delivered message 0.10×, RSS per connection 0.10× and p99 0.25×",
+		"WebSocket on Redis, rtlab against Centrifugo: CPU per delivered message 0.75×, RSS per connection 0.30× and p99 1.00×",
+		// Each server against its own memory run.
+		"WebSocket · rtlab p99 against memory's in the same round, median over 2 rounds: Redis 1.7× (1 round)",
+		"WebSocket · Centrifugo p99 against memory's in the same round, median over 2 rounds: Redis 1.1× (1 round)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, got)
+		}
+	}
+	for key, want := range map[string]string{
+		"ws~centrifugo@redis#2": "WebSocket · Centrifugo · Redis · round 2",
+		"stomp~spring":          "STOMP · Spring",
+		"stomp~rabbitmq":        "STOMP · RabbitMQ",
+		"sse~rtlab":             "SSE · rtlab",
+	} {
+		if got := transportLabel(key); got != want {
+			t.Errorf("label of %s = %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestNotRun(t *testing.T) {
+	r := &bench.Results{Skipped: []bench.Skip{
+		{ServerKind: "centrifugo", Transport: "shortpoll", Reason: "no polling"},
+		{ServerKind: "centrifugo", Transport: "stomp", Reason: "no polling"},
+		{ServerKind: "centrifugo", Broker: "nats", Reason: "memory and Redis only"},
+	}}
+	got := strings.Join(notRun(r), " | ")
+	if want := "short polling and STOMP on Centrifugo: no polling | Centrifugo with --broker NATS: memory and Redis only"; got != want {
+		t.Errorf("not run: %q, want %q", got, want)
+	}
+}

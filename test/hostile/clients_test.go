@@ -240,6 +240,18 @@ func post(t testing.TB, hc *http.Client, url string, body []byte) (int, http.Hea
 	return res.StatusCode, res.Header, b
 }
 
+// get fetches url from the client's address and returns status, headers and body.
+func get(t testing.TB, hc *http.Client, url string) (int, http.Header, []byte) {
+	t.Helper()
+	res, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, b
+}
+
 // refusal decodes a JSON error answer.
 func refusal(t testing.TB, body []byte) (code, reason string) {
 	t.Helper()

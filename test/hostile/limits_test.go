@@ -554,3 +554,59 @@ func firstLine(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+2)
 	return strings.Join(lines[:min(len(lines), n+1)], " | ")
 }
+
+// TestTopicChurnBounded: 2,000 × 60 KB publishes to new topics, with the publish rate lifted
+// (as a crowd of addresses would get round it). The memory broker keeps non-durable history
+// within --history-max-bytes by dropping the least recently used topics' history, so RSS stays
+// bounded; before, every one was held for --history-ttl (120 MB here, 3.6 GB over ten minutes
+// at the default rate from one address).
+func TestTopicChurnBounded(t *testing.T) {
+	p, b := startWithBystander(t, "news/churn", "--http-pub-rate", "-1", "--history-max-bytes", "16777216")
+	base := p.RSS()
+	hc := httpFrom(attacker)
+	body := padded(60<<10, `"n":1`)
+	for i := 0; i < 2000; i++ {
+		if st, _, ans := post(t, hc, fmt.Sprintf("%s/api/publish/flood/t%d", p.URL(), i), body); st != http.StatusOK {
+			t.Fatalf("publish %d: %d %s", i, st, ans)
+		}
+	}
+	growth(t, p, base, 64*mib, "after 2,000 × 60 KB to new topics")
+	// The first topic kept its position and lost its history; a reader is told so.
+	st, _, ans := get(t, hc, p.URL()+"/api/poll/flood/t0?since=0")
+	var poll struct {
+		Offset       uint64
+		Recovered    bool
+		Reason       string
+		Publications []json.RawMessage
+	}
+	if st != http.StatusOK || json.Unmarshal(ans, &poll) != nil {
+		t.Fatalf("poll flood/t0: %d %s", st, ans)
+	}
+	if poll.Offset != 1 || poll.Recovered || len(poll.Publications) != 0 || !strings.Contains(poll.Reason, "no longer retained") {
+		t.Fatalf("poll of a trimmed topic: %s; want offset 1, not recovered, told what is gone", ans)
+	}
+	check(t, b, 20)
+}
+
+// TestLookupsOfMissingTopicsKeepNothing: 20,000 polls and history reads of topics nobody
+// published to. Each answered, and kept, a topic of its own before (41 MiB for an hour).
+func TestLookupsOfMissingTopicsKeepNothing(t *testing.T) {
+	p, b := startWithBystander(t, "news/lookups")
+	hc := httpFrom(attacker)
+	// Warm up the allocator so the base is not the empty heap.
+	for i := 0; i < 500; i++ {
+		get(t, hc, fmt.Sprintf("%s/api/poll/warm/t%d?since=0", p.URL(), i))
+	}
+	base := p.RSS()
+	for i := 0; i < 20000; i++ {
+		path := fmt.Sprintf("/api/poll/probe/t%d?since=0", i)
+		if i%2 == 1 {
+			path = fmt.Sprintf("/api/topics/probe/t%d/history", i)
+		}
+		if st, _, ans := get(t, hc, p.URL()+path); st != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, st, ans)
+		}
+	}
+	growth(t, p, base, 8*mib, "after 20,000 lookups of missing topics")
+	check(t, b, 20)
+}

@@ -9,8 +9,10 @@ import (
 	"encoding/base32"
 	"fmt"
 	"hash/maphash"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/history"
@@ -33,7 +35,15 @@ type Config struct {
 	Store *store.Store
 	// Durable selects the topics kept in Store. Nil means none.
 	Durable func(topic string) bool
+	// MaxBytes bounds the memory the history of non-durable topics may hold, by
+	// history.Footprint. Zero means DefaultMaxBytes, negative unlimited. Over it, the least
+	// recently used topics lose their history; their offsets and epoch stay, so a client that
+	// resumes is told plainly that the publications are gone.
+	MaxBytes int64
 }
+
+// DefaultMaxBytes is Config.MaxBytes's default: 256 MiB of non-durable history.
+const DefaultMaxBytes = 256 << 20
 
 const numShards = 64
 
@@ -45,6 +55,10 @@ type Broker struct {
 	handler hub.Handler // set by Run before any Publish
 	stop    chan struct{}
 	once    sync.Once
+
+	retained atomic.Int64 // Footprint of the non-durable topics' history
+	trimMu   sync.Mutex   // one trim at a time; others go on publishing
+	trimmed  atomic.Int64 // topics whose history a trim dropped
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -87,6 +101,9 @@ func New(cfg Config) *Broker {
 	if cfg.Policy == nil {
 		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} }
 	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
 	b := &Broker{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	for i := range b.shards {
 		b.shards[i].streams = make(map[string]*stream)
@@ -124,11 +141,12 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	if req.Time.IsZero() {
 		req.Time = now
 	}
-	s := b.stream(req.Topic, now)
+	s := b.stream(req.Topic, now, true)
 	if s.durable {
 		return b.publishDurable(ctx, s, req, now)
 	}
 	s.mu.Lock()
+	before := s.ring.Bytes()
 	s.expireLocked(now)
 	s.top++
 	p := &hub.Publication{
@@ -144,10 +162,65 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	s.visible = p.Offset
 	s.lastUsed = now
 	s.queue = append(s.queue, p)
+	grown := s.ring.Bytes() - before
 	s.mu.Unlock()
+	if b.retained.Add(grown) > b.cfg.MaxBytes && b.cfg.MaxBytes > 0 {
+		b.trim()
+	}
 	b.deliver(s)
 	return p, nil
 }
+
+// trim drops the history of least recently used non-durable topics until their history fits
+// in nine tenths of MaxBytes. It samples a few topics at a time, as finding the least recently
+// used of all would take every shard's lock; the cost falls only on publishes over the bound.
+func (b *Broker) trim() {
+	if !b.trimMu.TryLock() {
+		return // another publish is trimming
+	}
+	defer b.trimMu.Unlock()
+	goal := b.cfg.MaxBytes / 10 * 9
+	for misses := 0; b.retained.Load() > goal && misses < 8; {
+		var victim *stream
+		var oldest time.Time
+		start := mrand.IntN(numShards)
+		for i := range 4 {
+			sh := &b.shards[(start+i*numShards/4)%numShards]
+			sh.mu.Lock()
+			seen := 0
+			for _, s := range sh.streams { // map order is random: a sample
+				if seen++; seen > 8 {
+					break
+				}
+				if s.durable {
+					continue
+				}
+				s.mu.Lock()
+				if s.ring.Len() > 0 && (victim == nil || s.lastUsed.Before(oldest)) {
+					victim, oldest = s, s.lastUsed
+				}
+				s.mu.Unlock()
+			}
+			sh.mu.Unlock()
+		}
+		if victim == nil {
+			misses++
+			continue
+		}
+		victim.mu.Lock()
+		freed := victim.ring.Bytes()
+		victim.ring.Clear()
+		victim.mu.Unlock()
+		b.retained.Add(-freed)
+		b.trimmed.Add(1)
+	}
+}
+
+// RetainedBytes is the estimated memory held by non-durable topics' history.
+func (b *Broker) RetainedBytes() int64 { return b.retained.Load() }
+
+// Trimmed counts the topics whose history was dropped to stay within MaxBytes.
+func (b *Broker) Trimmed() int64 { return b.trimmed.Load() }
 
 // deliver hands everything queued on s to the handler, in order. When it returns, whatever
 // was queued before the call has been delivered.
@@ -212,15 +285,20 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 }
 
 // History returns retained publications after since.
+// A topic nobody has published to has no epoch yet: reading it answers an empty result and
+// keeps nothing, so looking up names costs no memory.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	now := b.cfg.Now()
-	s := b.stream(topic, now)
+	s := b.stream(topic, now, false)
+	if s == nil {
+		return hub.HistoryResult{}, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loadErr != nil {
 		return hub.HistoryResult{}, s.loadErr
 	}
-	s.expireLocked(now)
+	b.expireLocked(s, now)
 	s.lastUsed = now
 	return hub.HistoryResult{
 		Top:          hub.Position{Offset: s.visible, Epoch: s.epoch},
@@ -229,7 +307,9 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 	}, nil
 }
 
-func (b *Broker) stream(topic string, now time.Time) *stream {
+// stream returns topic's stream, creating it when create is set. Without create, a topic that
+// is neither in memory nor (durable) in the store gives nil.
+func (b *Broker) stream(topic string, now time.Time, create bool) *stream {
 	sh := &b.shards[maphash.String(b.seed, topic)%numShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -254,7 +334,11 @@ func (b *Broker) stream(topic string, now time.Time) *stream {
 				for _, p := range st.Publications {
 					s.ring.Append(p)
 				}
+			case !create:
+				return nil
 			}
+		} else if !create {
+			return nil
 		}
 		sh.streams[topic] = s
 	}
@@ -287,6 +371,15 @@ func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, erro
 	return out, nil
 }
 
+// expireLocked is stream.expireLocked that keeps the broker's count of retained bytes.
+func (b *Broker) expireLocked(s *stream, now time.Time) {
+	before := s.ring.Bytes()
+	s.expireLocked(now)
+	if !s.durable {
+		b.retained.Add(s.ring.Bytes() - before)
+	}
+}
+
 // expireLocked drops publications older than the TTL (a negative TTL keeps them).
 func (s *stream) expireLocked(now time.Time) {
 	if s.policy.TTL < 0 {
@@ -313,7 +406,7 @@ func (b *Broker) sweep(ctx context.Context) {
 			sh.mu.Lock()
 			for name, s := range sh.streams {
 				s.mu.Lock()
-				s.expireLocked(now)
+				b.expireLocked(s, now)
 				// Durable topics may be forgotten too: their state is reloaded from the store.
 				idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
 				s.mu.Unlock()
