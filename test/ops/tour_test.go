@@ -71,10 +71,12 @@ func codeBlocks(text string) [][]string {
 func steps(blocks [][]string) []step {
 	var out []step
 	for _, b := range blocks {
+		in := false // lines before a block's first command are no output
 		for _, line := range b {
 			if cmd, ok := strings.CutPrefix(line, "$ "); ok {
 				out = append(out, step{cmd: cmd})
-			} else if len(out) > 0 {
+				in = true
+			} else if in {
 				out[len(out)-1].want = append(out[len(out)-1].want, line)
 			}
 		}
