@@ -225,7 +225,10 @@ func (f *flags) describe(err error) string {
 		return fmt.Sprintf("unknown flag --%s (%s -h lists the flags)", name, f.cmd)
 	case strings.HasPrefix(msg, "flag needs an argument: "):
 		name := strings.TrimLeft(strings.TrimPrefix(msg, "flag needs an argument: "), "-")
-		return fmt.Sprintf("--%s needs a value: want %s", name, f.want(name))
+		if w := f.want(name); w != "a value" {
+			return fmt.Sprintf("--%s needs a value: want %s", name, w)
+		}
+		return fmt.Sprintf("--%s needs a value (%s -h says what it takes)", name, f.cmd)
 	case strings.HasPrefix(msg, "invalid value ") || strings.HasPrefix(msg, "invalid boolean value "):
 		// The flag whose Set failed is the last one set.
 		if name := f.given[lastKey]; name != "" {
