@@ -97,8 +97,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.Arg(0)))
+	if len(fs.positional) > 0 {
+		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.positional[0]))
 	}
 	set := func(name string) bool { return fs.isSet(name) }
 

@@ -105,6 +105,8 @@ type flags struct {
 	rules map[string]rule // by flag name; durations without one must not be negative
 	given map[string]string
 	usage func(io.Writer) // the help text for -h, before the flags
+	// positional holds the arguments that are not flags, in order, wherever they stood.
+	positional []string
 }
 
 func newFlags(cmd string, usage func(io.Writer)) *flags {
@@ -190,7 +192,24 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) (code int, ok boo
 			fl.Value = r
 		}
 	})
-	err := f.Parse(args)
+	// Flags may come after arguments too ("rtlab report a.json --out x.html"): the flag
+	// package stops at the first argument that is not a flag, so parsing resumes after it.
+	var err error
+	for {
+		if err = f.Parse(args); err != nil {
+			break
+		}
+		rest := f.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			f.positional = append(f.positional, rest...) // after "--" nothing is a flag
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		f.positional = append(f.positional, rest[0])
+		args = rest[1:]
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		if f.usage != nil {
 			f.usage(stdout)

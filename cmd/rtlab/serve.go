@@ -105,8 +105,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.Arg(0))
+	if len(fs.positional) > 0 {
+		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.positional[0])
 		return 2
 	}
 	var level slog.Level
