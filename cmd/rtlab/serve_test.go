@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/servertest"
 )
 
 // TestMain lets tests start this binary as rtlab itself (RTLAB_TEST_MAIN=1), a real second
@@ -83,39 +84,8 @@ func startServe(t *testing.T, dir string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := rtlabCmd(t, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
-	out, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	})
-	serving := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		found := false
-		for sc.Scan() {
-			if !found && strings.Contains(sc.Text(), `msg="rtlab serving"`) {
-				found = true
-				serving <- true
-			}
-		}
-		if !found {
-			serving <- false
-		}
-	}()
-	select {
-	case ok := <-serving:
-		if !ok {
-			t.Fatal("the first server exited before serving")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first server did not start within 30s")
-	}
+	servertest.StartUntil(t, cmd, `msg="rtlab serving"`, 30*time.Second)
+	t.Cleanup(func() { servertest.Interrupt(cmd) })
 	return cmd
 }
 

@@ -339,3 +339,45 @@ func checkQueries(t *testing.T, queries map[string]string, have map[string]map[s
 		}
 	}
 }
+
+// sample is the value of the series of family name with the given labels on p's /metrics, 0
+// when there is none.
+func sample(t *testing.T, p *servertest.Proc, name string, labels map[string]string) float64 {
+	t.Helper()
+	for _, m := range families(t, p)[name].GetMetric() {
+		match := true
+		for k, v := range labels {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == k && l.GetValue() == v)
+			}
+			match = match && found
+		}
+		if match {
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestRefusalCountedOnce checks a refused connection as an operator's alert would see it: one
+// refusal, one HTTP answer with its status code.
+func TestRefusalCountedOnce(t *testing.T) {
+	p := servertest.Start(t, bin, "--max-conns", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, _, _, err := ws.Dial(ctx, p.WS("/api/ws"))
+	if err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	defer conn.Close()
+	if _, _, _, err := ws.Dial(ctx, p.WS("/api/ws")); err == nil {
+		t.Fatal("second connection accepted past --max-conns 1")
+	}
+	if n := sample(t, p, "rtlab_refused_total", map[string]string{"reason": "server_full"}); n != 1 {
+		t.Errorf("rtlab_refused_total{reason=server_full} = %v, want 1", n)
+	}
+	if n := sample(t, p, "rtlab_http_requests_total", map[string]string{"route": "/api/ws", "code": "503"}); n != 1 {
+		t.Errorf("rtlab_http_requests_total{route=/api/ws,code=503} = %v, want 1", n)
+	}
+}

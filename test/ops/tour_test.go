@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -124,8 +122,13 @@ func readREADME(t *testing.T) readme {
 // summary the README shows.
 func TestREADMETour(t *testing.T) {
 	r := readREADME(t)
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed (the tour uses it; apt-get install jq)")
+	for _, tool := range []string{"curl", "jq", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("RTLAB_REQUIRE_TOUR") != "" {
+				t.Fatalf("%s not installed (the tour uses it), and RTLAB_REQUIRE_TOUR is set", tool)
+			}
+			t.Skipf("%s not installed (the tour uses it; apt-get install %s)", tool, tool)
+		}
 	}
 
 	// make run builds ./rtlab, then runs it.
@@ -149,7 +152,7 @@ func TestREADMETour(t *testing.T) {
 		if got, want := logKeys(line), logKeys(r.startLine); got != want {
 			t.Errorf("start line's fields differ from the README's:\n got  %s\n want %s", got, want)
 		}
-		return func() { stopProc(cmd) }
+		return func() { servertest.Interrupt(cmd) }
 	}
 	local := func(cmd string) string { return strings.ReplaceAll(cmd, "localhost:8080", "localhost:"+port) }
 
@@ -174,7 +177,7 @@ func TestREADMETour(t *testing.T) {
 			cmd = regexp.MustCompile(`127\.0\.0\.1:808[0-9]`).ReplaceAllString(cmd, a)
 			cmd = strings.ReplaceAll(cmd, "redis://127.0.0.1:6379/0", redis.URL)
 			proc, _ := startInDir(t, dir, cmd)
-			defer stopProc(proc)
+			defer servertest.Interrupt(proc)
 			urls = append(urls, "http://"+a)
 		}
 		for _, u := range urls {
@@ -196,54 +199,7 @@ func startInDir(t *testing.T, dir, command string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", "exec "+command)
 	cmd.Dir = dir
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(nil, 1<<20)
-		var seen []string
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), `msg="rtlab serving"`) {
-				lines <- sc.Text()
-			}
-			seen = append(seen, sc.Text())
-		}
-		close(lines)
-		if len(seen) > 0 && t.Failed() {
-			t.Logf("%s:\n%s", command, strings.Join(seen, "\n"))
-		}
-	}()
-	select {
-	case line, ok := <-lines:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("%s exited before serving", command)
-		}
-		return cmd, line
-	case <-time.After(60 * time.Second):
-		stopProc(cmd)
-		t.Fatalf("%s did not start within 60s", command)
-	}
-	return nil, ""
-}
-
-// stopProc stops a server as Ctrl-C would and waits for it.
-func stopProc(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	return cmd, servertest.StartUntil(t, cmd, `msg="rtlab serving"`, 60*time.Second)
 }
 
 // runSteps runs the commands one after the other in one bash in dir, as a user pasting them
