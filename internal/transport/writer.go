@@ -69,6 +69,8 @@ type writer struct {
 	limits  *Limits
 	stats   *connStats
 	lastOut atomic.Int64 // unix nanoseconds of the last write
+	// deadline is the write deadline set on conn; owned by the running writer goroutine.
+	deadline time.Time
 
 	mu         sync.Mutex
 	queue      []item // guarded by mu
@@ -258,11 +260,7 @@ func (w *writer) run() {
 		clear(batch)
 		*bp = buf
 
-		timeout := w.limits.WriteTimeout
-		if final && timeout > time.Second {
-			timeout = time.Second // a goodbye should not hold shutdown up
-		}
-		_ = w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		w.setDeadline(final)
 		_, err := w.conn.Write(buf)
 		now := time.Now()
 		w.lastOut.Store(now.UnixNano())
@@ -291,6 +289,23 @@ func (w *writer) run() {
 		}
 		w.mu.Unlock()
 	}
+}
+
+// setDeadline gives the next write WriteTimeout, or a second for the last one (a goodbye should
+// not hold shutdown up). Setting a deadline costs a lock and a timer update in the runtime's
+// poller, which showed in profiles at one per write; so a deadline still more than half the
+// timeout away is kept: a write may then block between half and all of WriteTimeout.
+func (w *writer) setDeadline(final bool) {
+	timeout := w.limits.WriteTimeout
+	if final && timeout > time.Second {
+		timeout = time.Second
+	}
+	now := time.Now()
+	if !final && w.deadline.Sub(now) > timeout/2 {
+		return
+	}
+	w.deadline = now.Add(timeout)
+	_ = w.conn.SetWriteDeadline(w.deadline)
 }
 
 // idleFor reports how long nothing was written.
