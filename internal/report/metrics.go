@@ -164,6 +164,12 @@ func (m metric) compare(a, b *bench.Run) change {
 	default:
 		significant = math.Abs(c.delta)/math.Abs(va) >= noiseFraction
 	}
+	if significant && perSecond(m, a) != nil {
+		// A figure with a per-second series moved only if it moved beyond both runs' own
+		// spread: a p99 that wanders by 3 ms from second to second did not get better by 1.
+		fa, fb := cellFigures(m, []*bench.Run{a}), cellFigures(m, []*bench.Run{b})
+		significant = len(fa) == 1 && len(fb) == 1 && apart(fa[0], fb[0])
+	}
 	if significant {
 		if (c.delta > 0) == (m.better == higherBetter) {
 			c.verdict = 1
