@@ -82,7 +82,7 @@ func thresholdValue(metric, s string, share *bool) (float64, error) {
 		if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 			return float64(d) / float64(time.Millisecond), nil
 		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
 			return f, nil
 		}
 		return 0, fmt.Errorf("%q is not a duration like 250ms or 1.5s", s)
@@ -91,13 +91,13 @@ func thresholdValue(metric, s string, share *bool) (float64, error) {
 		if isPct {
 			f /= 100
 		}
-		if err != nil || f < 0 || f > 1 {
+		if err != nil || !(f >= 0 && f <= 1) { // NaN fails both
 			return 0, fmt.Errorf("%q is not a ratio from 0 to 1 (0.999) or a percentage (99.9%%)", s)
 		}
 		return f, nil
 	case metric == "pubfailed" && isPct:
 		f, err := strconv.ParseFloat(pct, 64)
-		if err != nil || f < 0 || f > 100 {
+		if err != nil || !(f >= 0 && f <= 100) {
 			return 0, fmt.Errorf("%q is not a percentage from 0 to 100", s)
 		}
 		*share = true

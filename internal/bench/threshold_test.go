@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -108,4 +109,36 @@ func TestHistogramBuckets(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("no buckets ending at %v in %+v", want, got)
 	}
+}
+
+// FuzzParseThresholds checks that any --threshold either parses into thresholds that parse
+// again from their own expressions to the same, and check any run without panicking, or is
+// refused with an error naming the part at fault.
+func FuzzParseThresholds(f *testing.F) {
+	for _, s := range []string{"p99<250ms,ratio>=0.999,failed==0", "pubfailed<1%", "max<=1.5s", "dups!=3", "p50<2.5", "ratio>99.9%", "p99", "x<y", "p99<1e309ms", "ratio>=NaN", "p99<inf", "pubfailed<NaN%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ts, err := ParseThresholds(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), `"`) {
+				t.Fatalf("error does not start with the part at fault: %v", err)
+			}
+			return
+		}
+		var exprs []string
+		for _, th := range ts {
+			exprs = append(exprs, th.Expr)
+			_ = th.Check(&Run{Delivery: Delivery{Expected: 1, Ratio: 1, Latency: Latencies{Count: 1, P99: 3}}})
+		}
+		again, err := ParseThresholds(strings.Join(exprs, ","))
+		if err != nil || len(again) != len(ts) {
+			t.Fatalf("%q parsed, but its expressions %q do not: %v", s, exprs, err)
+		}
+		for i := range ts {
+			if again[i] != ts[i] || math.IsNaN(ts[i].Value) || math.IsInf(ts[i].Value, 0) {
+				t.Fatalf("%q: %+v parses again as %+v", s, ts[i], again[i])
+			}
+		}
+	})
 }
