@@ -40,6 +40,9 @@ Spawned servers run in open dev mode (tokens identify users, none are required) 
 Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
 stopped.
 
+Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input (nothing is written);
+99 a --threshold was crossed (the results are written).
+
 flags:
 `
 
