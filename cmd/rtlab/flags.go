@@ -173,7 +173,7 @@ type boolRecorder struct{ recorder }
 
 func (boolRecorder) IsBoolFlag() bool { return true }
 
-// parse parses args. It returns done=false and the exit code when the command should stop: 0
+// parse parses args. It returns ok=false and the exit code when the command should stop: 0
 // after -h (the help on stdout), 2 after an error (one line on stderr).
 func (f *flags) parse(args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	f.VisitAll(func(fl *flag.Flag) {
