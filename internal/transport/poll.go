@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
 )
 
 // readBody reads a request body of at most MaxFrame bytes. An empty body is returned as nil.
@@ -83,7 +82,6 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues("publish", "2xx").Inc()
 	WriteJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
 }
 
@@ -143,9 +141,7 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	kind := metrics.ShortPoll
 	if pp.wait > 0 {
-		kind = metrics.LongPoll
 		release, err := s.admitLongPoll(r)
 		if err != nil {
 			s.WriteError(w, r, err)
@@ -158,7 +154,6 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues(kind, "2xx").Inc()
 	writeReadResult(w, topic, res)
 }
 
@@ -184,7 +179,6 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues("history", "2xx").Inc()
 	writeReadResult(w, topic, res)
 }
 
@@ -330,7 +324,6 @@ func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic st
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues(metrics.LongPoll, "2xx").Inc()
 	b := []byte{'['}
 	for i, p := range res.Publications {
 		if i > 0 {
