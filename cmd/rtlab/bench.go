@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,14 +40,20 @@ Spawned servers run in open dev mode (tokens identify users, none are required) 
 Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
 stopped.
 
+Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input (nothing is written);
+99 a --threshold was crossed (the results are written).
+
 flags:
 `
 
+// exitThresholds is the exit status of a run that crossed a --threshold, k6's, so that a CI
+// tells a crossed threshold from a run that failed.
+const exitThresholds = 99
+
 // runBench is `rtlab bench`: it returns 0 on success, 1 when the run failed or was interrupted,
-// 2 on bad input (nothing is written then).
+// 2 on bad input (nothing is written then), 99 when a --threshold was crossed.
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtlab bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
 	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, poll-<interval> (short polling at its own interval, like poll-1s), or all")
 	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
 	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
@@ -80,25 +85,25 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	springJar := fs.String("spring-jar", "", "a built jar of the Spring peer (default: built from its sources into --peer-cache once)")
 	peerCache := fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
 	prepare := fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	thresholds := fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
+	csv := fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
+	fs.rule(atLeast(1), "group-size", "talks")
+	fs.rule(atLeast(0), "groups", "room-size")
+	fs.rule(between(1, 20), "rounds")
+	fs.rule(between(1, 16), "nodes")
+	fs.rule(between(1, 1024), "publish-conns")
+	fs.rule(rule{func(any) bool { return true }, "a whole number"}, "seed")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	bad := func(err error) int {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.Arg(0)))
+	if len(fs.positional) > 0 {
+		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.positional[0]))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := func(name string) bool { return fs.isSet(name) }
 
 	o := &bench.Options{
 		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
@@ -107,20 +112,21 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		RoomSize: *roomSize, Talks: *talks, Hold: *hold, AuthSecret: *authSecret,
 		TargetKind: *targetKind, StompPub: *stompPub, StompSub: *stompSub, StompLogin: *stompLogin,
 		CentrifugoBin: *cfBin, CentrifugoAPIKey: *cfKey, SpringJar: *springJar, PeerCache: *peerCache,
-		Args: append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
+		Thresholds: *thresholds,
+		Args:       append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
 	}
 	for _, b := range strings.Split(*broker, ",") {
 		o.Brokers = append(o.Brokers, strings.TrimSpace(b))
 	}
-	if set["server"] || *target == "" {
+	if set("server") || *target == "" {
 		for _, s := range strings.Split(*servers, ",") {
 			o.Servers = append(o.Servers, strings.TrimSpace(s))
 		}
 	}
-	if !set["target-kind"] {
+	if !set("target-kind") {
 		o.TargetKind = ""
 	}
-	if set["interval"] { // else the scenario's default
+	if set("interval") { // else the scenario's default
 		o.Interval = *interval
 	}
 	if *transport != "all" {
@@ -128,7 +134,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			o.Transports = append(o.Transports, strings.TrimSpace(t))
 		}
 	}
-	if set["users"] {
+	if set("users") {
 		for _, s := range strings.Split(*users, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
@@ -148,11 +154,23 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		dir = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
 	}
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-		return bad(fmt.Errorf("--out: %s exists and is not a directory", dir))
+		return bad(fmt.Errorf("--out %q: it exists and is not a directory; want a directory", dir))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "results.json")); err == nil {
-		return bad(fmt.Errorf("--out: %s already holds results.json; give a new directory", dir))
+		return bad(fmt.Errorf("--out %q: it already holds results.json; want a new directory", dir))
 	}
+	// The directory is made now, so that one this user cannot write is bad input, said before
+	// the run; it is taken away again if the run does not start.
+	made, err := makeDir(dir)
+	if err != nil {
+		return bad(fmt.Errorf("--out %q: %v; want a directory this user can write", dir, err))
+	}
+	started := false
+	defer func() {
+		if !started {
+			removeMade(made)
+		}
+	}()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -168,10 +186,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
 		return 1
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(stderr, "rtlab bench: --out: %v\n", err)
-		return 1
-	}
+	started = true
 	res, err := bench.Execute(ctx, o, dir)
 	if res == nil {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
@@ -181,17 +196,93 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", werr)
 		return 1
 	}
+	if *csv {
+		if werr := writeCSV(filepath.Join(dir, "series.csv"), res); werr != nil {
+			fmt.Fprintf(stderr, "rtlab bench: %v\n", werr)
+			return 1
+		}
+	}
 	report.Summary(stdout, res)
 	fmt.Fprintf(stdout, "\nresults: %s\nreport:  %s\n", filepath.Join(dir, "results.json"), filepath.Join(dir, "report.html"))
-	switch {
+	if *csv {
+		fmt.Fprintf(stdout, "series:  %s\n", filepath.Join(dir, "series.csv"))
+	}
+	switch n := res.ThresholdsCrossed(); {
 	case err != nil:
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
 		return 1
 	case res.Stopped:
 		fmt.Fprintln(stderr, "rtlab bench: interrupted; the results cover what ran")
 		return 1
+	case n > 0:
+		fmt.Fprintf(stderr, "rtlab bench: thresholds crossed in %d check(s) (--threshold %s); exit status %d\n", n, o.Thresholds, exitThresholds)
+		return exitThresholds
 	}
 	return 0
+}
+
+// makeDir creates dir and its missing parents, and returns the topmost directory it created
+// ("" when dir existed), for removeMade.
+func makeDir(dir string) (string, error) {
+	top := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		top = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s %s: %v", pe.Op, pe.Path, pe.Err)
+		}
+		return "", err
+	}
+	w, err := os.CreateTemp(dir, ".write-test-*")
+	if err != nil {
+		removeMade(top)
+		return "", fmt.Errorf("cannot write in it (%v)", errors.Unwrap(err))
+	}
+	w.Close()
+	os.Remove(w.Name())
+	return top, nil
+}
+
+// removeMade removes the directories makeDir created, when they are still empty.
+func removeMade(top string) {
+	if top == "" {
+		return
+	}
+	// Remove from the deepest up; os.Remove refuses a directory that is not empty.
+	var dirs []string
+	_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
+}
+
+// writeCSV writes the per-second series of every run of res to path.
+func writeCSV(path string, res *bench.Results) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing series: %w", err)
+	}
+	if err := report.WriteCSV(f, res); err != nil {
+		f.Close()
+		return fmt.Errorf("writing series: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing series: %w", err)
+	}
+	return nil
 }
 
 // prepareServers is --prepare: it gets the servers ready as a run would (bench.Probe builds

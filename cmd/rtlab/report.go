@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +19,8 @@ const reportUsage = `usage:
   rtlab report [--out compare.html] a.json b.json
       compare two runs, b against a: deltas and % changes per transport and user level,
       better/worse marked (default: compare.html in the current directory), and print
-      the comparison
+      the comparison; when the two ran different user levels, each of a's is compared
+      with the nearest of b's within a factor of two
 
 The page is self-contained (charts and data inlined) and opens offline.
 
@@ -30,35 +30,15 @@ flags:
 // runReport implements `rtlab report`. It returns 0 on success, 1 when the page cannot be
 // written, and 2 for bad usage or input, with one line on stderr saying which.
 func runReport(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtlab report", flag.ContinueOnError)
+	fs := newFlags("rtlab report", func(w io.Writer) { fmt.Fprint(w, reportUsage) })
 	out := fs.String("out", "", "write the HTML here instead of the default")
-	fs.SetOutput(io.Discard) // errors are reported below in one line; -h prints to stdout
-	fs.Usage = func() {}
-
-	// Accept flags after the file names too ("rtlab report results.json --out x.html"):
-	// the flag package stops at the first argument that is not a flag.
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, reportUsage)
-				fs.SetOutput(stdout)
-				fs.PrintDefaults()
-				return 0
-			}
-			fmt.Fprintf(stderr, "rtlab report: %v (see rtlab report -h)\n", err)
-			return 2
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		files = append(files, args[0])
-		args = args[1:]
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
+	files := fs.positional
 
 	if len(files) == 0 || len(files) > 2 {
-		fmt.Fprintf(stderr, "rtlab report: want one results file (report) or two (comparison), got %d (see rtlab report -h)\n", len(files))
+		fmt.Fprintf(stderr, "rtlab report: %d results files given; want one (a report) or two (a comparison) (rtlab report -h)\n", len(files))
 		return 2
 	}
 	var rs []*bench.Results
@@ -81,7 +61,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, f := range files {
 		if samePath(f, dest) {
-			fmt.Fprintf(stderr, "rtlab report: --out %s would overwrite the results file\n", dest)
+			fmt.Fprintf(stderr, "rtlab report: --out %q: it is the results file; want another file for the page\n", dest)
 			return 2
 		}
 	}

@@ -3,21 +3,23 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rtlab/rtlab/internal/app"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtlab serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("rtlab serve", func(w io.Writer) { fmt.Fprint(w, "usage: rtlab serve [flags]\n\nflags:\n") })
 	var cfg app.Config
 	lim := &cfg.Limits
 	logLevel := "info"
@@ -88,21 +90,27 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("RTLAB_API_KEY"), "key of the server API for backends, sent as Authorization: apikey KEY (default $RTLAB_API_KEY); empty leaves the API off")
 	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
 	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", 0, "how often a node resends its presence entries to the others; entries expire after three missed refreshes (0 = 5s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	// What each value must be; durations not named here must not be negative (0: the default).
+	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
+		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
+		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "durable-history", "archive-queue")
+	fs.rule(between(1, 1_000_000), "history-size")
+	fs.rule(atLeast(0), "msg-burst", "http-pub-burst")
+	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "history-max-bytes")
+	fs.rule(rateRule, "msg-rate", "http-pub-rate")
+	fs.rule(anyDuration, "seed-sse-timeout")
+	fs.rule(hostPort(false), "addr")
+	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
+	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q\n", fs.Arg(0))
+	if len(fs.positional) > 0 {
+		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.positional[0])
 		return 2
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(stderr, "rtlab serve: --log-level %q: want debug, info, warn or error\n", logLevel)
-		return 2
-	}
+	_ = level.UnmarshalText([]byte(logLevel)) // checked by its rule
 	for _, p := range strings.Split(*privateRooms, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.PrivateRooms = append(cfg.PrivateRooms, p)
@@ -121,9 +129,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	cfg.PresenceOff = !*presence
 	cfg.Version = version
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis logs through a logger of its own, process-wide, to stderr: a refused dial would
+	// print a line of its own before ours says the same.
+	redis.SetLogger(redisLogger{cfg.Logger})
 	a, err := app.New(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
+		fmt.Fprintf(stderr, "rtlab serve: %v\n", explainBusy(err, cfg.DataDir))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -133,4 +144,28 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// explainBusy replaces bbolt's "timeout" when another process holds a file of dataDir with
+// which process that is.
+func explainBusy(err error, dataDir string) error {
+	if dataDir == "" || !errors.Is(err, berrors.ErrTimeout) {
+		return err
+	}
+	for _, name := range []string{"rtlab.db", "state.db", "archive.db"} {
+		path := filepath.Join(dataDir, name)
+		if who := lockHolder(path); who != "" {
+			return fmt.Errorf("--data-dir %s: %s is in use by another process, %s; stop it, or give this server another --data-dir", dataDir, path, who)
+		}
+	}
+	return fmt.Errorf("--data-dir %s: its files are locked by another process (another rtlab serve on this directory?); stop it, or give this server another --data-dir (%w)", dataDir, err)
+}
+
+// redisLogger sends go-redis's own log lines to the server's log at debug level: what they
+// report (a refused dial, a dropped connection) reaches the operator through the broker's
+// errors and the server's own warnings.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }

@@ -114,6 +114,7 @@ type App struct {
 	login     *auth.Signer // nil: POST /api/login is off
 	users     *auth.Users  // nil: login takes any name (open dev mode)
 	reg       *prometheus.Registry
+	metrics   *metrics.Metrics
 	handler   http.Handler
 	admin     http.Handler // /metrics and /lab when they have a listener of their own (AdminAddr)
 }
@@ -209,8 +210,8 @@ func New(cfg Config) (*App, error) {
 	h := hub.New(hc)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
-	m := metrics.New(reg)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
+	m := metrics.New(reg, cfg.Version)
+	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		_ = b.Close()
 		if arch != nil {
@@ -615,7 +616,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	admin.Handle("GET /metrics", guard(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{})))
 	admin.Handle("GET /lab", guard(page))
 	admin.Handle("GET /lab/", guard(page))
-	public := a.tr.CORS(a.tr.BodyDeadline(mux))
+	public := a.tr.CORS(a.tr.BodyDeadline(a.metrics.Instrument(mux, requestRoute)))
 	if adminMux == nil {
 		return public, nil
 	}

@@ -3,7 +3,11 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +144,118 @@ func TestBenchRounds(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the bench's status writer and a test reading it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBenchBrokerOutage is the run the summary once hid: two nodes on Redis, Redis stopped in
+// the middle of the WebSocket cell until publishes are refused, then started again. The
+// publishers were told, so the delivery ratio of what was accepted stays high; the results,
+// the summary and the verdict must still say how many publishes were refused, and when.
+func TestBenchBrokerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and Redis")
+	}
+	redis := brokertest.StartRedis(t)
+	bin := bench.BuildRTLab(t)
+	status := &lockedBuffer{}
+	o := &bench.Options{
+		Transports: []string{"ws"}, Users: []int{40}, Stages: "2s:PEAK,10s:PEAK,1s:0",
+		Interval: 500 * time.Millisecond, Seed: 7, ServerBinary: bin, Status: status,
+		Brokers: []string{redis.URL}, Nodes: 2, Thresholds: "pubfailed==0",
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Stop Redis once the users are all in, and start it again once publishes fail: both
+	// seen in the bench's status lines.
+	outage := make(chan error, 1)
+	go func() {
+		wait := func(what string, ok func(s string) bool) error {
+			deadline := time.Now().Add(30 * time.Second)
+			for !ok(status.String()) {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("no status line with %s", what)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		}
+		if err := wait("40 users", func(s string) bool { return strings.Contains(s, "| users     40 |") }); err != nil {
+			outage <- err
+			return
+		}
+		redis.Stop()
+		err := wait("errors", func(s string) bool { return regexp.MustCompile(`errors [1-9]`).MatchString(s) })
+		redis.Start()
+		outage <- err
+	}()
+	res, err := bench.Execute(ctx, o, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-outage; err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 {
+		t.Fatalf("%d runs", len(res.Runs))
+	}
+	r := res.Runs[0]
+	var perSecond int64
+	first := -1
+	for i, n := range r.Series.PublishFailed {
+		perSecond += n
+		if n > 0 && first < 0 {
+			first = i
+		}
+	}
+	if r.Publish.Failed == 0 || perSecond != r.Publish.Failed || first < 2 {
+		t.Fatalf("publishes failed %d, per second %v: want some, from the peak on, adding up", r.Publish.Failed, r.Series.PublishFailed)
+	}
+	if len(r.Thresholds) != 1 || r.Thresholds[0].Pass {
+		t.Errorf("threshold pubfailed==0: %+v, want crossed", r.Thresholds)
+	}
+	var sum bytes.Buffer
+	report.Summary(&sum, res)
+	out := sum.String()
+	for _, w := range []string{
+		fmt.Sprintf("WebSocket: %s of %s publishes", fmtCount(r.Publish.Failed), fmtCount(r.Publish.Sent)),
+		"refused or failed, ",
+		"but publishes were refused or failed",
+		"THRESHOLDS CROSSED: WebSocket crossed pubfailed==0",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("summary lacks %q:\n%s", w, out)
+		}
+	}
+	if res.ThresholdsCrossed() != 1 {
+		t.Errorf("ThresholdsCrossed = %d, want 1", res.ThresholdsCrossed())
+	}
+}
+
+// fmtCount formats n as the summary does, with thousands separators.
+func fmtCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -110,6 +110,10 @@ type Options struct {
 	// PeerCache is where built peers are kept; zero means ".cache" in the working directory.
 	PeerCache string
 
+	// Thresholds is --threshold: a comma list of pass/fail criteria checked on every run
+	// (ParseThresholds); zero checks none.
+	Thresholds string
+
 	// ServerBinary is the rtlab executable to spawn; zero means os.Executable().
 	ServerBinary string
 	// Args is the command line, recorded in the results.
@@ -120,6 +124,7 @@ type Options struct {
 	Status io.Writer
 
 	stageSpecs []StageSpec
+	thresholds []Threshold
 	usersSet   bool   // Users was given explicitly
 	targetHost string // --target's host:port
 	targetPath string // a STOMP target's endpoint path
@@ -181,6 +186,9 @@ func (o *Options) Validate() error {
 		return usageErr("--stages", "%q has no PEAK stage, so --users would have no effect; use PEAK as a target", o.Stages)
 	}
 	o.stageSpecs = specs
+	if o.thresholds, err = ParseThresholds(o.Thresholds); err != nil {
+		return usageErr("--threshold", "%v", err)
+	}
 	if o.GroupSize == 0 {
 		o.GroupSize = 10
 	}

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"net"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -208,6 +210,30 @@ func latencies(h *hdrhistogram.Histogram) Latencies {
 		P999:  ms(h.ValueAtQuantile(99.9)),
 		Max:   ms(h.Max()),
 	}
+}
+
+// histogramBuckets turns h (microseconds) into the latency distribution of the results: ten
+// buckets per decade, so that a chart on a log axis shows even bars, and a few dozen buckets
+// cover a microsecond to minutes.
+func histogramBuckets(h *hdrhistogram.Histogram) []Bucket {
+	counts := map[int]int64{}
+	last := -1
+	for _, bar := range h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		k := int(math.Ceil(10 * math.Log10(float64(max(bar.To, 1)))))
+		counts[k] += bar.Count
+		last = max(last, k)
+	}
+	var out []Bucket
+	for k := 0; k <= last; k++ {
+		if n := counts[k]; n > 0 {
+			upTo, _ := strconv.ParseFloat(strconv.FormatFloat(math.Pow(10, float64(k)/10)/1000, 'g', 4, 64), 64)
+			out = append(out, Bucket{UpToMs: upTo, Count: n})
+		}
+	}
+	return out
 }
 
 var (

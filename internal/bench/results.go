@@ -50,6 +50,8 @@ type Config struct {
 	ServerVersions map[string]string `json:"serverVersions,omitempty"`
 	Seed           int64             `json:"seed"`
 	Args           []string          `json:"args"` // command line
+	// Thresholds is --threshold as given: every run is checked against each (Run.Thresholds).
+	Thresholds string `json:"thresholds,omitempty"`
 
 	// Added by the bench: settings that change the figures.
 	Grace        Duration `json:"grace"`        // see docs/bench.md, "Delivery ratio"
@@ -121,11 +123,32 @@ type Run struct {
 	GeneratorSaturated bool `json:"generatorSaturated"`
 	// StealSeconds counts the seconds in which the hypervisor took 10 % of a core or more for
 	// other machines (Series.MachineSteal); latency in them is partly the neighbours'.
-	StealSeconds int      `json:"stealSeconds,omitempty"`
-	Notes        []string `json:"notes,omitempty"`
+	StealSeconds int `json:"stealSeconds,omitempty"`
+	// Saturated is set when the whole machine's CPU was busy for saturationWindow seconds or
+	// more, with whose CPU it was in those seconds.
+	Saturated *Saturation `json:"machineSaturated,omitempty"`
+	// PublishConns is the shared HTTP publish pool of this run, per node (0 when the users
+	// publish on their own connections): one connection per 8 peak users, at most
+	// Config.PublishConns.
+	PublishConns int `json:"publishConns,omitempty"`
+	// Thresholds are Config.Thresholds checked on this run.
+	Thresholds []ThresholdResult `json:"thresholds,omitempty"`
+	Notes      []string          `json:"notes,omitempty"`
 
 	// Series holds one point per second of the run, index i covering [i s, i+1 s).
 	Series Series `json:"series"`
+}
+
+// Saturation is whose CPU it was in the seconds the machine was saturated: averages over those
+// seconds in percent of one core (100 = one core), out of Machine.CPUs × 100.
+type Saturation struct {
+	Seconds   int     `json:"seconds"`
+	Machine   float64 `json:"machine"`   // every process, steal included
+	Server    float64 `json:"server"`    // the servers the bench started (their process trees)
+	Generator float64 `json:"generator"` // the bench itself
+	Broker    float64 `json:"broker"`    // the broker server, when measured
+	Steal     float64 `json:"steal"`     // the hypervisor's other machines
+	Others    float64 `json:"others"`    // everything else on the machine
 }
 
 // Connections counts connection attempts. For polling transports a "connection" is a virtual
@@ -162,6 +185,9 @@ type Delivery struct {
 	// Other counts messages received outside the measurement: chat ENTER and LEAVE, and in the
 	// notify scenario the room traffic the members see. Not in Latency or MessagesPerSec.
 	Other int64 `json:"other,omitempty"`
+	// Histogram is the distribution of Latency: deliveries per latency bucket, ten buckets per
+	// decade (bucket k ends at 10^(k/10) µs), empty buckets left out.
+	Histogram []Bucket `json:"histogram,omitempty"`
 	// Quiet is Latency without the seconds in which the hypervisor took CPU for other machines
 	// (see Series.MachineSteal). Nil when no second was left out.
 	Quiet *QuietLatency `json:"quiet,omitempty"`
@@ -218,6 +244,13 @@ type Latencies struct {
 	Max   float64 `json:"max"`
 }
 
+// Bucket is one bar of a latency histogram: the deliveries that took more than the previous
+// bucket's UpToMs and at most this one's.
+type Bucket struct {
+	UpToMs float64 `json:"upToMs"`
+	Count  int64   `json:"count"`
+}
+
 // Count is a label with how often it occurred.
 type Count struct {
 	Label string `json:"label"`
@@ -226,17 +259,19 @@ type Count struct {
 
 // Series are per-second samples; every slice has one entry per second of the run.
 type Series struct {
-	Users        []int     `json:"users"`        // connected virtual users
-	Sent         []int64   `json:"sent"`         // publications sent that second
-	Received     []int64   `json:"received"`     // deliveries received that second
-	Errors       []int64   `json:"errors"`       // failures of any kind that second
-	LatencyP50   []float64 `json:"latencyP50"`   // ms, deliveries received that second
-	LatencyP99   []float64 `json:"latencyP99"`   // ms
-	BytesIn      []int64   `json:"bytesIn"`      // bytes received by clients
-	Requests     []int64   `json:"httpRequests"` // HTTP requests completed
-	ServerCPU    []float64 `json:"serverCpu"`    // percent, 100 = one core
-	ServerRSS    []uint64  `json:"serverRss"`    // bytes
-	ServerGorout []int64   `json:"serverGoroutines"`
+	Users    []int   `json:"users"`    // connected virtual users
+	Sent     []int64 `json:"sent"`     // publications sent that second
+	Received []int64 `json:"received"` // deliveries received that second
+	Errors   []int64 `json:"errors"`   // failures of any kind that second
+	// PublishFailed counts the publishes refused or failed that second (also in Errors).
+	PublishFailed []int64   `json:"publishFailed,omitempty"`
+	LatencyP50    []float64 `json:"latencyP50"`   // ms, deliveries received that second
+	LatencyP99    []float64 `json:"latencyP99"`   // ms
+	BytesIn       []int64   `json:"bytesIn"`      // bytes received by clients
+	Requests      []int64   `json:"httpRequests"` // HTTP requests completed
+	ServerCPU     []float64 `json:"serverCpu"`    // percent, 100 = one core
+	ServerRSS     []uint64  `json:"serverRss"`    // bytes
+	ServerGorout  []int64   `json:"serverGoroutines"`
 	// ServerThreads counts OS threads of the servers' process trees (0 with --target).
 	ServerThreads []int64   `json:"serverThreads,omitempty"`
 	GeneratorCPU  []float64 `json:"generatorCpu"`        // percent

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,7 +166,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			ServerVersions: o.serverVersions(),
 			Grace:          Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
-			ServerArgs: o.ServerArgs, Auth: o.authMode(),
+			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
 		},
 		Machine: Machine{
 			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
@@ -416,6 +417,9 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	run.Duration = Duration(elapsed)
 	c.results(run, smp, cut)
+	for _, t := range o.thresholds {
+		run.Thresholds = append(run.Thresholds, t.Check(run))
+	}
 	return run, nil
 }
 
@@ -435,6 +439,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	d := Delivery{
 		Expected: exp, Received: rcv, Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
 		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
+		Histogram: histogramBuckets(col.total[histDelivery]),
 	}
 	if c.opts.chatLike() {
 		run.Login = &Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
@@ -466,8 +471,8 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	if run.GeneratorSaturated {
 		run.Notes = append(run.Notes, fmt.Sprintf("generator saturated: its CPU reached %.0f%% of its %d-core budget for %d s or more; latency figures may be the generator's", saturationShare*100, runtime.GOMAXPROCS(0), saturationWindow))
 	}
-	if smp.machineBusy >= saturationWindow {
-		run.Notes = append(run.Notes, fmt.Sprintf("machine CPU saturated for %d s (server and generator share %d cores): latency includes CPU contention", smp.machineBusy, runtime.NumCPU()))
+	if run.Saturated = smp.saturation(); run.Saturated != nil {
+		run.Notes = append(run.Notes, saturationNote(run.Saturated, smp.cpus, len(smp.servers) > 0))
 	}
 	run.StealSeconds = smp.steal.secs
 	if w := smp.steal; w.secs > 0 {
@@ -493,10 +498,48 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	}
 	switch {
 	case c.drv.httpPublish():
-		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node", c.poolConns()))
+		run.PublishConns = c.poolConns()
+		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
 	case c.opts.chatLike():
-		run.Notes = append(run.Notes, fmt.Sprintf("logging in over a shared pool of %d keep-alive connections per node", c.poolConns()))
+		run.PublishConns = c.poolConns()
+		run.Notes = append(run.Notes, fmt.Sprintf("logging in over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
 	}
+}
+
+// saturationNote says that the machine's CPU was saturated and whose CPU it was: a run's
+// latency on a saturated machine says little about the server when the CPU went elsewhere.
+func saturationNote(s *Saturation, cpus int, spawned bool) string {
+	type share struct {
+		name string
+		v    float64
+	}
+	var parts []share
+	if spawned {
+		parts = append(parts, share{"the server", s.Server})
+	}
+	parts = append(parts, share{"the generator", s.Generator})
+	if s.Broker > 0 {
+		parts = append(parts, share{"the broker server", s.Broker})
+	}
+	if s.Steal > 0 {
+		parts = append(parts, share{"other machines on this host (steal)", s.Steal})
+	}
+	others := "other processes on this machine"
+	if !spawned {
+		others += " (the --target server among them, if it runs here)"
+	}
+	parts = append(parts, share{others, s.Others})
+	slices.SortStableFunc(parts, func(a, b share) int { return cmp.Compare(b.v, a.v) })
+	who := "mostly by " + parts[0].name
+	if parts[0].v < s.Machine/2 {
+		who = "by " + parts[0].name + " and " + parts[1].name
+	}
+	var figures []string
+	for _, p := range parts {
+		figures = append(figures, fmt.Sprintf("%s %.0f %%", p.name, p.v))
+	}
+	return fmt.Sprintf("machine CPU saturated for %d s, %s: in those seconds %s, of %d %% on %d CPUs; latency includes that contention",
+		s.Seconds, who, strings.Join(figures, ", "), 100*cpus, cpus)
 }
 
 // saturated reports whether any window of n consecutive values averages at least limit.

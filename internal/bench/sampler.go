@@ -290,8 +290,11 @@ type sampler struct {
 	machSteal   uint64
 	machTotal   uint64
 	machineBusy int // seconds the whole machine was saturated
-	cpus        int // the machine's CPUs, for steal in percent of one core
-	steal       *stealWatch
+	// sat sums, over the saturated seconds, whose CPU it was (percent of one core); its
+	// Seconds is machineBusy.
+	sat   Saturation
+	cpus  int // the machine's CPUs, for steal in percent of one core
+	steal *stealWatch
 
 	serverBase      uint64 // server RSS before users
 	genBase         uint64 // generator RSS before users
@@ -393,6 +396,7 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	ser.Sent = append(ser.Sent, sec.pubSent)
 	ser.Received = append(ser.Received, sec.received)
 	ser.Errors = append(ser.Errors, sec.errors)
+	ser.PublishFailed = append(ser.PublishFailed, sec.pubFailed)
 	ser.BytesIn = append(ser.BytesIn, sec.bytesIn)
 	ser.Requests = append(ser.Requests, sec.requests)
 	p50, p99 := 0.0, 0.0
@@ -412,8 +416,10 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	gcpu, grss, _ := s.genMeter.read("self", now)
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
+	bcpu := 0.0
 	if s.brokerPID != "" {
-		bcpu, brss, _ := s.brokerMeter.read(s.brokerPID, now) // zero while the broker is down (restarted, say)
+		var brss uint64
+		bcpu, brss, _ = s.brokerMeter.read(s.brokerPID, now) // zero while the broker is down (restarted, say)
 		ser.BrokerCPU = append(ser.BrokerCPU, bcpu)
 		s.brokerRSS = append(s.brokerRSS, brss)
 	}
@@ -423,10 +429,11 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	steal := 0.0
 	if b, st, t := machineCPU(); t > s.machTotal {
 		dt := float64(t - s.machTotal)
+		steal = 100 * float64(s.cpus) * float64(st-s.machSteal) / dt
 		if float64(b-s.machBusy)/dt >= machineBusyShare {
 			s.machineBusy++
+			s.saturatedSecond(100*float64(s.cpus)*float64(b-s.machBusy)/dt, cpu, gcpu, bcpu, steal)
 		}
-		steal = 100 * float64(s.cpus) * float64(st-s.machSteal) / dt
 		s.machBusy, s.machSteal, s.machTotal = b, st, t
 	}
 	ser.MachineSteal = append(ser.MachineSteal, steal)
@@ -443,6 +450,36 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 		c.connected.Load(), sec.received, p99all, c.col.c.errors)
 }
 
+// saturatedSecond adds a saturated second's CPU, by whose it was, to s.sat. With --target the
+// server's CPU cannot be told from other processes (it may not even run here): it counts among
+// the others.
+func (s *sampler) saturatedSecond(machine, server, generator, broker, steal float64) {
+	if len(s.servers) == 0 {
+		server = 0
+	}
+	s.sat.Seconds++
+	s.sat.Machine += machine
+	s.sat.Server += server
+	s.sat.Generator += generator
+	s.sat.Broker += broker
+	s.sat.Steal += steal
+	s.sat.Others += max(0, machine-server-generator-broker-steal)
+}
+
+// saturation is whose CPU it was over the saturated seconds, in averages; nil when the machine
+// was saturated for fewer than saturationWindow seconds.
+func (s *sampler) saturation() *Saturation {
+	if s.sat.Seconds < saturationWindow {
+		return nil
+	}
+	n := float64(s.sat.Seconds)
+	round := func(v float64) float64 { return math.Round(v/n*10) / 10 }
+	return &Saturation{
+		Seconds: s.sat.Seconds, Machine: round(s.sat.Machine), Server: round(s.sat.Server),
+		Generator: round(s.sat.Generator), Broker: round(s.sat.Broker), Steal: round(s.sat.Steal), Others: round(s.sat.Others),
+	}
+}
+
 // final folds what was counted after the last sample (answers collected while users left)
 // into the last second, so totals and series agree.
 func (s *sampler) final(run *Run) {
@@ -452,6 +489,7 @@ func (s *sampler) final(run *Run) {
 		ser.Sent[n-1] += sec.pubSent
 		ser.Received[n-1] += sec.received
 		ser.Errors[n-1] += sec.errors
+		ser.PublishFailed[n-1] += sec.pubFailed
 		ser.BytesIn[n-1] += sec.bytesIn
 		ser.Requests[n-1] += sec.requests
 		if len(ser.Logins) == n {

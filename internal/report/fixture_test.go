@@ -103,6 +103,7 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		s.Sent = append(s.Sent, int64(u/3))
 		s.Received = append(s.Received, recv)
 		s.Errors = append(s.Errors, 0)
+		s.PublishFailed = append(s.PublishFailed, 0)
 		p50 := (0.8 + 2*scale) * cost * wave
 		if recv == 0 {
 			p50 = 0
@@ -136,6 +137,19 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		Ratio:    1,
 		Latency:  bench.Latencies{Count: received, Min: p50 / 4, Mean: p50 * 1.3, P50: p50, P90: p50 * 2.2, P95: p50 * 3, P99: p50 * 4.5, P999: p50 * 7, Max: p50 * 15},
 	}
+	// The distribution in buckets of ten per decade around p50, as the bench records it.
+	shares := []float64{0.05, 0.2, 0.3, 0.25, 0.12, 0.05, 0.02, 0.01}
+	k0 := int(math.Ceil(10*math.Log10(p50*1000))) - 3
+	left := received
+	for i, sh := range shares {
+		n := int64(float64(received) * sh)
+		if i == len(shares)-1 {
+			n = left
+		}
+		left -= n
+		upTo := math.Round(math.Pow(10, float64(k0+i)/10)) / 1000
+		run.Delivery.Histogram = append(run.Delivery.Histogram, bench.Bucket{UpToMs: upTo, Count: n})
+	}
 	secs := float64(seconds)
 	run.Traffic = bench.Traffic{MessagesPerSec: float64(received) / secs, BytesPerSec: float64(received) * 180 / secs, RequestsPerSec: float64(users) * cost / 4}
 	run.Server = bench.Usage{
@@ -167,6 +181,9 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		run.Publish.Failed = 2
 		for i := 25; i < min(30, seconds); i++ {
 			s.Errors[i] = 3
+		}
+		if seconds > 28 {
+			s.PublishFailed[26], s.PublishFailed[28] = 1, 1
 		}
 	}
 	return run

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -256,16 +257,19 @@ func comparePage(a, b *bench.Results) *page {
 	for _, lp := range pairLevels(a, b) {
 		colors := palette(transportsOf(lp.pairs))
 		lv := buildLevel(lp.users, lp.pairs, colors, true)
+		lv.Users = lp.title()
 		lv.Verdicts = append(lv.Verdicts, sideText{Side: "b vs a", Text: compareVerdict(lp)})
 		ra, rb := lp.sides(false), lp.sides(true)
 		if len(ra) > 0 {
-			lv.Verdicts = append(lv.Verdicts, sideText{Side: "a", Text: verdict(lp.users, ra)})
+			lv.Verdicts = append(lv.Verdicts, sideText{Side: "a", Text: verdict(cmp.Or(lp.usersA, lp.users), ra)})
 		}
 		if len(rb) > 0 {
 			lv.Verdicts = append(lv.Verdicts, sideText{Side: "b", Text: verdict(lp.users, rb)})
 		}
 		p.Levels = append(p.Levels, lv)
-		cls = append(cls, chartLevelOf(lp.users, rb, ra, colors))
+		cl := chartLevelOf(lp.users, rb, ra, colors)
+		cl.Label = lp.title()
+		cls = append(cls, cl)
 	}
 	p.Charts = chartsData{Levels: cls, Compare: true}
 	return p
@@ -324,6 +328,9 @@ func buildLevel(users int, pairs []pair, colors map[string]string, compare bool)
 	lv.Matrix.Tables = [][]matrixGroup{
 		matrixGroups(detailSections(), pairs, compare),
 		matrixGroups(latencySections(), pairs, compare),
+	}
+	if g := thresholdGroup(pairs, compare); g != nil {
+		lv.Matrix.Tables[0] = append([]matrixGroup{*g}, lv.Matrix.Tables[0]...)
 	}
 	return lv
 }
@@ -501,17 +508,18 @@ func scenarioPair(a, b *bench.Results) string {
 // headlineHead is the header row of the verdict table, with what each column means on hover.
 func headlineHead() []headCell {
 	titles := map[string]string{
-		mRatio.key:  "received ÷ expected deliveries; below 99.9 % fails",
-		mLost.key:   "expected deliveries that never arrived",
-		mP50.key:    "median end-to-end delivery latency, publisher's send → receiver",
-		mP99.key:    "99th percentile delivery latency",
-		mFailed.key: "connections that could not be opened; any fails",
-		mMsgs.key:   "deliveries received per second over the run",
-		mSrvCPU.key: "server CPU, average over the run; 100 % = one core",
-		mSrvRSS.key: "server resident memory, maximum",
-		mPerUsr.key: "(server RSS at peak − RSS before users) ÷ peak users",
-		mCPUMsg.key: "server CPU time over the run (all its processes and nodes) ÷ deliveries received, in µs",
-		mGenCPU.key: "the bench's own CPU; near its budget the latency is the generator's",
+		mRatio.key:   "received ÷ expected deliveries, over the publications the server accepted; below 99.9 % fails",
+		mPubFail.key: "publishes the server refused or that failed (no answer); any fails: they are losses the ratio does not count",
+		mLost.key:    "expected deliveries that never arrived",
+		mP50.key:     "median end-to-end delivery latency, publisher's send → receiver",
+		mP99.key:     "99th percentile delivery latency",
+		mFailed.key:  "connections that could not be opened; any fails",
+		mMsgs.key:    "deliveries received per second over the run",
+		mSrvCPU.key:  "server CPU, average over the run; 100 % = one core",
+		mSrvRSS.key:  "server resident memory, maximum",
+		mPerUsr.key:  "(server RSS at peak − RSS before users) ÷ peak users",
+		mCPUMsg.key:  "server CPU time over the run (all its processes and nodes) ÷ deliveries received, in µs",
+		mGenCPU.key:  "the bench's own CPU; near its budget the latency is the generator's",
 	}
 	var h []headCell
 	for _, m := range headlineMetrics() {
@@ -523,6 +531,18 @@ func headlineHead() []headCell {
 // runBadges flags a run's state next to its name.
 func runBadges(r *bench.Run, prefix string) []badge {
 	var bs []badge
+	if c := crossed(r); len(c) > 0 {
+		bs = append(bs, badge{Text: prefix + "threshold crossed", Class: "bad", Title: "crossed " + joinNames(c)})
+	} else if len(r.Thresholds) > 0 {
+		var all []string
+		for _, t := range r.Thresholds {
+			all = append(all, t.Expr+" ("+thresholdFigure(t)+")")
+		}
+		bs = append(bs, badge{Text: prefix + "thresholds passed", Class: "ok", Title: "passed " + joinNames(all)})
+	}
+	if f := failedPublishes(r); f != "" {
+		bs = append(bs, badge{Text: prefix + "publishes refused", Class: "bad", Title: f})
+	}
 	if r.GeneratorSaturated {
 		bs = append(bs, badge{Text: prefix + "generator saturated", Class: "bad", Title: "latency figures may be the generator's, not the server's"})
 	}
@@ -605,9 +625,8 @@ func facts(r *bench.Results) []fact {
 	if c.Grace > 0 {
 		add("delivery grace", time.Duration(c.Grace).String())
 	}
-	if c.PublishConns > 0 {
-		add("publish connections", fmt.Sprintf("up to %d per node (shared HTTP pool)", c.PublishConns))
-	}
+	add("publish connections", poolFact(r))
+	add("thresholds", c.Thresholds)
 	if !r.Started.IsZero() {
 		d := ""
 		if t := runTime(r); t > 0 {
@@ -636,6 +655,82 @@ func facts(r *bench.Results) []fact {
 		add("status", "stopped before it finished")
 	}
 	return fs
+}
+
+// poolFact describes the shared HTTP pool the runs published (or logged in) over, as the runs'
+// notes do: its size per node at each user level that used one, and the cap.
+func poolFact(r *bench.Results) string {
+	var sizes []string
+	for _, l := range levelsOf(r) {
+		n := 0
+		for _, run := range l.runs {
+			n = max(n, run.PublishConns)
+		}
+		if n > 0 {
+			sizes = append(sizes, fmt.Sprintf("%d at %s", n, fmtUsers(l.users)))
+		}
+	}
+	c := r.Config.PublishConns
+	switch {
+	case len(sizes) > 0:
+		return fmt.Sprintf("per node: %s (one per 8 peak users, at most --publish-conns %d)", strings.Join(sizes, ", "), c)
+	case c > 0 && slices.ContainsFunc(r.Runs, func(run bench.Run) bool { return run.Transport != "ws" && run.Transport != "stomp" }):
+		return fmt.Sprintf("up to %d per node (shared HTTP pool)", c) // results from before the pool size was recorded
+	}
+	return ""
+}
+
+// thresholdGroup is the details' table of the thresholds: one row per threshold, each
+// transport's figure and whether it passed; nil when no run was checked.
+func thresholdGroup(pairs []pair, compare bool) *matrixGroup {
+	var exprs []string
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		for _, r := range []*bench.Run{p.a, p.b} {
+			if r == nil {
+				continue
+			}
+			for _, t := range r.Thresholds {
+				if !seen[t.Expr] {
+					seen[t.Expr] = true
+					exprs = append(exprs, t.Expr)
+				}
+			}
+		}
+	}
+	if len(exprs) == 0 {
+		return nil
+	}
+	cell := func(r *bench.Run, expr string) cellView {
+		if r == nil {
+			return cellView{Text: "not run", Class: "na"}
+		}
+		for _, t := range r.Thresholds {
+			if t.Expr != expr {
+				continue
+			}
+			if t.Pass {
+				return cellView{Text: thresholdFigure(t) + " ✓", Title: "passed " + expr}
+			}
+			return cellView{Text: thresholdFigure(t) + " ✗", Class: "bad", Title: "crossed " + expr}
+		}
+		return cellView{Text: none, Class: "na", Title: "not checked"}
+	}
+	g := &matrixGroup{Title: "Thresholds (--threshold)"}
+	for _, e := range exprs {
+		row := matrixRow{Label: e}
+		for _, p := range pairs {
+			c := cell(p.b, e)
+			if compare && p.a != nil {
+				if was := cell(p.a, e); was.Text != c.Text {
+					c.Was = was.Text
+				}
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		g.Rows = append(g.Rows, row)
+	}
+	return g
 }
 
 // startedRow says when each run began, the one figure of a run that is a time, not a number.

@@ -24,9 +24,12 @@ type chartLevel struct {
 // chartSpec is one chart: every transport on the same axes. Data is uPlot's column layout:
 // Data[0] is seconds since the run started, Data[i] the values of Series[i-1].
 type chartSpec struct {
-	ID     string        `json:"id"`
-	Title  string        `json:"title"`
-	Unit   string        `json:"unit"` // count, ms, rate, cpu, bytes: how report.js formats axis and legend
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	Unit  string `json:"unit"` // count, ms, rate, cpu, bytes, pct: how report.js formats axis and legend
+	// X is what the x axis holds: empty for seconds since the run started, "latency" for the
+	// upper bounds of latency buckets in ms (a log axis).
+	X      string        `json:"x,omitempty"`
 	Series []chartSeries `json:"series"`
 	Data   [][]jsNum     `json:"data"`
 }
@@ -78,7 +81,13 @@ func chartMetrics() []chartMetric {
 		{"p50", "Delivery latency p50 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP50 })},
 		{"p99", "Delivery latency p99 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP99 })},
 		{"msgs", "Throughput: deliveries received (msgs/s)", "rate", func(r *bench.Run) []jsNum { return nums(r.Series.Received) }},
-		{"errors", "Errors per second", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Errors) }},
+		{"errors", "Errors per second: failed or dropped connections, refused or failed publishes, failed logins", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Errors) }},
+		{"pubfailed", "Publishes refused or failed per second", "count", func(r *bench.Run) []jsNum {
+			if r.Series.PublishFailed == nil {
+				return nil
+			}
+			return nums(r.Series.PublishFailed)
+		}},
 		{"srvcpu", "Server CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
 			if !r.Server.Available {
 				return nil
@@ -118,15 +127,17 @@ func nums[T int | int64 | uint64 | float64](vs []T) []jsNum {
 	return out
 }
 
+// line is one run drawn on a level's charts, with its side in a comparison ("a", "b", or "").
+type line struct {
+	run  *bench.Run
+	side string
+}
+
 // chartLevelOf builds the charts of one user level with every transport on the same axes. In a
 // comparison, runs are b's and prev a's; a's lines are dashed in the same color, next to b's in
 // the legend.
 func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) chartLevel {
 	cl := chartLevel{Users: users, Label: fmtUsers(users)}
-	type line struct {
-		run  *bench.Run
-		side string
-	}
 	var lines []line
 	if prev == nil {
 		for _, r := range runs {
@@ -169,9 +180,10 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 				}
 			}
 		}
-		// Skip a chart with nothing to draw, and the errors and steal charts when there were
-		// none: an empty chart only costs the reader a scroll.
-		if len(cols) == 0 || n == 0 || ((cm.id == "errors" || cm.id == "steal") && !drawn) {
+		// Skip a chart with nothing to draw, and the publish failures and steal charts when
+		// there were none: an empty chart only costs the reader a scroll. The errors chart
+		// stays, flat at zero: "no errors" is a finding too.
+		if len(cols) == 0 || n == 0 || ((cm.id == "pubfailed" || cm.id == "steal") && !drawn) {
 			continue
 		}
 		x := make([]jsNum, n)
@@ -190,6 +202,63 @@ func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) 
 			spec.Data = append(spec.Data, padded)
 		}
 		cl.Charts = append(cl.Charts, spec)
+		if cm.id == "p99" {
+			if d, ok := distributionChart(lines, colors); ok {
+				cl.Charts = append(cl.Charts, d)
+			}
+		}
 	}
 	return cl
+}
+
+// distributionChart is the latency distribution of every run of a level on one chart: the
+// share of its deliveries in each latency bucket (ten per decade), on a log axis of latency.
+// ok is false when no run has a histogram (results from before it was recorded).
+func distributionChart(lines []line, colors map[string]string) (chartSpec, bool) {
+	spec := chartSpec{ID: "latdist", Title: "Delivery latency distribution (% of deliveries per latency bucket)", Unit: "pct", X: "latency"}
+	var bounds []float64
+	for _, l := range lines {
+		for _, b := range l.run.Delivery.Histogram {
+			if !slices.Contains(bounds, b.UpToMs) {
+				bounds = append(bounds, b.UpToMs)
+			}
+		}
+	}
+	if len(bounds) == 0 {
+		return spec, false
+	}
+	slices.Sort(bounds)
+	x := make([]jsNum, len(bounds))
+	for i, b := range bounds {
+		x[i] = jsNum(b)
+	}
+	spec.Data = append(spec.Data, x)
+	for _, l := range lines {
+		r := l.run
+		if len(r.Delivery.Histogram) == 0 {
+			continue
+		}
+		var total int64
+		for _, b := range r.Delivery.Histogram {
+			total += b.Count
+		}
+		col := make([]jsNum, len(bounds))
+		first, last := r.Delivery.Histogram[0].UpToMs, r.Delivery.Histogram[len(r.Delivery.Histogram)-1].UpToMs
+		for j, ub := range bounds {
+			col[j] = jsNum(math.NaN()) // outside the run's own range: nothing to draw
+			if ub >= first && ub <= last {
+				col[j] = 0
+			}
+		}
+		for _, b := range r.Delivery.Histogram {
+			col[slices.Index(bounds, b.UpToMs)] = jsNum(100 * float64(b.Count) / float64(total))
+		}
+		name := label(r)
+		if l.side != "" {
+			name += " (" + l.side + ")"
+		}
+		spec.Series = append(spec.Series, chartSeries{Label: name, Color: colors[r.Key()], Dash: l.side == "a"})
+		spec.Data = append(spec.Data, col)
+	}
+	return spec, true
 }

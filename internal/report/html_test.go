@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"html"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -121,6 +122,7 @@ func chartJSON(t *testing.T, page string) chartsData {
 			Charts []struct {
 				ID     string        `json:"id"`
 				Unit   string        `json:"unit"`
+				X      string        `json:"x"`
 				Series []chartSeries `json:"series"`
 				Data   [][]*float64  `json:"data"`
 			} `json:"charts"`
@@ -134,7 +136,7 @@ func chartJSON(t *testing.T, page string) chartsData {
 	for _, l := range raw.Levels {
 		cl := chartLevel{Users: l.Users, Label: l.Label}
 		for _, c := range l.Charts {
-			spec := chartSpec{ID: c.ID, Unit: c.Unit, Series: c.Series}
+			spec := chartSpec{ID: c.ID, Unit: c.Unit, X: c.X, Series: c.Series}
 			for _, col := range c.Data {
 				var out []jsNum
 				for _, v := range col {
@@ -169,27 +171,56 @@ func TestWriteHTMLChartData(t *testing.T) {
 				t.Fatalf("chart %s: %d columns for %d series", c.ID, len(c.Data), len(c.Series))
 			}
 			for _, col := range c.Data {
-				if len(col) != 60 {
+				if c.X == "" && len(col) != 60 {
 					t.Errorf("chart %s: %d points, want 60", c.ID, len(col))
 				}
 			}
+			if c.ID == "latdist" {
+				checkDistribution(t, c)
+			}
 		}
-		for _, want := range []string{"users", "p50", "p99", "msgs", "srvcpu", "srvrss", "gencpu"} {
+		// The errors chart is there with or without errors: none is a finding too.
+		for _, want := range []string{"users", "p50", "p99", "latdist", "msgs", "errors", "srvcpu", "srvrss", "gencpu"} {
 			if !ids[want] {
 				t.Errorf("%d users: no %s chart", l.Users, want)
 			}
 		}
-		if l.Users == 100 && ids["errors"] {
-			t.Error("errors chart drawn for a level without errors")
+		if l.Users == 100 && ids["pubfailed"] {
+			t.Error("refused publishes chart drawn for a level without any")
 		}
-		if l.Users == 1000 && !ids["errors"] {
-			t.Error("no errors chart for a level with errors")
+		if l.Users == 1000 && !ids["pubfailed"] {
+			t.Error("no refused publishes chart for a level with some")
 		}
 	}
 	// Second 0 has no users and no deliveries: its latency is a gap (null), not zero.
 	for _, c := range cd.Levels[0].Charts {
 		if c.ID == "p99" && c.Data[1][0] != -1 {
 			t.Errorf("latency with no deliveries = %v, want null", c.Data[1][0])
+		}
+	}
+}
+
+// checkDistribution checks a latency distribution chart: latency buckets across, ascending, and
+// each series' shares adding up to 100 %.
+func checkDistribution(t *testing.T, c chartSpec) {
+	t.Helper()
+	if c.X != "latency" || c.Unit != "pct" {
+		t.Errorf("distribution chart: x %q, unit %q; want latency and pct", c.X, c.Unit)
+	}
+	for i := 1; i < len(c.Data[0]); i++ {
+		if c.Data[0][i] <= c.Data[0][i-1] {
+			t.Errorf("distribution chart: buckets not ascending: %v", c.Data[0])
+		}
+	}
+	for i, col := range c.Data[1:] {
+		sum := 0.0
+		for _, v := range col {
+			if v > 0 {
+				sum += float64(v)
+			}
+		}
+		if math.Abs(sum-100) > 0.01 {
+			t.Errorf("distribution chart, %s: shares add up to %.3f %%, want 100", c.Series[i].Label, sum)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/rtlab/rtlab/internal/bench"
@@ -56,25 +57,87 @@ type pair struct {
 	a, b      *bench.Run
 }
 
-// levelPair is one user level of a comparison.
+// levelPair is one user level of a comparison: b's level, and a's when a ran a different one
+// nearest to it (usersA is 0 when both ran the same).
 type levelPair struct {
-	users int
-	pairs []pair
+	users  int
+	usersA int
+	pairs  []pair
 }
 
-// pairLevels matches the runs of a and b by user level and transport, keeping the ones only one
-// side ran so the comparison shows what is missing rather than hiding it.
+// title names the level as the comparison shows it: "1,000 users", or "1,200 users (a: 1,000)"
+// when the two runs' levels differ.
+func (lp levelPair) title() string {
+	if lp.usersA != 0 {
+		return fmtUsers(lp.users) + " (a: " + fmtInt(int64(lp.usersA)) + ")"
+	}
+	return fmtUsers(lp.users)
+}
+
+// maxLevelGap is how far apart two user levels may be, as a factor, for a comparison to put
+// them side by side when a and b ran different ones.
+const maxLevelGap = 2.0
+
+// nearestLevels maps each of a's user levels to the b level it is compared with: the same
+// level when b ran it, else the nearest one b did not run in a, within maxLevelGap; closest
+// pairs first, each level used once. Levels without a partner keep their own number.
+func nearestLevels(a, b *bench.Results) map[int]int {
+	la, lb := levelsOf(a), levelsOf(b)
+	type cand struct {
+		ua, ub int
+		dist   float64
+	}
+	var cs []cand
+	for _, x := range la {
+		for _, y := range lb {
+			d := math.Abs(math.Log(float64(x.users) / float64(y.users)))
+			if d <= math.Log(maxLevelGap) {
+				cs = append(cs, cand{x.users, y.users, d})
+			}
+		}
+	}
+	slices.SortStableFunc(cs, func(x, y cand) int { return cmp.Compare(x.dist, y.dist) })
+	toB := map[int]int{}
+	usedB := map[int]bool{}
+	for _, c := range cs {
+		if _, done := toB[c.ua]; done || usedB[c.ub] {
+			continue
+		}
+		toB[c.ua], usedB[c.ub] = c.ub, true
+	}
+	for _, x := range la {
+		if _, ok := toB[x.users]; !ok {
+			toB[x.users] = x.users
+		}
+	}
+	return toB
+}
+
+// pairLevels matches the runs of a and b by user level (the nearest when the two ran different
+// levels) and transport, keeping the ones only one side ran so the comparison shows what is
+// missing rather than hiding it.
 func pairLevels(a, b *bench.Results) []levelPair {
 	type key struct {
 		users     int
 		transport string
+	}
+	toB := nearestLevels(a, b)
+	fromA := map[int]int{} // b's level → a's, where they differ
+	for ua, ub := range toB {
+		if ua != ub {
+			fromA[ub] = ua
+		}
 	}
 	runs := map[key]*pair{}
 	var keys []key
 	add := func(rs *bench.Results, isB bool) {
 		for i := range rs.Runs {
 			run := &rs.Runs[i]
-			k := key{run.Peak, run.Key()}
+			users := run.Peak
+			if !isB {
+				users = toB[users]
+			}
+			k := key{users, run.Key()}
 			p := runs[k]
 			if p == nil {
 				p = &pair{transport: run.Key()}
@@ -98,7 +161,7 @@ func pairLevels(a, b *bench.Results) []levelPair {
 	var out []levelPair
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].users != k.users {
-			out = append(out, levelPair{users: k.users})
+			out = append(out, levelPair{users: k.users, usersA: fromA[k.users]})
 		}
 		last := &out[len(out)-1]
 		last.pairs = append(last.pairs, *runs[k])

@@ -105,7 +105,7 @@ func (m metric) fails(v float64) bool {
 	switch m.key {
 	case "delivery.ratio":
 		return v < MinRatio
-	case "conn.failed":
+	case "conn.failed", "publish.failed":
 		return v > 0
 	}
 	return false
@@ -163,6 +163,12 @@ func (m metric) compare(a, b *bench.Run) change {
 		significant = true
 	default:
 		significant = math.Abs(c.delta)/math.Abs(va) >= noiseFraction
+	}
+	if significant && perSecond(m, a) != nil {
+		// A figure with a per-second series moved only if it moved beyond both runs' own
+		// spread: a p99 that wanders by 3 ms from second to second did not get better by 1.
+		fa, fb := cellFigures(m, []*bench.Run{a}), cellFigures(m, []*bench.Run{b})
+		significant = len(fa) == 1 && len(fb) == 1 && apart(fa[0], fb[0])
 	}
 	if significant {
 		if (c.delta > 0) == (m.better == higherBetter) {
@@ -285,11 +291,14 @@ var (
 	mMax    = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.Max })}
 	mOpened = metric{key: "conn.opened", label: "conn ok", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
 	mFailed = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Failed })}
-	mMsgs   = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.MessagesPerSec })}
-	mSrvCPU = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
-	mSrvRSS = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
-	mPerUsr = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
-	mGenCPU = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	// mPubFail counts the publishes the server refused or that failed: the delivery ratio is
+	// over what was accepted, so these are losses it does not show.
+	mPubFail = metric{key: "publish.failed", label: "pub failed", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Publish.Failed })}
+	mMsgs    = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.MessagesPerSec })}
+	mSrvCPU  = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	mSrvRSS  = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
+	mPerUsr  = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
+	mGenCPU  = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
 	// mCPUMsg is what the server spends per delivery: its CPU time over the run (every process
 	// of it, every node) divided by the deliveries the users received. It puts servers that
 	// deliver the same traffic side by side, whatever their CPU% at one moment was.
@@ -313,7 +322,7 @@ var mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal",
 // headlineMetrics are the columns of the verdict table: what decides whether a transport did
 // its job at a user level and what it cost.
 func headlineMetrics() []metric {
-	return []metric{mRatio, mLost, mP50, mP99, mFailed, mMsgs, mSrvCPU, mCPUMsg, mSrvRSS, mPerUsr, mGenCPU}
+	return []metric{mRatio, mPubFail, mLost, mP50, mP99, mFailed, mMsgs, mSrvCPU, mCPUMsg, mSrvRSS, mPerUsr, mGenCPU}
 }
 
 // section is a titled group of figures in the per-transport details.
@@ -418,7 +427,10 @@ func detailSections() []section {
 		}},
 		{"Publish", []metric{
 			{key: "publish.sent", label: "sent", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Publish.Sent })},
-			{key: "publish.failed", label: "failed", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Publish.Failed })},
+			{key: mPubFail.key, label: "refused or failed", unit: unitCount, better: lowerBetter, value: mPubFail.value},
+			{key: "publish.failedShare", label: "refused or failed share", unit: unitRatio, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+				return r.Publish.FailedShare(), r.Publish.Sent > 0
+			}},
 			{key: "publish.httpRequests", label: "HTTP requests", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Publish.Requests })},
 		}},
 		{"Delivery", []metric{

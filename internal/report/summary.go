@@ -25,7 +25,7 @@ func Summary(w io.Writer, r *bench.Results) {
 	flagged := false
 	for _, l := range levelsOf(r) {
 		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
-		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
+		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
 		// The broker server's CPU, when any run of the level measured one.
 		brokers := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.BrokerServer.Available })
 		if brokers {
@@ -37,6 +37,10 @@ func Summary(w io.Writer, r *bench.Results) {
 		if steal {
 			rows[0] = append(rows[0], "steal s")
 		}
+		thresholds := checked(l.runs)
+		if thresholds {
+			rows[0] = append(rows[0], "thresholds")
+		}
 		for _, run := range l.runs {
 			ratio := fmtRatio(run.Delivery.Ratio)
 			if run.Delivery.Ratio < MinRatio {
@@ -46,6 +50,11 @@ func Summary(w io.Writer, r *bench.Results) {
 			failed := fmtInt(run.Connections.Failed)
 			if run.Connections.Failed > 0 {
 				failed += flagMark
+				flagged = true
+			}
+			pubFail := fmtInt(run.Publish.Failed)
+			if run.Publish.Failed > 0 {
+				pubFail += flagMark
 				flagged = true
 			}
 			name := label(run)
@@ -67,6 +76,7 @@ func Summary(w io.Writer, r *bench.Results) {
 				fmtInt(run.Connections.Opened),
 				failed,
 				ratio,
+				pubFail,
 				fmtInt(run.Delivery.Duplicates),
 				fmtInt(run.Delivery.OutOfOrder),
 				mP50.cell(run),
@@ -89,12 +99,33 @@ func Summary(w io.Writer, r *bench.Results) {
 			if steal {
 				rows[len(rows)-1] = append(rows[len(rows)-1], fmtInt(int64(run.StealSeconds)))
 			}
+			if thresholds {
+				th := "pass"
+				if c := crossed(run); len(c) > 0 {
+					th = fmt.Sprintf("CROSSED %d%s", len(c), flagMark)
+					flagged = true
+				}
+				rows[len(rows)-1] = append(rows[len(rows)-1], th)
+			}
 		}
 		writeTable(w, rows, 1, false)
+		for _, run := range l.runs {
+			if f := failedPublishes(run); f != "" {
+				fmt.Fprintf(w, "  %s %s: %s\n", flagMark, label(run), f)
+			}
+			if c := crossed(run); len(c) > 0 {
+				fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
+			}
+		}
 		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
 	}
 	if flagged {
-		fmt.Fprintf(w, "\n%s marks a failed threshold: delivered < 99.9 %% or failed connections > 0\n", flagMark)
+		fmt.Fprintf(w, "\n%s marks a failed check: delivered < 99.9 %%, failed connections, refused or failed publishes, or a crossed --threshold\n", flagMark)
+	}
+	if n := r.ThresholdsCrossed(); n > 0 {
+		fmt.Fprintf(w, "\nthresholds (%s): crossed in %d check%s\n", r.Config.Thresholds, n, plural(n))
+	} else if checked(runsOf(r)) {
+		fmt.Fprintf(w, "\nthresholds (%s): every run passed\n", r.Config.Thresholds)
 	}
 	if ns := notRun(r); len(ns) > 0 {
 		fmt.Fprintln(w, "\nnot run:")
@@ -116,7 +147,7 @@ func Compare(w io.Writer, a, b *bench.Results) {
 	fmt.Fprintln(w, "a:", headline(a))
 	fmt.Fprintln(w, "b:", headline(b))
 	for _, lp := range pairLevels(a, b) {
-		fmt.Fprintf(w, "\n%s\n", fmtUsers(lp.users))
+		fmt.Fprintf(w, "\n%s\n", lp.title())
 		rows := [][]string{{"transport", "figure", "a", "b", "change", "%", ""}}
 		for _, p := range lp.pairs {
 			name := transportLabel(p.transport)
@@ -380,4 +411,13 @@ func nonEmpty(s, otherwise string) string {
 		return otherwise
 	}
 	return s
+}
+
+// runsOf lists every run of r.
+func runsOf(r *bench.Results) []*bench.Run {
+	rs := make([]*bench.Run, len(r.Runs))
+	for i := range r.Runs {
+		rs[i] = &r.Runs[i]
+	}
+	return rs
 }

@@ -65,7 +65,7 @@ func TestSummary(t *testing.T) {
 		"verdict: At 100 users every transport delivered ≥99.9 %",
 		"verdict: At 1,000 users short polling delivered only 99.80 %",
 		"generator saturated: latency figures for WebSocket at 1,000 users may be the generator's, not the server's",
-		"! marks a failed threshold",
+		"! marks a failed check",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q", want)

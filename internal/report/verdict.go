@@ -46,10 +46,37 @@ func bestOf(m metric, runs []*bench.Run) []bool {
 	if len(winners) > max(1, len(vals)/2) {
 		return marks // most runs share the value: it is the norm, not a distinction
 	}
+	if len(winners) == 1 && !clearlyBest(m, runs, winners[0]) {
+		return marks
+	}
 	for _, i := range winners {
 		marks[i] = true
 	}
 	return marks
+}
+
+// clearlyBest reports whether runs[best] is apart from the runner-up by more than their own
+// spread, for figures that have a per-second series (latency, server CPU); others always are.
+func clearlyBest(m metric, runs []*bench.Run, best int) bool {
+	if perSecond(m, runs[best]) == nil {
+		return true
+	}
+	figs := cellFigures(m, []*bench.Run{runs[best]})
+	if len(figs) == 0 {
+		return true
+	}
+	b := figs[0]
+	for i, r := range runs {
+		if i == best {
+			continue
+		}
+		for _, f := range cellFigures(m, []*bench.Run{r}) {
+			if !apart(b, f) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // failsThreshold says why a run fails the bar every transport must clear (empty when it does
@@ -62,33 +89,20 @@ func failsThreshold(r *bench.Run) []string {
 	if r.Connections.Failed > 0 {
 		why = append(why, fmtInt(r.Connections.Failed)+" failed connections")
 	}
+	if r.Publish.Failed > 0 {
+		why = append(why, fmtInt(r.Publish.Failed)+" publishes refused or failed")
+	}
 	if r.GeneratorSaturated {
 		why = append(why, "generator saturated")
+	}
+	for _, c := range crossed(r) {
+		why = append(why, "threshold "+c+" crossed")
 	}
 	return why
 }
 
 // label is a run's transport as a reader says it.
 func label(r *bench.Run) string { return transportLabel(r.Key()) }
-
-// extremes returns the runs with the lowest and highest measured value of m, and how many runs
-// measured it.
-func extremes(m metric, runs []*bench.Run) (lo, hi *bench.Run, loV, hiV float64, n int) {
-	for _, r := range runs {
-		v, ok := m.value(r)
-		if !ok {
-			continue
-		}
-		if n == 0 || v < loV {
-			lo, loV = r, v
-		}
-		if n == 0 || v > hiV {
-			hi, hiV = r, v
-		}
-		n++
-	}
-	return lo, hi, loV, hiV, n
-}
 
 // verdict sums up one user level in one sentence built from the figures, so the reader gets the
 // answer before the tables: did every transport deliver, which was fastest, which cost most.
@@ -111,11 +125,21 @@ func verdict(users int, runs []*bench.Run) string {
 		}
 		return joinNames(s)
 	}
+	var refused []string
+	for _, r := range runs {
+		if f := failedPublishes(r); f != "" {
+			refused = append(refused, label(r)+": "+f)
+		}
+	}
+	accepted := ""
+	if len(refused) > 0 {
+		accepted = " of the publications the server accepted"
+	}
 	switch {
 	case len(runs) == 1:
-		parts = append(parts, fmt.Sprintf("%s delivered %s %%", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio)))
+		parts = append(parts, fmt.Sprintf("%s delivered %s %%%s", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio), accepted))
 	case len(bad) == 0:
-		parts = append(parts, "every transport delivered ≥99.9 %")
+		parts = append(parts, "every transport delivered ≥99.9 %"+accepted)
 	case len(bad) == len(runs):
 		parts = append(parts, "no transport reached 99.9 % delivery ("+ratioList(bad)+")")
 	case len(bad) == 1:
@@ -124,16 +148,14 @@ func verdict(users int, runs []*bench.Run) string {
 		parts = append(parts, "below 99.9 % delivery: "+ratioList(bad))
 	}
 
-	lo, hi, loV, hiV, n := extremes(mP99, runs)
-	switch {
-	case n == 1 && len(runs) == 1:
-		parts = append(parts, "p99 "+mP99.formatWithUnit(loV))
-	case n >= 2 && loV == hiV:
-		parts = append(parts, "every transport had the same p99 ("+mP99.formatWithUnit(loV)+")")
-	case n == 2:
-		parts = append(parts, fmt.Sprintf("%s had the lower p99 (%s vs %s)", label(lo), mP99.formatWithUnit(loV), mP99.formatWithUnit(hiV)))
-	case n > 2:
-		parts = append(parts, fmt.Sprintf("%s had the lowest p99 (%s), %s the highest (%s)", label(lo), mP99.formatWithUnit(loV), label(hi), mP99.formatWithUnit(hiV)))
+	if len(refused) > 0 {
+		// Refused publishes are losses the ratio does not count: the publisher was told, the
+		// receivers never got them.
+		parts = append(parts, "but publishes were refused or failed: "+strings.Join(refused, "; "))
+	}
+
+	if p := rankText(mP99, runs, "p99", "had the lower", "had the lowest", "the highest"); p != "" {
+		parts = append(parts, p)
 	}
 
 	parts = append(parts, againstRTLab(runs)...)
@@ -144,12 +166,8 @@ func verdict(users int, runs []*bench.Run) string {
 		parts = append(parts, againstMemory(runs, mQuietP99, " on seconds free of steal")...)
 	}
 
-	lo, hi, loV, hiV, n = extremes(mSrvCPU, runs)
-	switch {
-	case n == 1 && len(runs) == 1:
-		parts = append(parts, "server CPU "+mSrvCPU.format(loV)+" avg")
-	case n >= 2 && loV != hiV:
-		parts = append(parts, fmt.Sprintf("%s cost the most server CPU (%s avg), %s the least (%s)", label(hi), mSrvCPU.format(hiV), label(lo), mSrvCPU.format(loV)))
+	if p := cpuText(runs); p != "" {
+		parts = append(parts, p)
 	}
 
 	var failed []string
@@ -171,7 +189,82 @@ func verdict(users int, runs []*bench.Run) string {
 	if len(sat) > 0 {
 		parts = append(parts, "the generator was saturated during "+joinNames(sat)+", so that latency may be the generator's")
 	}
+	if m := machineSaturation(runs); m != "" {
+		parts = append(parts, m)
+	}
+	if t := thresholdVerdict(runs); t != "" {
+		parts = append(parts, t)
+	}
 	return "At " + fmtUsers(users) + " " + strings.Join(parts, "; ") + "."
+}
+
+// rankText says which cell had the lowest and the highest of m, but only when they are apart
+// by more than their own spread; else that there is no clear difference.
+func rankText(m metric, runs []*bench.Run, what, lower, lowest, highest string) string {
+	figs := cellFigures(m, runs)
+	if len(figs) == 0 {
+		return ""
+	}
+	over := ""
+	if figs[0].rounds > 1 {
+		over = fmt.Sprintf(", medians over %d rounds", figs[0].rounds)
+	}
+	lo, hi := lowHigh(figs)
+	switch {
+	case len(figs) == 1:
+		return what + " " + m.formatWithUnit(lo.v) + strings.TrimPrefix(over, ",")
+	case lo.v == hi.v:
+		return "every transport had the same " + what + " (" + m.formatWithUnit(lo.v) + over + ")"
+	case !apart(lo, hi):
+		return fmt.Sprintf("no clear difference in %s (%s to %s%s: %s)", what, m.formatWithUnit(lo.v), m.formatWithUnit(hi.v), over, spreadText(m, lo, hi))
+	case len(figs) == 2:
+		return fmt.Sprintf("%s %s %s (%s vs %s%s)", lo.name, lower, what, m.formatWithUnit(lo.v), m.formatWithUnit(hi.v), over)
+	}
+	return fmt.Sprintf("%s %s %s (%s), %s %s (%s%s)", lo.name, lowest, what, m.formatWithUnit(lo.v), hi.name, highest, m.formatWithUnit(hi.v), over)
+}
+
+// cpuText says which cell cost the most server CPU and which the least, when that is clear.
+func cpuText(runs []*bench.Run) string {
+	figs := cellFigures(mSrvCPU, runs)
+	if len(figs) == 0 {
+		return ""
+	}
+	lo, hi := lowHigh(figs)
+	switch {
+	case len(figs) == 1:
+		return "server CPU " + mSrvCPU.format(lo.v) + " avg"
+	case lo.v == hi.v:
+		return ""
+	case !apart(lo, hi):
+		return fmt.Sprintf("no clear difference in server CPU (%s to %s avg: %s)", mSrvCPU.format(lo.v), mSrvCPU.format(hi.v), spreadText(mSrvCPU, lo, hi))
+	}
+	return fmt.Sprintf("%s cost the most server CPU (%s avg), %s the least (%s)", hi.name, mSrvCPU.format(hi.v), lo.name, mSrvCPU.format(lo.v))
+}
+
+// machineSaturation says during which runs the whole machine's CPU was saturated and whose CPU
+// it mostly was, since that decides whether the latency is the server's.
+func machineSaturation(runs []*bench.Run) string {
+	var parts []string
+	for _, r := range runs {
+		s := r.Saturated
+		if s == nil {
+			continue
+		}
+		who, v := "other processes on the machine", s.Others
+		for _, c := range []struct {
+			name string
+			v    float64
+		}{{"the server", s.Server}, {"the generator", s.Generator}, {"the broker server", s.Broker}, {"other machines on the host (steal)", s.Steal}} {
+			if c.v > v {
+				who, v = c.name, c.v
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d s, mostly %s: %s of %s)", label(r), s.Seconds, who, fmtCPU(v)+" %", fmtCPU(s.Machine)+" %"))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "the machine's CPU was saturated during " + joinNames(parts) + ", so latency there includes that contention"
 }
 
 // againstMemory puts each broker's p99 against the memory broker's on the same transport, when
@@ -449,5 +542,5 @@ func compareVerdict(lp levelPair) string {
 	if len(onlyB) > 0 {
 		parts = append(parts, "only in b: "+joinNames(onlyB))
 	}
-	return "At " + fmtUsers(lp.users) + ", b against a: " + strings.Join(parts, "; ") + "."
+	return "At " + lp.title() + ", b against a: " + strings.Join(parts, "; ") + "."
 }

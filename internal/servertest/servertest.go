@@ -301,3 +301,62 @@ func Main(m *testing.M, bin *string) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// StartUntil starts cmd and returns once a line of its stderr contains marker (the server's
+// "rtlab serving", say), with that line. It fails the test when the process exits first or
+// takes longer than within; its output is logged when the test fails. The caller stops it
+// (Interrupt).
+func StartUntil(t testing.TB, cmd *exec.Cmd, marker string, within time.Duration) string {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		var seen []string
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), marker) {
+				select {
+				case found <- sc.Text(): // the first one; found holds one
+				default:
+				}
+			}
+			seen = append(seen, sc.Text())
+		}
+		close(found)
+		if t.Failed() && len(seen) > 0 {
+			t.Logf("%s:\n%s", strings.Join(cmd.Args, " "), strings.Join(seen, "\n"))
+		}
+	}()
+	select {
+	case line, ok := <-found:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("%s exited before %q", strings.Join(cmd.Args, " "), marker)
+		}
+		return line
+	case <-time.After(within):
+		Interrupt(cmd)
+		t.Fatalf("%s: no %q within %v", strings.Join(cmd.Args, " "), marker, within)
+	}
+	return ""
+}
+
+// Interrupt stops cmd as Ctrl-C would (SIGINT), kills it after 10 s, and waits for it.
+func Interrupt(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}

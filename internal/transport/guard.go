@@ -53,7 +53,6 @@ func (s *Server) admit(r *http.Request) (release func(), err error) {
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
 		s.mu.Unlock()
-		s.m.Refused.WithLabelValues("server_full").Inc()
 		return nil, &retryError{fmt.Errorf("%w: %d connections open, at most %d (--max-conns)", ErrServerFull, s.lim.MaxConns, s.lim.MaxConns), 5 * time.Second}
 	case s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
 		s.mu.Unlock()

@@ -83,7 +83,7 @@ func TestKeyedLimiter(t *testing.T) {
 // checks made before a connection or publish reaches one.
 func newTestServer(t *testing.T, lim Limits, o Origins) *Server {
 	t.Helper()
-	s := New(Config{Limits: lim, Origins: o, Metrics: metrics.New(prometheus.NewRegistry())})
+	s := New(Config{Limits: lim, Origins: o, Metrics: metrics.New(prometheus.NewRegistry(), "test")})
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	return s
 }

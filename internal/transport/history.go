@@ -111,7 +111,6 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, topic string
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues("history", "2xx").Inc()
 	b := append(make([]byte, 0, 4096), '{')
 	b, _ = appendPage(b, topic, res, s.maxPageBytes())
 	b = append(b, "}\n"...)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
 )
 
 // readBody reads a request body of at most MaxFrame bytes. An empty body is returned as nil.
@@ -74,7 +73,6 @@ func (s *Server) HandlePublishTo(w http.ResponseWriter, r *http.Request, topic s
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues("publish", "2xx").Inc()
 	WriteJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
 }
 
@@ -157,9 +155,8 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	kind, res, ok := metrics.ShortPoll, hub.ReadResult{}, true
+	res, ok := hub.ReadResult{}, true
 	if pp.wait > 0 {
-		kind = metrics.LongPoll
 		res, ok = s.longPoll(w, r, topic, pp.opts, pp.wait)
 	} else if res, err = s.hub.Read(r.Context(), topic, pp.opts); err != nil {
 		s.WriteError(w, r, err)
@@ -168,7 +165,6 @@ func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.m.Requests.WithLabelValues(kind, "2xx").Inc()
 	writeReadResult(w, topic, res)
 }
 
@@ -191,7 +187,6 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 		s.WriteError(w, r, err)
 		return
 	}
-	s.m.Requests.WithLabelValues("history", "2xx").Inc()
 	writeReadResult(w, topic, res)
 }
 
@@ -327,7 +322,6 @@ func (s *Server) HandleDataLongPoll(w http.ResponseWriter, r *http.Request, topi
 	if !ok {
 		return
 	}
-	s.m.Requests.WithLabelValues(metrics.LongPoll, "2xx").Inc()
 	b := []byte{'['}
 	for i, p := range res.Publications {
 		if i > 0 {

@@ -181,7 +181,6 @@ func (s *Server) HandlePresence(w http.ResponseWriter, r *http.Request, topic st
 		s.WriteError(w, r, PresenceErr(err))
 		return
 	}
-	s.m.Requests.WithLabelValues("presence", "2xx").Inc()
 	WriteJSON(w, http.StatusOK, NewPresenceAnswer(topic, clients))
 }
 

@@ -258,9 +258,10 @@ func (s *Server) untrack(w *writer, transport string) {
 func (s *Server) connStats(transport string) *connStats {
 	sent := s.m.Sent.WithLabelValues(transport)
 	over := s.m.QueueOverflows.WithLabelValues(transport)
+	lag := s.m.DeliveryLag.WithLabelValues(transport)
 	return &connStats{
 		sent:     func(n int) { sent.Add(float64(n)) },
-		lag:      func(d time.Duration) { s.m.DeliveryLag.Observe(d.Seconds()) },
+		lag:      func(d time.Duration) { lag.Observe(d.Seconds()) },
 		overflow: over.Inc,
 	}
 }

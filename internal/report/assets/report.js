@@ -41,6 +41,10 @@
       if (v === 0) return "0 %";
       return fixed(v, Math.abs(v) < 10 ? 1 : 0) + " %";
     },
+    pct: function (v) {
+      if (v === 0) return "0 %";
+      return fixed(v, Math.abs(v) < 1 ? 2 : 1) + " %";
+    },
     bytes: function (v) {
       var units = ["B", "KiB", "MiB", "GiB", "TiB"];
       var a = Math.abs(v), i = 0;
@@ -109,7 +113,9 @@
       box.id = "chart-" + c.id;
       grid.appendChild(box);
       var f = formatter(c.unit);
-      var log = c.unit === "ms" && wideSpread(c.data);
+      // A latency distribution has latency buckets across (ms, log scale), not seconds.
+      var dist = c.x === "latency";
+      var log = !dist && c.unit === "ms" && wideSpread(c.data);
       // Whole-number ticks read "50, 100, 150", not "50.0, 100, 150".
       var tick = function (v) {
         if (v == null) return "";
@@ -117,7 +123,10 @@
         if (Number.isInteger(v)) return fixed(v, 0) + (c.unit === "cpu" ? " %" : "");
         return f(v);
       };
-      var series = [{ label: "second", value: function (u, v) { return v == null ? "—" : v + " s"; } }];
+      var msf = formatter("ms");
+      var series = [dist
+        ? { label: "up to", value: function (u, v) { return v == null ? "—" : msf(v) + " ms"; } }
+        : { label: "second", value: function (u, v) { return v == null ? "—" : v + " s"; } }];
       c.series.forEach(function (s) {
         series.push({
           label: s.label,
@@ -125,7 +134,7 @@
           width: s.dash ? 1.5 : 2,
           dash: s.dash ? [6, 4] : undefined,
           spanGaps: false,
-          points: { show: false },
+          points: { show: dist },
           value: function (u, v) { return f(v); }
         });
       });
@@ -133,13 +142,16 @@
         title: log ? c.title + " · log scale" : c.title,
         width: chartWidth(box),
         height: 240,
-        cursor: { sync: { key: "rtlab-" + level.users }, drag: { x: true, y: false } },
+        // Time charts move their cursors together; the distribution has an axis of its own.
+        cursor: { sync: { key: (dist ? "rtlab-dist-" : "rtlab-") + level.users }, drag: { x: true, y: false } },
         scales: {
-          x: { time: false },
+          x: dist ? { time: false, distr: 3, log: 10 } : { time: false },
           y: log ? { distr: 3, log: 10 } : { range: function (u, min, max) { return [Math.min(0, min), max > 0 ? max * 1.05 : 1]; } }
         },
         axes: [
-          { label: "seconds since the run started", labelSize: 22, size: 36, values: function (u, vs) { return vs.map(function (v) { return v + " s"; }); } },
+          dist
+            ? { label: "delivery latency, ms (log scale); a point holds the deliveries up to it", labelSize: 22, size: 36, values: function (u, vs) { return vs.map(function (v) { return v == null ? "" : msf(v); }); } }
+            : { label: "seconds since the run started", labelSize: 22, size: 36, values: function (u, vs) { return vs.map(function (v) { return v + " s"; }); } },
           { size: 76, values: function (u, vs) { return vs.map(tick); }, incrs: c.unit === "bytes" ? byteIncrs : undefined }
         ],
         series: series,

@@ -62,7 +62,7 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 	if cfg.Policy == nil {
 		cfg.Policy = Open{Hub: h}
 	}
-	m := metrics.New(prometheus.NewRegistry())
+	m := metrics.New(prometheus.NewRegistry(), "test")
 	var dests transport.STOMPDests
 	if cfg.STOMPDests != nil {
 		dests = cfg.STOMPDests(cfg.Policy)

@@ -1,0 +1,38 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+)
+
+// requestRoute is the route label of an answered request, once the mux has matched it: the
+// kind of the data routes, whichever API they come by (publish, shortpoll, longpoll, history,
+// presence), else the matched path pattern (/api/login, /cur/{group}), and "other" for what
+// matched no route, so that the label's values stay few whatever clients ask for.
+func requestRoute(r *http.Request) string {
+	switch r.Pattern {
+	case "POST /api/publish/{topic...}", "POST /location/long/{group}/notify", "POST /location/sse/share":
+		return "publish"
+	case "GET /api/poll/{topic...}":
+		if w := r.URL.Query().Get("wait"); w != "" && strings.Trim(w, "0s.") != "" {
+			return "longpoll"
+		}
+		return "shortpoll"
+	case "GET /location/long/{group}":
+		return "longpoll"
+	case "GET /api/topics/{rest...}":
+		switch rest := r.PathValue("rest"); {
+		case strings.HasSuffix(rest, "/presence"):
+			return "presence"
+		case strings.HasSuffix(rest, "/history"):
+			return "history"
+		}
+		return "other"
+	case "", "/":
+		return "other"
+	}
+	if _, path, ok := strings.Cut(r.Pattern, " "); ok {
+		return path
+	}
+	return r.Pattern
+}

@@ -1,0 +1,124 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rtlab/rtlab/internal/bench"
+)
+
+// thresholdFigure formats a run's figure as its threshold reads it: milliseconds for
+// latencies, a percentage for the ratio and shares, else a count.
+func thresholdFigure(t bench.ThresholdResult) string {
+	if !t.Measured {
+		return "not measured"
+	}
+	metric := strings.TrimSpace(t.Expr)
+	if i := strings.IndexAny(metric, "<>=!"); i > 0 {
+		metric = strings.TrimSpace(metric[:i])
+	}
+	switch metric {
+	case "p50", "p90", "p95", "p99", "p999", "max", "mean":
+		return fmtMs(t.Value) + " ms"
+	case "ratio":
+		return fmtRatio(t.Value) + " %"
+	case "pubfailed":
+		if strings.HasSuffix(t.Expr, "%") {
+			return fmtFixed(t.Value*100, 2) + " %"
+		}
+	}
+	return fmtInt(int64(t.Value))
+}
+
+// crossed returns the thresholds r crossed, as "p99<250ms (312 ms)".
+func crossed(r *bench.Run) []string {
+	var out []string
+	for _, t := range r.Thresholds {
+		if !t.Pass {
+			out = append(out, t.Expr+" ("+thresholdFigure(t)+")")
+		}
+	}
+	return out
+}
+
+// checked reports whether any run was checked against thresholds.
+func checked(runs []*bench.Run) bool {
+	for _, r := range runs {
+		if len(r.Thresholds) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// thresholdVerdict says how the runs of a level fared against --threshold: which crossed
+// which, or that every one passed.
+func thresholdVerdict(runs []*bench.Run) string {
+	if !checked(runs) {
+		return ""
+	}
+	var bad []string
+	exprs := map[string]bool{}
+	var all []string
+	for _, r := range runs {
+		for _, t := range r.Thresholds {
+			if !exprs[t.Expr] {
+				exprs[t.Expr] = true
+				all = append(all, t.Expr)
+			}
+		}
+		if c := crossed(r); len(c) > 0 {
+			bad = append(bad, label(r)+" crossed "+joinNames(c))
+		}
+	}
+	if len(bad) == 0 {
+		return "every run passed the thresholds (" + strings.Join(all, ", ") + ")"
+	}
+	return "THRESHOLDS CROSSED: " + strings.Join(bad, "; ")
+}
+
+// failedPublishes describes a run's refused or failed publishes: how many of how many, and
+// when, "526 of 5,824 publishes (9.0 %) refused or failed, from 12 s to 16 s into the run";
+// "" when there were none.
+func failedPublishes(r *bench.Run) string {
+	p := r.Publish
+	if p.Failed == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s of %s publishes (%s) refused or failed", fmtInt(p.Failed), fmtInt(p.Sent), fmtShare(p.FailedShare()))
+	first, last := -1, -1
+	for i, n := range r.Series.PublishFailed {
+		if n > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	switch {
+	case first < 0:
+	case first == last:
+		s += fmt.Sprintf(", in second %d of the run", first+1)
+	default:
+		s += fmt.Sprintf(", from %d s to %d s into the run", first, last+1)
+	}
+	return s
+}
+
+// fmtShare formats a share (0..1) as a percentage with two significant digits at least, so a
+// small share never reads as 0.0 %.
+func fmtShare(v float64) string {
+	p := v * 100
+	switch {
+	case p == 0:
+		return "0 %"
+	case p >= 10:
+		return fmtFixed(p, 1) + " %"
+	case p >= 1:
+		return fmtFixed(p, 2) + " %"
+	case p < 0.001:
+		return "< 0.001 %"
+	}
+	return strconv.FormatFloat(p, 'g', 2, 64) + " %"
+}
