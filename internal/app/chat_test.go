@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-
 	"github.com/rtlab/rtlab/internal/eventually"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -40,7 +38,7 @@ func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	if code, _ := do(t, s, "POST", "/api/publish/a", "", `{}`); code != 401 {
 		t.Errorf("anonymous publish: %d", code)
 	}
-	if _, _, _, err := (ws.Dialer{}).Dial(t.Context(), s.ws("/api/ws")); err == nil {
+	if _, err := (tt.Dialer{}).TryWS(t.Context(), s.ws("/api/ws")); err == nil {
 		t.Error("anonymous WebSocket accepted")
 	}
 	st := tt.DialSTOMP(t, s.ws("/api/stomp"))

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/rtlab/rtlab/internal/eventually"
@@ -111,7 +110,7 @@ func TestLogoutClosesOpenConnections(t *testing.T) {
 	if code, _ := call(t, p, "POST", "/api/publish/news/logout", tok, `{"after":"logout"}`); code != http.StatusUnauthorized {
 		t.Fatalf("publish with the revoked token: %d", code)
 	}
-	if _, _, _, err := (ws.Dialer{Timeout: 5 * time.Second}).Dial(context.Background(), p.WS("/api/ws?access_token="+tok)); err == nil {
+	if _, err := (tt.Dialer{}).TryWS(context.Background(), p.WS("/api/ws?access_token="+tok)); err == nil {
 		t.Fatal("a new WebSocket with the revoked token was accepted")
 	}
 	check(t, b, 5)

@@ -192,6 +192,13 @@ func (c *WSConn) Bind(t testing.TB) *WSConn { c.t = t; return c }
 // Close closes the connection without a close frame, as a vanished client does.
 func (c *WSConn) Close() error { return c.Conn.Close() }
 
+// Goodbye sends a close frame (1000), as a browser closing the page does; the server then
+// closes the connection.
+func (c *WSConn) Goodbye() error {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	return wsutil.WriteClientMessage(c.Conn, ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+}
+
 // CloseError is the server's close frame; it wraps io.EOF.
 type CloseError struct {
 	Code   uint16
