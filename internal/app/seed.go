@@ -92,7 +92,11 @@ func generatedPosition() json.RawMessage {
 // publishes a generated position; a SEND to a room joins it first (seedJoin).
 type seedDests struct{ p *policy }
 
-var _ transport.STOMPDests = seedDests{}
+var (
+	_ transport.STOMPDests = seedDests{}
+	_ transport.RawSocket  = (*groupSocket)(nil)
+	_ transport.RawSocket  = (*chatSocket)(nil)
+)
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	if send {
