@@ -113,6 +113,9 @@ func TestBenchHelp(t *testing.T) {
 			t.Errorf("help does not document %s", f)
 		}
 	}
+	if strings.Contains(stdout.String(), "panic") {
+		t.Errorf("help prints a panic:\n%s", stdout.String())
+	}
 }
 
 func TestRedactSecret(t *testing.T) {

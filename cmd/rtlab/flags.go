@@ -168,6 +168,15 @@ func (r recorder) Set(s string) error {
 
 func (r recorder) Get() any { return r.Value.(flag.Getter).Get() }
 
+// String is nil-safe: the flag package calls it on a zero recorder to tell whether a default
+// is worth printing.
+func (r recorder) String() string {
+	if r.Value == nil {
+		return ""
+	}
+	return r.Value.String()
+}
+
 // boolRecorder keeps -flag (without =value) working for boolean flags.
 type boolRecorder struct{ recorder }
 

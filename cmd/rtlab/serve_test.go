@@ -73,7 +73,7 @@ func TestServeBadFlags(t *testing.T) {
 // parse panics) and exits 0.
 func TestServeHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"serve", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "-max-frame") || stderr.Len() != 0 {
+	if code := run([]string{"serve", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "-max-frame") || stderr.Len() != 0 || strings.Contains(stdout.String(), "panic") {
 		t.Errorf("serve -h: exit %d, stdout %q, stderr %q; want exit 0 and the flags on stdout", code, stdout.String(), stderr.String())
 	}
 }
