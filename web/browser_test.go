@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,11 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/servertest"
 	"github.com/rtlab/rtlab/web"
 )
 
@@ -28,16 +27,14 @@ import (
 // See newBrowserEnv for what it needs.
 func TestBrowser(t *testing.T) {
 	env := newBrowserEnv(t)
-	out, bin := env.out, env.bin
+	out := env.out
 	// The first server keeps everything in memory; every later one keeps chat history in a
 	// data dir (the default --durable chat/). So the first restart loses the chat's history
 	// and the others must resume it without a gap; location/ is always in memory and is lost
 	// on every restart.
-	srv := &server{t: t, bin: bin, addr: freeAddr(t), logPath: filepath.Join(out, "server.log"), dataDir: ""}
-	srv.start()
-	t.Cleanup(srv.stop)
+	srv := env.server(t, "server.log")
 
-	base := "http://" + srv.addr
+	base := srv.URL()
 	if !servesPage(base) {
 		// The page is not routed at / in this build yet: serve it in front of the binary.
 		front := httptest.NewServer(frontHandler(base))
@@ -58,11 +55,13 @@ func TestBrowser(t *testing.T) {
 			// Alternate a crash (SIGKILL) and a graceful stop (SIGTERM: clients are told to
 			// reconnect): the page must come back from both.
 			chat := "kept"
-			if srv.dataDir == "" {
+			if srv.DataDir == "" {
 				chat = "lost"
 			}
-			srv.dataDir = durableDir
-			srv.restart(restarts%2 == 0)
+			srv.DataDir = durableDir
+			crash := restarts%2 == 0
+			t.Logf("restarting the server (crash: %v)", crash)
+			srv.RestartAfter(crash, 300*time.Millisecond) // clients notice and back off before the server is back
 			restarts++
 			if _, err := io.WriteString(stdin, "RESTARTED chat="+chat+"\n"); err != nil {
 				t.Errorf("telling run.mjs: %v", err)
@@ -87,23 +86,19 @@ func TestBrowserLiveGap(t *testing.T) {
 	env := newBrowserEnv(t)
 	redis := brokertest.StartRedis(t)
 	relay := brokertest.StartRelay(t, redis.Addr)
-	node := func(name, url string) *server {
-		s := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, name+".log"),
-			args: []string{"--broker", url, "--history-size", "5"}}
-		s.start()
-		t.Cleanup(s.stop)
-		return s
+	node := func(name, url string) *servertest.Proc {
+		return env.server(t, name+".log", "--broker", url, "--history-size", "5")
 	}
 	other := node("node-other", redis.URL)
 	cut := node("node-cut", strings.Replace(redis.URL, redis.Addr, relay.Addr, 1))
-	other.await("/readyz", http.StatusOK, 30*time.Second)
-	cut.await("/readyz", http.StatusOK, 30*time.Second)
+	other.Await("/readyz", http.StatusOK, 30*time.Second)
+	cut.Await("/readyz", http.StatusOK, 30*time.Second)
 	x := 0
 	move := func() string { // carol moves, on the node that stays connected
 		t.Helper()
 		x++
 		body := fmt.Sprintf(`{"member":"carol","x":%d,"y":%d}`, x, 100-x)
-		res, err := http.Post("http://"+other.addr+"/api/publish/location/demo", "application/json", strings.NewReader(body))
+		res, err := http.Post(other.URL()+"/api/publish/location/demo", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
@@ -116,7 +111,7 @@ func TestBrowserLiveGap(t *testing.T) {
 
 	for _, transport := range []string{"ws", "sse", "stomp"} {
 		t.Run(transport, func(t *testing.T) {
-			cmd, stdin, sc := env.script(t, 90*time.Second, "gap.mjs", "--base", "http://"+cut.addr, "--out", env.out, "--transport", transport)
+			cmd, stdin, sc := env.script(t, 90*time.Second, "gap.mjs", "--base", cut.URL(), "--out", env.out, "--transport", transport)
 			say := func(line string) {
 				if _, err := io.WriteString(stdin, line+"\n"); err != nil {
 					t.Errorf("telling gap.mjs: %v", err)
@@ -131,12 +126,12 @@ func TestBrowserLiveGap(t *testing.T) {
 					say("SEE " + move())
 				case "SAW":
 					relay.Cut()
-					cut.await("/readyz", http.StatusServiceUnavailable, 30*time.Second)
+					cut.Await("/readyz", http.StatusServiceUnavailable, 30*time.Second)
 					for range 20 {
 						move()
 					}
 					relay.Heal()
-					cut.await("/readyz", http.StatusOK, 30*time.Second)
+					cut.Await("/readyz", http.StatusOK, 30*time.Second)
 					say("GAP " + move())
 				case "PASS":
 					passed = true
@@ -154,14 +149,11 @@ func TestBrowserLiveGap(t *testing.T) {
 // loads older messages until the room's beginning, each message once, in order.
 func TestBrowserOlderMessages(t *testing.T) {
 	env := newBrowserEnv(t)
-	s := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, "node-older.log"),
-		dataDir: t.TempDir(), args: []string{"--durable-history", "100", "--msg-rate", "-1"}}
-	s.start()
-	t.Cleanup(s.stop)
+	s := env.durableServer(t, "node-older.log", "--durable-history", "100", "--msg-rate", "-1")
 	const room, count = "archive", 300
 	publish := func(typ, body string) {
 		t.Helper()
-		res, err := http.Post("http://"+s.addr+"/api/publish/chat/"+room+"?type="+typ, "application/json", strings.NewReader(body))
+		res, err := http.Post(s.URL()+"/api/publish/chat/"+room+"?type="+typ, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
@@ -174,7 +166,7 @@ func TestBrowserOlderMessages(t *testing.T) {
 	for i := range count {
 		publish("TALK", fmt.Sprintf(`{"sender":"bob","message":"m%d"}`, i))
 	}
-	cmd, _, sc := env.script(t, 90*time.Second, "older.mjs", "--base", "http://"+s.addr, "--out", env.out,
+	cmd, _, sc := env.script(t, 90*time.Second, "older.mjs", "--base", s.URL(), "--out", env.out,
 		"--room", room, "--count", strconv.Itoa(count))
 	passed := false
 	for sc.Scan() {
@@ -231,14 +223,35 @@ func newBrowserEnv(t *testing.T) browserEnv {
 	} else if err := os.MkdirAll(env.out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if env.bin = os.Getenv("RTLAB_BIN"); env.bin == "" {
-		env.bin = filepath.Join(t.TempDir(), "rtlab")
-		build := exec.Command("go", "build", "-o", env.bin, "../cmd/rtlab")
-		if b, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, b)
-		}
+	if env.bin, err = servertest.Build(t.TempDir()); err != nil {
+		t.Fatal(err)
 	}
 	return env
+}
+
+// server runs the rtlab binary with flags and all history in memory, its output in logName
+// beside the screenshots. Restarts keep its address, so pages find it where they left it.
+func (env browserEnv) server(t *testing.T, logName string, flags ...string) *servertest.Proc {
+	t.Helper()
+	return env.start(t, logName, servertest.Options{Memory: true, Args: flags})
+}
+
+// durableServer is server with a data directory: chat/ history is durable.
+func (env browserEnv) durableServer(t *testing.T, logName string, flags ...string) *servertest.Proc {
+	t.Helper()
+	return env.start(t, logName, servertest.Options{Args: flags})
+}
+
+func (env browserEnv) start(t *testing.T, logName string, o servertest.Options) *servertest.Proc {
+	t.Helper()
+	f, err := os.Create(filepath.Join(env.out, logName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // after the server stops: cleanups run last first
+	o.Log = f
+	o.Args = append([]string{"--log-level", "info"}, o.Args...)
+	return servertest.StartWith(t, env.bin, o)
 }
 
 // script starts the browser script name (in test/browser) with args, killed after timeout,
@@ -263,95 +276,6 @@ func (env browserEnv) script(t *testing.T, timeout time.Duration, name string, a
 		t.Fatal(err)
 	}
 	return cmd, stdin, bufio.NewScanner(stdout)
-}
-
-// server runs the rtlab binary on a fixed address, so a restarted server is found where the
-// pages left the old one.
-type server struct {
-	t       *testing.T
-	bin     string
-	addr    string
-	logPath string
-	dataDir string   // --data-dir: empty keeps all history in memory
-	args    []string // more flags
-	cmd     *exec.Cmd
-	log     *os.File
-}
-
-func (s *server) start() {
-	s.t.Helper()
-	if s.log == nil {
-		f, err := os.Create(s.logPath)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		s.log = f
-	}
-	fmt.Fprintf(s.log, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
-	s.cmd = exec.Command(s.bin, append([]string{"serve", "--addr", s.addr, "--data-dir=" + s.dataDir, "--shutdown-timeout", "2s", "--log-level", "info"}, s.args...)...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("starting rtlab: %v", err)
-	}
-	s.await("/healthz", http.StatusOK, 10*time.Second)
-}
-
-// await waits until GET path on the server answers want, and fails the test after within.
-func (s *server) await(path string, want int, within time.Duration) {
-	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if res, err := http.Get("http://" + s.addr + path); err == nil {
-			res.Body.Close()
-			if res.StatusCode == want {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("rtlab on %s did not answer %d to %s within %v; see %s", s.addr, want, path, within, s.logPath)
-}
-
-// restart stops the server, by SIGKILL when crash is set, else by SIGTERM, and starts it again.
-func (s *server) restart(crash bool) {
-	s.t.Helper()
-	sig, how := syscall.SIGTERM, "SIGTERM"
-	if crash {
-		sig, how = syscall.SIGKILL, "SIGKILL"
-	}
-	fmt.Fprintf(s.log, "---- %s %s\n", how, time.Now().Format(time.RFC3339Nano))
-	s.t.Logf("restarting the server (%s)", how)
-	_ = s.cmd.Process.Signal(sig)
-	_ = s.cmd.Wait()
-	time.Sleep(300 * time.Millisecond) // clients notice and back off before the server is back
-	s.start()
-}
-
-func (s *server) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-	}
-	if s.log != nil {
-		s.log.Close()
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // servesPage reports whether the server answers GET / with this package's page.

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +11,8 @@ import (
 // reason, nothing is stored, and the page stays live on ws, SSE and STOMP and keeps receiving.
 func TestBrowserInvalidUTF8(t *testing.T) {
 	env := newBrowserEnv(t)
-	srv := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, "utf8-server.log")}
-	srv.start()
-	t.Cleanup(srv.stop)
-	cmd, _, sc := env.script(t, 150*time.Second, "utf8.mjs", "--base", "http://"+srv.addr, "--out", env.out)
+	srv := env.server(t, "utf8-server.log")
+	cmd, _, sc := env.script(t, 150*time.Second, "utf8.mjs", "--base", srv.URL(), "--out", env.out)
 	passed := false
 	for sc.Scan() {
 		line := sc.Text()

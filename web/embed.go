@@ -19,9 +19,6 @@ import (
 //go:embed index.html lab.html static
 var files embed.FS
 
-// FS returns the page and its assets: index.html, lab.html (a html/template) and static/.
-func FS() fs.FS { return files }
-
 // pageCSP keeps the page to its own origin: scripts, styles and connections ('self' covers
 // same-origin ws: and wss: too), no inline script.
 const pageCSP = "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"

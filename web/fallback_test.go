@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/servertest"
 )
 
 // TestBrowserFallback runs rtlab.js in Chromium (test/browser/fallback.mjs) behind a proxy that
@@ -19,13 +18,10 @@ import (
 // logs the time from the blocked WebSocket to the first message over SSE.
 func TestBrowserFallback(t *testing.T) {
 	env := newBrowserEnv(t)
-	srv := &server{t: t, bin: env.bin, addr: freeAddr(t), logPath: filepath.Join(env.out, "fallback-server.log"),
-		// 460 publishes from one address in a few seconds: over the default HTTP publish rate.
-		args: []string{"--history-size", "250", "--http-pub-rate", "-1"}}
-	srv.start()
-	t.Cleanup(srv.stop)
-	base := "http://" + srv.addr
-	proxy := httptest.NewServer(noUpgrades(base))
+	// 460 publishes from one address in a few seconds: over the default HTTP publish rate.
+	srv := env.server(t, "fallback-server.log", "--history-size", "250", "--http-pub-rate", "-1")
+	base := srv.URL()
+	proxy := httptest.NewServer(servertest.NoUpgrades(base))
 	t.Cleanup(proxy.Close)
 
 	const topic, trimmed = "fallback/run", "fallback/trimmed"
@@ -69,19 +65,4 @@ func publish(t *testing.T, base, topic string, i int) {
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("publish: %s", res.Status)
 	}
-}
-
-// noUpgrades is a reverse proxy to target that answers 403 to every WebSocket upgrade, as some
-// corporate proxies do, and passes everything else on, event streams unbuffered.
-func noUpgrades(target string) http.Handler {
-	u, _ := url.Parse(target)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.FlushInterval = -1
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			http.Error(w, "WebSocket is not allowed through this proxy", http.StatusForbidden)
-			return
-		}
-		p.ServeHTTP(w, r)
-	})
 }

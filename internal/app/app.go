@@ -48,6 +48,7 @@ type Config struct {
 	// zero means 256 MiB, negative unlimited.
 	HistoryMaxBytes int64
 	Limits          transport.Limits
+	Seed            SeedConfig    // the seed-compatible routes (seed.go)
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
@@ -138,6 +139,7 @@ func New(cfg Config) (*App, error) {
 	if cfg.DurableHistory <= 0 {
 		cfg.DurableHistory = 1000
 	}
+	cfg.Seed.fill()
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
@@ -246,7 +248,7 @@ func New(cfg Config) (*App, error) {
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy}, Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 	})
 	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
@@ -256,10 +258,6 @@ func New(cfg Config) (*App, error) {
 
 // Handler returns the HTTP handler with every route; tests serve it with httptest.
 func (a *App) Handler() http.Handler { return a.handler }
-
-// AdminHandler returns the handler of the operator's endpoints when AdminAddr moves them off
-// Handler, else nil.
-func (a *App) AdminHandler() http.Handler { return a.admin }
 
 // Start starts the hub's broker and background work. Run calls it; tests that serve Handler
 // themselves call it directly.
@@ -558,21 +556,8 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	tr := a.tr
 	fail := func(w http.ResponseWriter, r *http.Request, err error) { tr.WriteError(w, r, err) }
 
-	// Native API.
-	mux.HandleFunc("POST /api/publish/{topic...}", tr.HandlePublish)
-	mux.HandleFunc("GET /api/poll/{topic...}", tr.HandlePoll)
-	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
-		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
-			tr.HandlePresence(w, r, topic)
-			return
-		}
-		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
-		if !ok {
-			fail(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history or /presence", transport.ErrNotFound))
-			return
-		}
-		tr.HandleHistory(w, r, topic)
-	})
+	// Native API: the transports' routes, then the application's.
+	tr.Routes(mux)
 	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
 	mux.HandleFunc("POST /api/login", a.handleLogin)
 	mux.HandleFunc("POST /api/logout", a.handleLogout)
@@ -581,30 +566,11 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
 	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
 	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
-	mux.HandleFunc("GET /api/sse", tr.HandleSSE)
-	mux.HandleFunc("GET /api/ws", tr.HandleWS)
-	mux.HandleFunc("GET /api/stomp", tr.HandleSTOMP)
 	a.serverRoutes(mux)
 
-	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had.
-	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedLong(w, r, "location/"+r.PathValue("group"))
-	})
-	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedPublish(w, r, "location/"+r.PathValue("group"))
-	})
-	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedSSE(w, r, "location/"+groupParam(r))
-	})
-	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleSeedPublish(w, r, "location/"+groupParam(r))
-	})
-	mux.HandleFunc("GET /ws", tr.HandleSeedWS)
-	mux.HandleFunc("GET /location", tr.HandleSTOMP)
-	mux.HandleFunc("GET /chat", tr.HandleSeedChat)
-	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
+	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
+	// (seed.go).
+	a.seedRoutes(mux)
 
 	// Operations.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -672,7 +638,7 @@ func loopbackOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	ident, err := a.tr.AuthenticateRequest(r)
 	if err == nil {
-		err = a.policy.CanRead(transport.Client{Identity: ident}, "location/"+r.PathValue("group"))
+		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
 	}
 	if err == nil {
 		err = a.locations.serve(w, r, r.PathValue("group"))
@@ -680,13 +646,6 @@ func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.tr.WriteError(w, r, err)
 	}
-}
-
-func groupParam(r *http.Request) string {
-	if g := r.URL.Query().Get("group"); g != "" {
-		return g
-	}
-	return "0"
 }
 
 // registerHubStats exports the hub's counters.

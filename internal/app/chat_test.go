@@ -2,13 +2,12 @@ package app
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
+	"github.com/rtlab/rtlab/internal/eventually"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 const testSecret = "test-secret-0123456789abcdef"
@@ -27,22 +26,6 @@ func login(t testing.TB, s *testServer, user string) string {
 	return ans.Token
 }
 
-// do sends a request with an optional bearer token and returns status and body.
-func do(t testing.TB, s *testServer, method, path, token, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	tok := login(t, s, "ann")
@@ -55,12 +38,12 @@ func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	if code, _ := do(t, s, "POST", "/api/publish/a", "", `{}`); code != 401 {
 		t.Errorf("anonymous publish: %d", code)
 	}
-	if _, _, _, err := (ws.Dialer{}).Dial(t.Context(), s.ws("/api/ws")); err == nil {
+	if _, err := (tt.Dialer{}).TryWS(t.Context(), s.ws("/api/ws")); err == nil {
 		t.Error("anonymous WebSocket accepted")
 	}
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\n\n\x00")
-	if f := st.frame(5 * time.Second); f.Command != "ERROR" {
+	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st.Send("CONNECT\naccept-version:1.2\n\n\x00")
+	if f := st.Frame(5 * time.Second); f.Command != "ERROR" {
 		t.Errorf("anonymous STOMP CONNECT: %+v", f)
 	}
 	// Forged and expired-looking tokens.
@@ -76,16 +59,16 @@ func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	if code, _ := do(t, s, "GET", "/api/poll/a?access_token="+tok, "", ""); code != 200 {
 		t.Errorf("poll with access_token: %d", code)
 	}
-	w := dialWS(t, s.ws("/api/ws?access_token="+tok))
-	if m := w.expectOp("connected"); m.Code != "" {
+	w := tt.DialWS(t, s.ws("/api/ws?access_token="+tok))
+	if m := w.Op("connected"); m.Code != "" {
 		t.Fatal(m)
 	}
-	st2 := dialSTOMP(t, s.ws("/api/stomp"))
-	st2.sendFrame("CONNECT\naccept-version:1.2\nlogin:ann\npasscode:" + tok + "\n\n\x00")
-	if f := st2.expect("CONNECTED"); func() string { v, _ := f.Get("user-name"); return v }() != "ann" {
+	st2 := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st2.Send("CONNECT\naccept-version:1.2\nlogin:ann\npasscode:" + tok + "\n\n\x00")
+	if f := st2.Expect("CONNECTED"); func() string { v, _ := f.Get("user-name"); return v }() != "ann" {
 		t.Errorf("STOMP user: %+v", f.Headers)
 	}
-	dialSSE(t, s.URL+"/api/sse?topic=a&access_token="+tok, nil)
+	tt.OpenSSE(t, s.URL+"/api/sse?topic=a&access_token="+tok)
 	// Logout revokes the token; replaying it is refused.
 	if code, _ := do(t, s, "POST", "/api/logout", tok, ""); code != 200 {
 		t.Fatalf("logout: %d", code)
@@ -144,16 +127,16 @@ func TestChatRulesAndMembers(t *testing.T) {
 	if code, _ := do(t, s, "GET", "/api/sse?topic=notify/ann", bob, ""); code != 403 {
 		t.Fatalf("SSE on another's notifications: %d", code)
 	}
-	w := dialWS(t, s.ws("/api/ws?access_token="+bob))
-	w.expectOp("connected")
-	w.send(`{"op":"subscribe","topic":"notify/ann"}`)
-	if e := w.readJSON(5 * time.Second); e.Op != "error" || e.Code != "forbidden" {
+	w := tt.DialWS(t, s.ws("/api/ws?access_token="+bob))
+	w.Op("connected")
+	w.Send(`{"op":"subscribe","topic":"notify/ann"}`)
+	if e := w.Msg(); e.Op != "error" || e.Code != "forbidden" {
 		t.Fatalf("ws subscribe to another's notifications: %+v", e)
 	}
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/ann\n\n\x00")
-	st.expect("CONNECTED")
-	if f := st.frame(5 * time.Second); f.Command != "ERROR" {
+	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/ann\n\n\x00")
+	st.Expect("CONNECTED")
+	if f := st.Frame(5 * time.Second); f.Command != "ERROR" {
 		t.Fatalf("stomp subscribe to another's notifications: %+v", f)
 	}
 	if n := metricValue(t, s, `rtlab_refused_total{reason="forbidden"}`); n < 4 {
@@ -164,12 +147,12 @@ func TestChatRulesAndMembers(t *testing.T) {
 func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	ann := login(t, s, "ann")
-	a1 := dialWS(t, s.ws("/api/ws?access_token="+ann))
-	a2 := dialWS(t, s.ws("/api/ws?access_token="+ann))
-	for _, c := range []*wsClient{a1, a2} {
-		c.expectOp("connected")
-		c.send(`{"op":"publish","topic":"chat/x","type":"ENTER","data":{}}`)
-		c.expectOp("ack")
+	a1 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
+	a2 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
+	for _, c := range []*tt.WSConn{a1, a2} {
+		c.Op("connected")
+		c.Send(`{"op":"publish","topic":"chat/x","type":"ENTER","data":{}}`)
+		c.Op("ack")
 	}
 	members := func() int {
 		var ri roomInfo
@@ -177,64 +160,45 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 		_ = json.Unmarshal([]byte(body), &ri)
 		return len(ri.Members)
 	}
-	a1.conn.Close()
-	time.Sleep(200 * time.Millisecond)
+	a1.Close()
+	eventually.True(t, 5*time.Second, "the first connection's end", func() bool { return memberConns(s, "chat/x", "ann") == 1 })
 	if members() != 1 {
 		t.Fatal("ann left although a second connection is open")
 	}
-	a2.conn.Close()
-	eventually(t, 3*time.Second, "automatic LEAVE", func() bool { return members() == 0 })
-	var ans pollAnswer
-	s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
-	last := ans.Publications[len(ans.Publications)-1]
-	if last.Type != "LEAVE" || last.Sender != "ann" {
-		t.Fatalf("last chat publication: %+v", last)
+	a2.Close()
+	var last tt.Publication
+	eventually.True(t, 5*time.Second, "the automatic LEAVE", func() bool {
+		var ans tt.PollAnswer
+		s.get(t, "/api/poll/chat/x?since=0&access_token="+ann, &ans)
+		last = ans.Publications[len(ans.Publications)-1]
+		return last.Type != "ENTER"
+	})
+	if last.Type != "LEAVE" || last.Sender != "ann" || members() != 0 {
+		t.Fatalf("last chat publication: %+v; %d members", last, members())
 	}
 }
 
-// TestNotificationOnEveryTransport: a TALK alarms the room owner on long polling, SSE,
-// WebSocket and STOMP; unread counts and mark-as-read work.
+// TestNotificationOnEveryTransport: a TALK alarms the room owner on every transport; unread
+// counts and mark-as-read work.
 func TestNotificationOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	owner, guest := login(t, s, "owner"), login(t, s, "guest")
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", owner, `{}`)
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", guest, `{}`)
-
-	w := dialWS(t, s.ws("/api/ws?access_token="+owner))
-	w.expectOp("connected")
-	w.send(`{"op":"subscribe","topic":"notify/owner"}`)
-	w.expectOp("subscribed")
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + owner + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/owner\nreceipt:r\n\n\x00")
-	st.expect("CONNECTED")
-	st.expect("RECEIPT")
-	sse := dialSSE(t, s.URL+"/api/sse?topic=notify/owner&access_token="+owner, nil)
-	lp := make(chan pollAnswer, 1)
-	go func() {
-		var ans pollAnswer
-		s.get(t, "/api/poll/notify/owner?since=0&wait=10s&access_token="+owner, &ans)
-		lp <- ans
-	}()
-	time.Sleep(100 * time.Millisecond)
-
+	var clients []tt.Client
+	for _, k := range tt.Kinds {
+		c := tt.New(t, k, tt.Options{Nodes: []string{s.URL}, Dialer: tt.Dialer{}.Bearer(owner)})
+		c.Subscribe("notify/owner", nil)
+		tt.AwaitUp(t, c)
+		clients = append(clients, c)
+	}
 	do(t, s, "POST", "/api/publish/chat/n?type=TALK", guest, `{"message":"are you there?"}`)
-	check := func(name string, data []byte) {
-		t.Helper()
+	for _, c := range clients {
+		data := tt.Messages(t, c, 1, 5*time.Second)[0].Data
 		var d struct{ Room, From, Message string }
 		if err := json.Unmarshal(data, &d); err != nil || d.Room != "n" || d.From != "guest" || d.Message != "are you there?" {
-			t.Fatalf("%s notification %s: %v", name, data, err)
+			t.Fatalf("%s notification %s: %v", c.Kind(), data, err)
 		}
-	}
-	check("ws", w.expectOp("message").Data)
-	check("stomp", st.expect("MESSAGE").Body)
-	var p pubMsg
-	_ = json.Unmarshal([]byte(sse.next(5*time.Second).Data), &p)
-	check("sse", p.Data)
-	select {
-	case ans := <-lp:
-		check("longpoll", ans.Publications[0].Data)
-	case <-time.After(5 * time.Second):
-		t.Fatal("long poll got no notification")
 	}
 	// The owner's own TALK does not notify the owner.
 	do(t, s, "POST", "/api/publish/chat/n?type=TALK", owner, `{"message":"yes"}`)

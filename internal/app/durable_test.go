@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/transport"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // restartable is a server whose process-level state (the App) can be replaced while clients
@@ -62,7 +63,7 @@ func TestChatSurvivesRestart(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		say(s, "TALK", fmt.Sprintf("before %d", i))
 	}
-	var before pollAnswer
+	var before tt.PollAnswer
 	s.get(t, "/api/poll/chat/r?since=0", &before)
 	epoch := before.Epoch
 	// Each transport's client saw up to offset 4 and then lost its connection.
@@ -76,32 +77,32 @@ func TestChatSurvivesRestart(t *testing.T) {
 	want := []uint64{5, 6, 7, 8, 9}
 
 	// Long polling / short polling.
-	var ans pollAnswer
+	var ans tt.PollAnswer
 	s.get(t, fmt.Sprintf("/api/poll/chat/r?since=%d&epoch=%s", seen, epoch), &ans)
 	if !ans.Recovered || ans.Epoch != epoch || fmt.Sprint(offsets(ans.Publications)) != fmt.Sprint(want) {
 		t.Fatalf("poll after restart: %+v", ans)
 	}
 	// WebSocket.
-	w := dialWS(t, s.ws("/api/ws"))
-	w.expectOp("connected")
-	w.send(fmt.Sprintf(`{"op":"subscribe","topic":"chat/r","since":%d,"epoch":"%s"}`, seen, epoch))
-	if sub := w.expectOp("subscribed"); !*sub.Recovered {
+	w := tt.DialWS(t, s.ws("/api/ws"))
+	w.Op("connected")
+	w.Send(fmt.Sprintf(`{"op":"subscribe","topic":"chat/r","since":%d,"epoch":"%s"}`, seen, epoch))
+	if sub := w.Op("subscribed"); !*sub.Recovered {
 		t.Fatalf("ws resume: %+v", sub)
 	}
 	var got []uint64
 	for range want {
-		got = append(got, w.expectOp("message").Offset)
+		got = append(got, w.Op("message").Offset)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ws after restart: %v", got)
 	}
 	// STOMP.
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame(fmt.Sprintf("CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/chat/r\nsince:%d\nepoch:%s\n\n\x00", seen, epoch))
-	st.expect("CONNECTED")
+	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st.Send(fmt.Sprintf("CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/chat/r\nsince:%d\nepoch:%s\n\n\x00", seen, epoch))
+	st.Expect("CONNECTED")
 	got = got[:0]
 	for range want {
-		m := st.expect("MESSAGE")
+		m := st.Expect("MESSAGE")
 		if g, _ := m.Get("gap"); g == "true" {
 			t.Fatalf("stomp gap after restart: %s", m.Body)
 		}
@@ -113,11 +114,11 @@ func TestChatSurvivesRestart(t *testing.T) {
 		t.Fatalf("stomp after restart: %v", got)
 	}
 	// SSE with the resume token a browser would send.
-	sse := dialSSE(t, s.URL+"/api/sse?topic=chat/r", map[string]string{"Last-Event-ID": fmt.Sprintf("chat/r=%d:%s", seen, epoch)})
+	sse := tt.Dialer{}.SSE(t, s.URL+"/api/sse?topic=chat/r", fmt.Sprintf("chat/r=%d:%s", seen, epoch))
 	got = got[:0]
 	for range want {
-		ev := sse.next(5 * time.Second)
-		var p pubMsg
+		ev := sse.Next(5 * time.Second)
+		var p tt.Msg
 		if err := json.Unmarshal([]byte(ev.Data), &p); err != nil || ev.Event != "" {
 			t.Fatalf("sse event %+v", ev)
 		}
@@ -127,7 +128,7 @@ func TestChatSurvivesRestart(t *testing.T) {
 		t.Fatalf("sse after restart: %v", got)
 	}
 	// History pages through everything, and membership survived: ann may still talk.
-	var page pollAnswer
+	var page tt.PollAnswer
 	s.get(t, "/api/topics/chat/r/history?since=0&limit=4", &page)
 	if fmt.Sprint(offsets(page.Publications)) != "[1 2 3 4]" {
 		t.Fatalf("history page 1: %v", offsets(page.Publications))
@@ -138,7 +139,7 @@ func TestChatSurvivesRestart(t *testing.T) {
 	}
 }
 
-func offsets(ps []pubMsg) []uint64 {
+func offsets(ps []tt.Publication) []uint64 {
 	out := make([]uint64, len(ps))
 	for i, p := range ps {
 		out[i] = p.Offset

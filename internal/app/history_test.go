@@ -17,15 +17,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // page is a history page as clients decode it.
 type page struct {
-	Topic        string   `json:"topic"`
-	Epoch        string   `json:"epoch"`
-	Offset       uint64   `json:"offset"`
-	Publications []pubMsg `json:"publications"`
+	Topic        string           `json:"topic"`
+	Epoch        string           `json:"epoch"`
+	Offset       uint64           `json:"offset"`
+	Publications []tt.Publication `json:"publications"`
 	Next         *struct {
 		Before uint64 `json:"before"`
 		Epoch  string `json:"epoch"`
@@ -101,14 +103,14 @@ func pageHTTP(t *testing.T, n *testServer, topic string, limit int) func(uint64,
 }
 
 func pageWS(t *testing.T, n *testServer, topic string, limit int) func(uint64, string) page {
-	c := dialWS(t, n.ws("/api/ws"))
-	c.expectOp("connected")
+	c := tt.DialWS(t, n.ws("/api/ws"))
+	c.Op("connected")
 	id := 0
 	return func(before uint64, epoch string) page {
 		t.Helper()
 		id++
-		c.send(fmt.Sprintf(`{"op":"history","id":%d,"topic":%q,"before":%d,"epoch":%q,"limit":%d}`, id, topic, before, epoch, limit))
-		b, err := c.read(10 * time.Second)
+		c.Send(fmt.Sprintf(`{"op":"history","id":%d,"topic":%q,"before":%d,"epoch":%q,"limit":%d}`, id, topic, before, epoch, limit))
+		b, err := c.Next(10 * time.Second)
 		if err != nil {
 			t.Fatalf("ws history: %v", err)
 		}
@@ -121,15 +123,15 @@ func pageWS(t *testing.T, n *testServer, topic string, limit int) func(uint64, s
 }
 
 func pageSTOMP(t *testing.T, n *testServer, topic string, limit int) func(uint64, string) page {
-	c := dialSTOMP(t, n.ws("/api/stomp"))
-	c.sendFrame("CONNECT\naccept-version:1.2\n\n\x00")
-	c.expect("CONNECTED")
+	c := tt.DialSTOMP(t, n.ws("/api/stomp"))
+	c.Send("CONNECT\naccept-version:1.2\n\n\x00")
+	c.Expect("CONNECTED")
 	id := 0
 	return func(before uint64, epoch string) page {
 		t.Helper()
 		id++
-		c.sendFrame(fmt.Sprintf("SUBSCRIBE\nid:h%d\ndestination:/history/%s\nbefore:%d\nepoch:%s\nlimit:%d\n\n\x00", id, topic, before, epoch, limit))
-		f := c.expect("MESSAGE")
+		c.Send(fmt.Sprintf("SUBSCRIBE\nid:h%d\ndestination:/history/%s\nbefore:%d\nepoch:%s\nlimit:%d\n\n\x00", id, topic, before, epoch, limit))
+		f := c.Expect("MESSAGE")
 		var p page
 		if err := json.Unmarshal(f.Body, &p); err != nil {
 			t.Fatalf("stomp history body %s: %v", f.Body, err)
@@ -138,7 +140,7 @@ func pageSTOMP(t *testing.T, n *testServer, topic string, limit int) func(uint64
 		if (p.Next != nil) != ok || (ok && nb != strconv.FormatUint(p.Next.Before, 10)) {
 			t.Fatalf("next-before header %q does not match the body's next %+v", nb, p.Next)
 		}
-		c.sendFrame(fmt.Sprintf("UNSUBSCRIBE\nid:h%d\n\n\x00", id))
+		c.Send(fmt.Sprintf("UNSUBSCRIBE\nid:h%d\n\n\x00", id))
 		return p
 	}
 }
@@ -171,7 +173,7 @@ func TestHistoryPaging(t *testing.T) {
 		c.DataDir, c.Durable, c.DurableHistory = t.TempDir(), []string{"room/"}, 1000
 	})
 	publishMany(t, n, topic, total)
-	eventually(t, 30*time.Second, "every publication archived", func() bool { return archivedMetric(t, n, "live") >= total })
+	eventually.True(t, 30*time.Second, "every publication archived", func() bool { return archivedMetric(t, n, "live") >= total })
 	checkDescending(t, "HTTP", walkBack(t, pageHTTP(t, n, topic, 97)), total)
 	checkDescending(t, "WebSocket", walkBack(t, pageWS(t, n, topic, 100)), total)
 	checkDescending(t, "STOMP", walkBack(t, pageSTOMP(t, n, topic, 250)), total)
@@ -192,10 +194,10 @@ func TestHistoryPaging(t *testing.T) {
 	if code := n.get(t, "/api/topics/"+topic+"/history?before=5&limit=5000", &e); code != 400 {
 		t.Fatalf("limit=5000: %d %+v", code, e)
 	}
-	c := dialWS(t, n.ws("/api/ws"))
-	c.expectOp("connected")
-	c.send(`{"op":"history","topic":"bad topic!","id":1}`)
-	if m := c.readJSON(5 * time.Second); m.Op != "error" || m.Code != "bad_topic" {
+	c := tt.DialWS(t, n.ws("/api/ws"))
+	c.Op("connected")
+	c.Send(`{"op":"history","topic":"bad topic!","id":1}`)
+	if m := c.Msg(); m.Op != "error" || m.Code != "bad_topic" {
 		t.Fatalf("ws bad topic: %+v", m)
 	}
 }
@@ -213,16 +215,16 @@ func TestPagingNeedsSubscribePermission(t *testing.T) {
 	if code != 403 || json.Unmarshal([]byte(body), &e) != nil || e.Error != "forbidden" {
 		t.Fatalf("HTTP page of another's notifications: %d %s", code, body)
 	}
-	c := dialWS(t, n.ws("/api/ws?access_token="+login.Token))
-	c.expectOp("connected")
-	c.send(`{"op":"history","topic":"notify/ann","id":1}`)
-	if m := c.readJSON(5 * time.Second); m.Op != "error" || m.Code != "forbidden" {
+	c := tt.DialWS(t, n.ws("/api/ws?access_token="+login.Token))
+	c.Op("connected")
+	c.Send(`{"op":"history","topic":"notify/ann","id":1}`)
+	if m := c.Msg(); m.Op != "error" || m.Code != "forbidden" {
 		t.Fatalf("ws page of another's notifications: %+v", m)
 	}
-	s := dialSTOMP(t, n.ws("/api/stomp"))
-	s.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + login.Token + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/history/notify/ann\n\n\x00")
-	s.expect("CONNECTED")
-	if f := s.frame(5 * time.Second); f.Command != "ERROR" {
+	s := tt.DialSTOMP(t, n.ws("/api/stomp"))
+	s.Send("CONNECT\naccept-version:1.2\npasscode:" + login.Token + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/history/notify/ann\n\n\x00")
+	s.Expect("CONNECTED")
+	if f := s.Frame(5 * time.Second); f.Command != "ERROR" {
 		t.Fatalf("stomp page of another's notifications: %s", f.Command)
 	}
 }
@@ -261,16 +263,16 @@ func TestDurableHistoryMultiNode(t *testing.T) {
 			if _, code, _ := publishHTTP(nodes[0], "news/brief", `{}`); code != 200 {
 				t.Fatalf("publish news: %d", code)
 			}
-			eventually(t, 20*time.Second, "news/brief expired", func() bool {
-				var a pollAnswer
+			eventually.True(t, 20*time.Second, "news/brief expired", func() bool {
+				var a tt.PollAnswer
 				nodes[1].get(t, "/api/poll/news/brief?since=0", &a)
 				return len(a.Publications) == 0
 			})
-			eventually(t, 20*time.Second, "every publication archived", func() bool {
+			eventually.True(t, 20*time.Second, "every publication archived", func() bool {
 				return archivedMetric(t, nodes[0], "live")+archivedMetric(t, nodes[1], "live") >= 60
 			})
 			for i, n := range nodes {
-				var a pollAnswer
+				var a tt.PollAnswer
 				if code := n.get(t, "/api/topics/room/kept/history?since=40&limit=1000", &a); code != 200 || len(a.Publications) != 20 || !a.Recovered {
 					t.Fatalf("node %d: room window after the TTL: %d, %d publications, recovered %v", i, code, len(a.Publications), a.Recovered)
 				}
@@ -316,7 +318,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			})
 			var (
 				mu    sync.Mutex
-				acks  []clientPos
+				acks  []tt.Position
 				stop  = make(chan struct{})
 				wg    sync.WaitGroup
 				count = func() int { mu.Lock(); defer mu.Unlock(); return len(acks) }
@@ -344,7 +346,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 				}()
 			}
 			await := func(n int, what string) {
-				eventually(t, 30*time.Second, what, func() bool { return count() >= n })
+				eventually.True(t, 30*time.Second, what, func() bool { return count() >= n })
 			}
 			await(100, "publications before PostgreSQL stops")
 			pg.Stop()
@@ -357,7 +359,7 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			wg.Wait()
 
 			mu.Lock()
-			want := append([]clientPos(nil), acks...)
+			want := append([]tt.Position(nil), acks...)
 			mu.Unlock()
 			conn, err := pgx.Connect(context.Background(), pg.URL)
 			if err != nil {
@@ -365,15 +367,15 @@ func TestArchiveKeepsEveryAcknowledged(t *testing.T) {
 			}
 			defer conn.Close(context.Background())
 			var rows, distinct int
-			eventually(t, 60*time.Second, "every acknowledged publication archived", func() bool {
-				have := map[clientPos]bool{}
+			eventually.True(t, 60*time.Second, "every acknowledged publication archived", func() bool {
+				have := map[tt.Position]bool{}
 				rs, err := conn.Query(context.Background(), `SELECT "offset", epoch FROM rtlab_archive WHERE topic = $1`, topic)
 				if err != nil {
 					return false
 				}
 				rows = 0
 				for rs.Next() {
-					var p clientPos
+					var p tt.Position
 					var off int64
 					if rs.Scan(&off, &p.Epoch) == nil {
 						p.Offset = uint64(off)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/eventually"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // tokenFor mints an HS256 token for user with testSecret, valid for ttl.
@@ -30,46 +32,32 @@ func mintWith(t testing.TB, secret, user string, ttl time.Duration) string {
 	return tok
 }
 
-// untilOp reads WebSocket messages until one with op, failing on anything else that ends it.
-func untilOp(t testing.TB, c *wsClient, op string, within time.Duration) pubMsg {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		m := c.readJSON(time.Until(deadline))
-		if m.Op == op {
-			return m
-		}
-	}
-	t.Fatalf("no %s within %s", op, within)
-	return pubMsg{}
-}
-
 // TestTokenExpiryAndRefresh: a WebSocket whose token runs out is told token_expired and closed;
 // one that refreshes in time lives on; a refresh naming another user is refused.
 func TestTokenExpiryAndRefresh(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	short := tokenFor(t, "ann", 2*time.Second)
 
-	expiring := dialWS(t, s.ws("/api/ws?access_token="+short))
-	expiring.expectOp("connected")
-	m := untilOp(t, expiring, "disconnect", 5*time.Second)
+	expiring := tt.DialWS(t, s.ws("/api/ws?access_token="+short))
+	expiring.Op("connected")
+	m := expiring.Op("disconnect")
 	if m.Code != "token_expired" || !m.Reconnect {
 		t.Fatalf("expired connection told %+v", m)
 	}
 
-	w := dialWS(t, s.ws("/api/ws?access_token="+tokenFor(t, "ann", 2*time.Second)))
-	w.expectOp("connected")
-	w.send(`{"op":"refresh","token":"` + tokenFor(t, "bob", time.Hour) + `"}`)
-	if e := w.readJSON(5 * time.Second); e.Op != "error" || e.Code != "unauthorized" || !strings.Contains(e.Reason, "bob") {
+	w := tt.DialWS(t, s.ws("/api/ws?access_token="+tokenFor(t, "ann", 2*time.Second)))
+	w.Op("connected")
+	w.Send(`{"op":"refresh","token":"` + tokenFor(t, "bob", time.Hour) + `"}`)
+	if e := w.Msg(); e.Op != "error" || e.Code != "unauthorized" || !strings.Contains(e.Reason, "bob") {
 		t.Fatalf("refresh as another user: %+v", e)
 	}
-	w.send(`{"op":"refresh","token":"garbage"}`)
-	if e := w.readJSON(5 * time.Second); e.Op != "error" || e.Code != "unauthorized" {
+	w.Send(`{"op":"refresh","token":"garbage"}`)
+	if e := w.Msg(); e.Op != "error" || e.Code != "unauthorized" {
 		t.Fatalf("refresh with garbage: %+v", e)
 	}
-	w.send(`{"op":"refresh","token":"` + tokenFor(t, "ann", time.Hour) + `"}`)
+	w.Send(`{"op":"refresh","token":"` + tokenFor(t, "ann", time.Hour) + `"}`)
 	var ans struct{ Op, Expires string }
-	b, _ := w.read(5 * time.Second)
+	b, _ := w.Next(5 * time.Second)
 	if json.Unmarshal(b, &ans); ans.Op != "refreshed" {
 		t.Fatalf("refresh answered %s", b)
 	}
@@ -77,11 +65,11 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 		t.Fatalf("refreshed expiry %q: %v", ans.Expires, err)
 	}
 	// Past the first token's expiry the connection still serves.
-	w.send(`{"op":"subscribe","topic":"news/x"}`)
-	w.expectOp("subscribed")
-	eventually(t, 5*time.Second, "the old token's expiry to pass", func() bool { return s.app.tr.ConnCount() == 1 && expiredBy(short) })
+	w.Send(`{"op":"subscribe","topic":"news/x"}`)
+	w.Op("subscribed")
+	eventually.True(t, 5*time.Second, "the old token's expiry to pass", func() bool { return s.app.tr.ConnCount() == 1 && expiredBy(short) })
 	do(t, s, "POST", "/api/publish/news/x", tokenFor(t, "bob", time.Hour), `{"n":1}`)
-	if m := w.expectOp("message"); m.Topic != "news/x" {
+	if m := w.Op("message"); m.Topic != "news/x" {
 		t.Fatalf("after refresh: %+v", m)
 	}
 }
@@ -97,30 +85,30 @@ func expiredBy(tok string) bool {
 // its token's expiry with event: disconnect.
 func TestSTOMPRefreshAndSSEExpiry(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + tokenFor(t, "ann", 2*time.Second) + "\n\n\x00")
-	st.expect("CONNECTED")
-	st.sendFrame("SEND\ndestination:/rtlab/refresh\npasscode:" + tokenFor(t, "ann", time.Hour) + "\nreceipt:r1\n\n\x00")
-	f := st.expect("RECEIPT")
+	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + tokenFor(t, "ann", 2*time.Second) + "\n\n\x00")
+	st.Expect("CONNECTED")
+	st.Send("SEND\ndestination:/rtlab/refresh\npasscode:" + tokenFor(t, "ann", time.Hour) + "\nreceipt:r1\n\n\x00")
+	f := st.Expect("RECEIPT")
 	if exp, _ := f.Get("expires"); exp == "" {
 		t.Fatalf("refresh receipt without expires: %+v", f.Headers)
 	}
-	st2 := dialSTOMP(t, s.ws("/api/stomp"))
-	st2.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + tokenFor(t, "ann", time.Hour) + "\n\n\x00")
-	st2.expect("CONNECTED")
-	st2.sendFrame("SEND\ndestination:/rtlab/refresh\npasscode:" + tokenFor(t, "bob", time.Hour) + "\nreceipt:r1\n\n\x00")
-	if f := st2.frame(5 * time.Second); f.Command != "ERROR" {
+	st2 := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st2.Send("CONNECT\naccept-version:1.2\npasscode:" + tokenFor(t, "ann", time.Hour) + "\n\n\x00")
+	st2.Expect("CONNECTED")
+	st2.Send("SEND\ndestination:/rtlab/refresh\npasscode:" + tokenFor(t, "bob", time.Hour) + "\nreceipt:r1\n\n\x00")
+	if f := st2.Frame(5 * time.Second); f.Command != "ERROR" {
 		t.Fatalf("refresh as another user: %+v", f)
 	}
 
-	sse := dialSSE(t, s.URL+"/api/sse?topic=news/y&access_token="+tokenFor(t, "ann", 2*time.Second), nil)
-	ev := sse.next(5 * time.Second)
+	sse := tt.OpenSSE(t, s.URL+"/api/sse?topic=news/y&access_token="+tokenFor(t, "ann", 2*time.Second))
+	ev := sse.Next(5 * time.Second)
 	if ev.Event != "disconnect" || !strings.Contains(ev.Data, `"token_expired"`) {
 		t.Fatalf("SSE at expiry: %+v", ev)
 	}
 	// The refreshed STOMP session is still there after the short token's end.
-	st.sendFrame("SEND\ndestination:/topic/news/y\nreceipt:r2\n\n{}\x00")
-	st.expect("RECEIPT")
+	st.Send("SEND\ndestination:/topic/news/y\nreceipt:r2\n\n{}\x00")
+	st.Expect("RECEIPT")
 }
 
 // TestLogoutClosesConnections: revoking a token closes its WebSocket, STOMP and SSE
@@ -129,31 +117,31 @@ func TestSTOMPRefreshAndSSEExpiry(t *testing.T) {
 func TestLogoutClosesConnections(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	tok, other := tokenFor(t, "ann", time.Hour), tokenFor(t, "ann", time.Hour)
-	w := dialWS(t, s.ws("/api/ws?access_token="+tok))
-	w.expectOp("connected")
-	keep := dialWS(t, s.ws("/api/ws?access_token="+other))
-	keep.expectOp("connected")
-	st := dialSTOMP(t, s.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + tok + "\n\n\x00")
-	st.expect("CONNECTED")
-	sse := dialSSE(t, s.URL+"/api/sse?topic=news/z&access_token="+tok, nil)
+	w := tt.DialWS(t, s.ws("/api/ws?access_token="+tok))
+	w.Op("connected")
+	keep := tt.DialWS(t, s.ws("/api/ws?access_token="+other))
+	keep.Op("connected")
+	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + tok + "\n\n\x00")
+	st.Expect("CONNECTED")
+	sse := tt.OpenSSE(t, s.URL+"/api/sse?topic=news/z&access_token="+tok)
 	if code, body := do(t, s, "POST", "/api/logout", tok, ""); code != 200 {
 		t.Fatalf("logout: %d %s", code, body)
 	}
-	if m := untilOp(t, w, "disconnect", 5*time.Second); m.Code != "token_revoked" {
+	if m := w.Op("disconnect"); m.Code != "token_revoked" {
 		t.Fatalf("WebSocket told %+v", m)
 	}
-	if f := st.frame(5 * time.Second); f.Command != "ERROR" || !strings.Contains(fmt.Sprint(f.Headers), "token_revoked") {
+	if f := st.Frame(5 * time.Second); f.Command != "ERROR" || !strings.Contains(fmt.Sprint(f.Headers), "token_revoked") {
 		t.Fatalf("STOMP told %+v", f)
 	}
-	if ev := sse.next(5 * time.Second); ev.Event != "disconnect" || !strings.Contains(ev.Data, "token_revoked") {
+	if ev := sse.Next(5 * time.Second); ev.Event != "disconnect" || !strings.Contains(ev.Data, "token_revoked") {
 		t.Fatalf("SSE told %+v", ev)
 	}
 	if code, _ := do(t, s, "POST", "/api/publish/news/z", tok, `{}`); code != 401 {
 		t.Fatalf("publish with the revoked token: %d", code)
 	}
-	keep.send(`{"op":"ping","id":1}`)
-	keep.expectOp("pong")
+	keep.Send(`{"op":"ping","id":1}`)
+	keep.Op("pong")
 	if code, _ := do(t, s, "POST", "/api/logout", tok, ""); code != 200 {
 		t.Fatalf("second logout: %d", code)
 	}
@@ -164,10 +152,10 @@ func TestLogoutClosesConnections(t *testing.T) {
 func TestSenderIsTheAuthenticatedUser(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
 	ann, mallory := tokenFor(t, "ann", time.Hour), tokenFor(t, "mallory", time.Hour)
-	watch := dialWS(t, s.ws("/chat?access_token="+ann))
-	watch.send(`{"type":"ENTER","sender":"ann","roomId":"s","message":""}`)
+	watch := tt.DialWS(t, s.ws("/chat?access_token="+ann))
+	watch.Send(`{"type":"ENTER","sender":"ann","roomId":"s","message":""}`)
 	data := func() map[string]any {
-		b, err := watch.read(5 * time.Second)
+		b, err := watch.Next(5 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,19 +166,19 @@ func TestSenderIsTheAuthenticatedUser(t *testing.T) {
 	if m := data(); m["type"] != "ENTER" {
 		t.Fatalf("ENTER echo: %v", m)
 	}
-	m := dialWS(t, s.ws("/chat?access_token="+mallory))
-	m.send(`{"type":"ENTER","sender":"ann","roomId":"s","message":""}`)
-	m.send(`{"type":"TALK","sender":"ann","roomId":"s","message":"raw"}`)
+	m := tt.DialWS(t, s.ws("/chat?access_token="+mallory))
+	m.Send(`{"type":"ENTER","sender":"ann","roomId":"s","message":""}`)
+	m.Send(`{"type":"TALK","sender":"ann","roomId":"s","message":"raw"}`)
 	for _, want := range []string{"ENTER", "TALK"} {
 		if got := data(); got["sender"] != "mallory" || got["type"] != want {
 			t.Fatalf("seed /chat %s arrived as %v", want, got)
 		}
 	}
-	st := dialSTOMP(t, s.ws("/stomp/chat"))
-	st.sendFrame("CONNECT\naccept-version:1.2\npasscode:" + mallory + "\n\n\x00")
-	st.expect("CONNECTED")
-	st.sendFrame("SEND\ndestination:/pub/chat/message/s\ncontent-type:application/json\nreceipt:r\n\n{\"type\":\"TALK\",\"sender\":\"ann\",\"send\\u0065r\":\"ann\",\"message\":\"stomp\"}\x00")
-	st.expect("RECEIPT")
+	st := tt.DialSTOMP(t, s.ws("/stomp/chat"))
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + mallory + "\n\n\x00")
+	st.Expect("CONNECTED")
+	st.Send("SEND\ndestination:/pub/chat/message/s\ncontent-type:application/json\nreceipt:r\n\n{\"type\":\"TALK\",\"sender\":\"ann\",\"send\\u0065r\":\"ann\",\"message\":\"stomp\"}\x00")
+	st.Expect("RECEIPT")
 	got := data()
 	if got["sender"] != "mallory" || got["message"] != "stomp" {
 		t.Fatalf("STOMP /stomp/chat arrived as %v", got)
@@ -228,10 +216,10 @@ func TestMembersOnlyRoom(t *testing.T) {
 		t.Fatalf("eve ENTERs a members-only room: %d", code)
 	}
 	// bob was in the room when it turned members-only: he stays; he is removed later.
-	bw := dialWS(t, s.ws("/api/ws?access_token="+bob))
-	bw.expectOp("connected")
-	bw.send(`{"op":"subscribe","topic":"chat/team"}`)
-	bw.expectOp("subscribed")
+	bw := tt.DialWS(t, s.ws("/api/ws?access_token="+bob))
+	bw.Op("connected")
+	bw.Send(`{"op":"subscribe","topic":"chat/team"}`)
+	bw.Op("subscribed")
 	if code, _ := do(t, s, "POST", "/api/chat/team/members", ann, `{"user":"eve"}`); code != 200 {
 		t.Fatalf("invite: %d", code)
 	}
@@ -243,11 +231,11 @@ func TestMembersOnlyRoom(t *testing.T) {
 	}
 	do(t, s, "POST", "/api/publish/chat/team?type=TALK", ann, `{"message":"after bob"}`)
 	for {
-		b, err := bw.read(5 * time.Second)
+		b, err := bw.Next(5 * time.Second)
 		if err != nil {
 			t.Fatalf("bob's socket: %v", err)
 		}
-		var m pubMsg
+		var m tt.Msg
 		_ = json.Unmarshal(b, &m)
 		if m.Op == "message" && strings.Contains(string(m.Data), "after bob") {
 			t.Fatal("removed member received a live message")

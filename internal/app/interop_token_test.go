@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // pyjwtPython returns a Python with PyJWT (test/interop/requirements.txt), creating the venv
@@ -146,7 +148,7 @@ func TestTokensFromThirdPartyLibraries(t *testing.T) {
 						t.Errorf("%s token on %s: %d %s", sp.Alg, sname, code, body)
 						continue
 					}
-					var ans pollAnswer
+					var ans tt.PollAnswer
 					s.get(t, "/api/poll/"+topic+"?since=0&access_token="+toks[i], &ans)
 					if len(ans.Publications) != 1 || ans.Publications[0].Sender != sub || !strings.Contains(string(ans.Publications[0].Data), sub) {
 						t.Errorf("%s on %s: publication %+v, want sender %s", sp.Alg, sname, ans.Publications, sub)

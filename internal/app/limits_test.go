@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // TestLocationGroupBounds: a group keeps at most Members members and Bytes of data, dropping
@@ -111,6 +111,16 @@ func TestOperatorEndpointsLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestUnknownRoute: a path no route serves gets 404 with a reason.
+func TestUnknownRoute(t *testing.T) {
+	s := startServer(t, nil)
+	code, body := do(t, s, "GET", "/no/such/route", "", "")
+	var e struct{ Error, Reason string }
+	if err := json.Unmarshal([]byte(body), &e); err != nil || code != 404 || e.Error != "not_found" || e.Reason == "" {
+		t.Fatalf("GET /no/such/route: %d %s", code, body)
+	}
+}
+
 // TestTLS: with --tls-cert and --tls-key the server speaks HTTPS and wss://.
 func TestTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t)
@@ -131,7 +141,7 @@ func TestTLS(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	base := "https://" + ln.Addr().String()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	eventually(t, 10*time.Second, "HTTPS /readyz answers 200", func() bool {
+	eventually.True(t, 10*time.Second, "HTTPS /readyz answers 200", func() bool {
 		res, err := hc.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -139,9 +149,8 @@ func TestTLS(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	})
-	d := ws.Dialer{Timeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: pool}}
-	c := dialWSWith(t, d, "wss://"+ln.Addr().String()+"/api/ws")
-	if m := c.expectOp("connected"); m.Op != "connected" {
+	c := tt.Dialer{TLS: &tls.Config{RootCAs: pool}}.WS(t, "wss://"+ln.Addr().String()+"/api/ws")
+	if m := c.Op("connected"); m.Op != "connected" {
 		t.Fatalf("over wss: %+v", m)
 	}
 	if res, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {

@@ -1,25 +1,19 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
-
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
-	"github.com/rtlab/rtlab/internal/stomp"
+	"github.com/rtlab/rtlab/internal/eventually"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // TestMultiNode runs two rtlab nodes on one external broker (as two `rtlab serve --broker URL`
@@ -70,7 +64,7 @@ func startNode(t *testing.T, brokerURL string) *testServer {
 
 func testMultiNodeOrdering(t *testing.T, nodes []*testServer) {
 	const topic, per = "multi/order", 40
-	fs := followAll(t, topic, nodes, clientPos{})
+	fs := followAll(t, topic, nodes, tt.Position{})
 	var (
 		wg   sync.WaitGroup
 		acks = &acked{}
@@ -108,7 +102,7 @@ func testMultiNodeOrdering(t *testing.T, nodes []*testServer) {
 
 func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*testServer, durable bool) {
 	const topic = "multi/restart"
-	fs := followAll(t, topic, nodes, clientPos{})
+	fs := followAll(t, topic, nodes, tt.Position{})
 	pubs := startPublishers(t, topic, nodes)
 	pubs.await(t, 20, "publications before the restart")
 	first := agreedTop(t, topic, nodes)
@@ -116,7 +110,7 @@ func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*t
 	srv.Stop()
 	stopped := time.Now()
 	for i, n := range nodes {
-		eventually(t, 30*time.Second, fmt.Sprintf("node %d not ready", i), func() bool { return readyz(n) == 503 })
+		eventually.True(t, 30*time.Second, fmt.Sprintf("node %d not ready", i), func() bool { return readyz(n) == 503 })
 	}
 	for i, n := range nodes {
 		checkPublishRefused(t, n, topic, fmt.Sprintf("node %d during the outage", i))
@@ -124,7 +118,7 @@ func testMultiNodeBrokerRestart(t *testing.T, srv *brokertest.Server, nodes []*t
 	srv.Start()
 	started := time.Now()
 	for i, n := range nodes {
-		eventually(t, 30*time.Second, fmt.Sprintf("node %d ready again", i), func() bool { return readyz(n) == 200 })
+		eventually.True(t, 30*time.Second, fmt.Sprintf("node %d ready again", i), func() bool { return readyz(n) == 200 })
 	}
 	t.Logf("broker down for %v; both nodes ready %v after it restarted", started.Sub(stopped).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 	before := pubs.count()
@@ -168,13 +162,13 @@ func testMultiNodeCutOff(t *testing.T, srv *brokertest.Server, nodes []*testServ
 	const topic = "multi/cutoff"
 	relay := brokertest.StartRelay(t, srv.Addr)
 	cut := startNode(t, strings.Replace(srv.URL, srv.Addr, relay.Addr, 1))
-	fs := followAll(t, topic, []*testServer{cut}, clientPos{})
+	fs := followAll(t, topic, []*testServer{cut}, tt.Position{})
 	relay.Cut()
-	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	eventually.True(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
 	pubs := startPublishers(t, topic, nodes)
 	pubs.await(t, 20, "publications while the node is cut off")
 	relay.Heal()
-	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	eventually.True(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
 	pubs.await(t, pubs.count()+10, "publications after it returned")
 	pubs.stop(t)
 	top := agreedTop(t, topic, append([]*testServer{cut}, nodes...))
@@ -202,8 +196,8 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 	const topic = "multi/trimmed"
 	publisher := node(srv.URL)
 	cut := node(strings.Replace(srv.URL, srv.Addr, relay.Addr, 1))
-	fs := followAll(t, topic, []*testServer{cut}, clientPos{})
-	publish := func() clientPos {
+	fs := followAll(t, topic, []*testServer{cut}, tt.Position{})
+	publish := func() tt.Position {
 		t.Helper()
 		pos, code, err := publishHTTP(publisher, topic, `{"n":1}`)
 		if err != nil || code != 200 {
@@ -213,20 +207,20 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 	}
 	first := publish()
 	for _, f := range fs {
-		eventually(t, 10*time.Second, f.name+" received the first publication", func() bool { return f.reached(first) })
+		eventually.True(t, 10*time.Second, f.name+" received the first publication", func() bool { return f.reached(first) })
 	}
 	relay.Cut()
-	eventually(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
+	eventually.True(t, 30*time.Second, "cut-off node not ready", func() bool { return readyz(cut) == 503 })
 	for range 20 {
 		publish()
 	}
 	relay.Heal()
-	eventually(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
+	eventually.True(t, 30*time.Second, "cut-off node ready again", func() bool { return readyz(cut) == 200 })
 	top := publish()
 	awaitAll(t, fs, top)
 	for _, f := range fs {
 		f.mu.Lock()
-		got, told := append([]clientPos(nil), f.got...), append([]string(nil), f.told...)
+		got, told := append([]tt.Position(nil), f.got...), append([]string(nil), f.told...)
 		f.mu.Unlock()
 		if len(told) == 0 {
 			t.Errorf("%s was not told that publications are gone; received %v", f.name, got)
@@ -240,9 +234,9 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 		if len(got) > 1 && got[1].Offset == from+1 {
 			from++
 		}
-		want := []clientPos{first}
+		want := []tt.Position{first}
 		for o := from; o <= top.Offset; o++ {
-			want = append(want, clientPos{o, top.Epoch})
+			want = append(want, tt.Position{Offset: o, Epoch: top.Epoch})
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s received %v, want %v (told: %q)", f.name, got, want, told)
@@ -255,7 +249,7 @@ func TestCutOffNodeToldOfTrimmedHistory(t *testing.T) {
 
 func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
 	const topic = "multi/failover"
-	fs := followAll(t, topic, nodes, clientPos{})
+	fs := followAll(t, topic, nodes, tt.Position{})
 	pubs := startPublishers(t, topic, nodes)
 	pubs.await(t, 20, "publications before the node dies")
 
@@ -269,7 +263,7 @@ func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
 	before := pubs.count()
 	pubs.await(t, before+20, "publications after the node died")
 	for _, f := range fs[:len(fs)/2] {
-		eventually(t, 20*time.Second, f.name+" moved to the other node", func() bool { return f.on() == alive })
+		eventually.True(t, 20*time.Second, f.name+" moved to the other node", func() bool { return f.on() == alive })
 		t.Logf("%s: %s", f.name, f.summary())
 	}
 	pubs.stop(t)
@@ -280,14 +274,6 @@ func testMultiNodeNodeDies(t *testing.T, nodes []*testServer) {
 		f.checkExactly(t, top, pubs.acks.list())
 	}
 }
-
-// clientPos is a publication's position as a client sees it.
-type clientPos struct {
-	Offset uint64 `json:"offset"`
-	Epoch  string `json:"epoch"`
-}
-
-func (p clientPos) String() string { return fmt.Sprintf("%d:%s", p.Offset, p.Epoch) }
 
 // readyz returns the status of GET /readyz (0 when the node does not answer).
 func readyz(n *testServer) int {
@@ -300,17 +286,17 @@ func readyz(n *testServer) int {
 }
 
 // agreedTop waits until every node reports the same position for topic, and returns it.
-func agreedTop(t *testing.T, topic string, nodes []*testServer) clientPos {
+func agreedTop(t *testing.T, topic string, nodes []*testServer) tt.Position {
 	t.Helper()
-	var tops []clientPos
-	eventually(t, 10*time.Second, "nodes agreeing on the position of "+topic, func() bool {
+	var tops []tt.Position
+	eventually.True(t, 10*time.Second, "nodes agreeing on the position of "+topic, func() bool {
 		tops = tops[:0]
 		for _, n := range nodes {
-			var ans pollAnswer
+			var ans tt.PollAnswer
 			if n.get(t, "/api/poll/"+topic, &ans) != 200 {
 				return false
 			}
-			tops = append(tops, clientPos{ans.Offset, ans.Epoch})
+			tops = append(tops, tt.Position{Offset: ans.Offset, Epoch: ans.Epoch})
 		}
 		for _, p := range tops {
 			if p != tops[0] {
@@ -322,54 +308,47 @@ func agreedTop(t *testing.T, topic string, nodes []*testServer) clientPos {
 	return tops[0]
 }
 
-// publishHTTP publishes data to topic on node over HTTP. err is set when the node did not
-// answer at all.
-func publishHTTP(n *testServer, topic, data string) (clientPos, int, error) {
-	resp, err := http.Post(n.URL+"/api/publish/"+topic, "application/json", strings.NewReader(data))
-	if err != nil {
-		return clientPos{}, 0, err
+// publishHTTP publishes data to topic on node over HTTP and returns the status. err is set
+// when the node did not answer at all.
+func publishHTTP(n *testServer, topic, data string) (tt.Position, int, error) {
+	pos, err := tt.PublishHTTP(context.Background(), http.DefaultClient, tt.Dialer{}, n.URL, topic, data)
+	var r *tt.Refusal
+	switch {
+	case err == nil:
+		return pos, http.StatusOK, nil
+	case errors.As(err, &r):
+		return pos, r.Status, nil
 	}
-	defer resp.Body.Close()
-	var pos clientPos
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return pos, resp.StatusCode, fmt.Errorf("reading the answer (%q so far): %w", b, err)
-	}
-	if resp.StatusCode == 200 {
-		if err := json.Unmarshal(b, &pos); err != nil {
-			return pos, resp.StatusCode, fmt.Errorf("answer %q (%v): %w", b, resp.Header, err)
-		}
-	}
-	return pos, resp.StatusCode, nil
+	return pos, 0, err
 }
 
-// publishWS publishes n times over one WebSocket and returns the acknowledged positions.
-func publishWS(t *testing.T, node *testServer, topic string, n int) []clientPos {
-	c, err := dialWSErr(context.Background(), node.ws("/api/ws"))
+// publishWS publishes n times over one WebSocket, all at once, and returns the acknowledged
+// positions.
+func publishWS(t *testing.T, node *testServer, topic string, n int) []tt.Position {
+	c, err := tt.Dialer{}.TryWS(context.Background(), node.ws("/api/ws"))
 	if err != nil {
 		t.Errorf("ws publisher: %v", err)
 		return nil
 	}
-	defer c.conn.Close()
+	defer c.Close()
 	for j := range n {
-		msg := fmt.Sprintf(`{"op":"publish","topic":%q,"id":%d,"data":{"ws":%d}}`, topic, j, j)
-		if err := wsutil.WriteClientText(c.conn, []byte(msg)); err != nil {
+		if err := c.Write(fmt.Sprintf(`{"op":"publish","topic":%q,"id":%d,"data":{"ws":%d}}`, topic, j, j)); err != nil {
 			t.Errorf("ws publisher: %v", err)
 			return nil
 		}
 	}
-	var out []clientPos
+	var out []tt.Position
 	for len(out) < n {
-		b, err := c.read(10 * time.Second)
+		b, err := c.Next(10 * time.Second)
 		if err != nil {
 			t.Errorf("ws publisher: %v", err)
 			return out
 		}
-		var m pubMsg
+		var m tt.Msg
 		_ = json.Unmarshal(b, &m)
 		switch m.Op {
 		case "ack":
-			out = append(out, clientPos{m.Offset, m.Epoch})
+			out = append(out, m.Pos())
 		case "error":
 			t.Errorf("ws publisher: %s %s", m.Code, m.Reason)
 			return out
@@ -378,49 +357,41 @@ func publishWS(t *testing.T, node *testServer, topic string, n int) []clientPos 
 	return out
 }
 
-// publishSTOMP sends n times with receipts over one STOMP session and returns the positions the
-// receipts carry.
-func publishSTOMP(t *testing.T, node *testServer, topic string, n int) []clientPos {
-	c, err := dialWSErr(context.Background(), node.ws("/api/stomp"), "v12.stomp")
+// publishSTOMP sends n times with receipts over one STOMP session, all at once, and returns the
+// positions the receipts carry.
+func publishSTOMP(t *testing.T, node *testServer, topic string, n int) []tt.Position {
+	c, err := tt.Dialer{Protocols: []string{"v12.stomp"}}.TryWS(context.Background(), node.ws("/api/stomp"))
 	if err != nil {
 		t.Errorf("stomp publisher: %v", err)
 		return nil
 	}
-	defer c.conn.Close()
+	defer c.Close()
 	var b strings.Builder
 	b.WriteString("CONNECT\naccept-version:1.2\n\n\x00")
 	for j := range n {
 		fmt.Fprintf(&b, "SEND\ndestination:/topic/%s\nreceipt:%d\n\n{\"stomp\":%d}\x00", topic, j, j)
 	}
-	if err := wsutil.WriteClientText(c.conn, []byte(b.String())); err != nil {
+	if err := c.Write(b.String()); err != nil {
 		t.Errorf("stomp publisher: %v", err)
 		return nil
 	}
-	p := stomp.NewParser(stomp.Limits{MaxFrame: 1 << 20})
-	var out []clientPos
+	st := tt.AsSTOMP(c)
+	var out []tt.Position
 	for len(out) < n {
-		f, err := nextFrame(c, p, 10*time.Second)
+		f, err := st.NextFrame(10 * time.Second)
 		if err != nil {
 			t.Errorf("stomp publisher: %v", err)
 			return out
 		}
 		switch f.Command {
 		case "RECEIPT":
-			out = append(out, framePos(f))
+			out = append(out, tt.FramePublication(f).Pos())
 		case "ERROR":
-			msg, _ := f.Get("message")
-			t.Errorf("stomp publisher: ERROR %s", msg)
+			t.Errorf("stomp publisher: ERROR %s", tt.Header(f, "message"))
 			return out
 		}
 	}
 	return out
-}
-
-func framePos(f stomp.Frame) clientPos {
-	v, _ := f.Get("offset")
-	e, _ := f.Get("epoch")
-	off, _ := strconv.ParseUint(v, 10, 64)
-	return clientPos{off, e}
 }
 
 // checkPublishRefused publishes over HTTP, WebSocket and STOMP and expects each to be refused
@@ -431,16 +402,16 @@ func checkPublishRefused(t *testing.T, n *testServer, topic, what string) {
 	if code := n.post(t, "/api/publish/"+topic, `{"outage":true}`, &ans); code != 503 || ans.Error != "unavailable" {
 		t.Errorf("%s: POST /api/publish/%s answered %d %+v, want 503 unavailable", what, topic, code, ans)
 	}
-	c := dialWS(t, n.ws("/api/ws"))
-	c.expectOp("connected")
-	c.send(`{"op":"publish","topic":"` + topic + `","id":1,"data":{"outage":true}}`)
-	if m := c.readJSON(10 * time.Second); m.Op != "error" || m.Code != "unavailable" {
+	c := tt.DialWS(t, n.ws("/api/ws"))
+	c.Op("connected")
+	c.Send(`{"op":"publish","topic":"` + topic + `","id":1,"data":{"outage":true}}`)
+	if m := c.Msg(); m.Op != "error" || m.Code != "unavailable" {
 		t.Errorf("%s: WebSocket publish answered %+v, want an error with code unavailable", what, m)
 	}
-	st := dialSTOMP(t, n.ws("/api/stomp"))
-	st.sendFrame("CONNECT\naccept-version:1.2\n\n\x00SEND\ndestination:/topic/" + topic + "\nreceipt:1\n\n{\"outage\":true}\x00")
-	st.expect("CONNECTED")
-	if f := st.frame(10 * time.Second); f.Command != "ERROR" {
+	st := tt.DialSTOMP(t, n.ws("/api/stomp"))
+	st.Send("CONNECT\naccept-version:1.2\n\n\x00SEND\ndestination:/topic/" + topic + "\nreceipt:1\n\n{\"outage\":true}\x00")
+	st.Expect("CONNECTED")
+	if f := st.Frame(10 * time.Second); f.Command != "ERROR" {
 		t.Errorf("%s: STOMP SEND answered %s, want ERROR", what, f.Command)
 	}
 }
@@ -448,32 +419,32 @@ func checkPublishRefused(t *testing.T, n *testServer, topic, what string) {
 // acked collects acknowledged positions from several publishers.
 type acked struct {
 	mu  sync.Mutex
-	pos []clientPos // guarded by mu
+	pos []tt.Position // guarded by mu
 }
 
-func (a *acked) add(p clientPos) {
+func (a *acked) add(p tt.Position) {
 	a.mu.Lock()
 	a.pos = append(a.pos, p)
 	a.mu.Unlock()
 }
 
-func (a *acked) addAll(ps []clientPos) {
+func (a *acked) addAll(ps []tt.Position) {
 	for _, p := range ps {
 		a.add(p)
 	}
 }
 
-func (a *acked) list() []clientPos {
+func (a *acked) list() []tt.Position {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]clientPos(nil), a.pos...)
+	return append([]tt.Position(nil), a.pos...)
 }
 
 // checkUnique checks that no two publishes were acknowledged with the same position, and that
 // all are within top's epoch and offset.
-func (a *acked) checkUnique(t *testing.T, top clientPos) {
+func (a *acked) checkUnique(t *testing.T, top tt.Position) {
 	t.Helper()
-	seen := make(map[clientPos]bool)
+	seen := make(map[tt.Position]bool)
 	for _, p := range a.list() {
 		if seen[p] {
 			t.Errorf("two publishes acknowledged at %v", p)
@@ -538,7 +509,7 @@ func (p *publishers) refused() int {
 
 func (p *publishers) await(t *testing.T, n int, what string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
+	eventually.True(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
 }
 
 // stop stops publishing and fails the test if any publish got an answer other than 200 or 503.
@@ -554,53 +525,59 @@ func (p *publishers) stop(t *testing.T) {
 	p.failures = nil
 }
 
-// follower is a client of one transport that follows a topic after a position (from the first
-// publication when from is zero), reconnecting after the server closes it, as a real client
-// would: to the same node, or, when that node refuses or is gone, to the next one, resuming
-// after the last offset it received.
+// follower follows a topic after a position (from the first publication when from is zero)
+// with a client of one transport, which resumes after the server closes it, as a real client
+// would: on the same node, or, when that node refuses or is gone, on the next. It records what
+// the client was told.
 type follower struct {
 	name  string
-	kind  string // ws, stomp, sse or poll
-	topic string
-	from  clientPos     // where it starts
-	nodes []*testServer // nodes[0] is its home node
-	ctx   context.Context
-	stop  context.CancelFunc
-	done  chan struct{}
+	from  tt.Position
+	nodes map[string]*testServer // by base URL
+	c     tt.Client
+	stop  func() // closes the client and waits for the recording to end
 
 	mu          sync.Mutex
-	got         []clientPos // every publication received, in order of arrival; guarded by mu
-	told        []string    // what the client was told about lost history; guarded by mu
-	toldSince   bool        // told since the last publication; guarded by mu
-	unannounced []string    // epoch changes nobody told the client about; guarded by mu
-	node        *testServer // the node of the current session; guarded by mu
-	sessions    int         // sessions that subscribed; guarded by mu
-	ended       []string    // why sessions ended; guarded by mu
-	sseID       string      // SSE: the last event id, sent back as Last-Event-ID; run goroutine only
+	got         []tt.Position // every publication received, in order of arrival; guarded by mu
+	told        []string      // what the client was told about lost history; guarded by mu
+	toldSince   bool          // told since the last publication; guarded by mu
+	unannounced []string      // epoch changes nobody told the client about; guarded by mu
+	node        *testServer   // the node of the current session; guarded by mu
+	sessions    int           // sessions that subscribed; guarded by mu
+	ended       []string      // why sessions ended; guarded by mu
 }
 
 // followAll starts a follower of each transport on each node, from position from, and waits
 // until all subscribed.
-func followAll(t *testing.T, topic string, nodes []*testServer, from clientPos) []*follower {
+func followAll(t *testing.T, topic string, nodes []*testServer, from tt.Position) []*follower {
 	t.Helper()
+	byURL := make(map[string]*testServer, len(nodes))
+	for _, n := range nodes {
+		byURL[n.URL] = n
+	}
 	var fs []*follower
 	for i := range nodes {
-		order := append(append([]*testServer(nil), nodes[i:]...), nodes[:i]...)
-		for _, kind := range []string{"ws", "stomp", "sse", "poll"} {
-			ctx, cancel := context.WithCancel(context.Background())
-			f := &follower{name: fmt.Sprintf("%s@node%d", kind, i), kind: kind, topic: topic, from: from,
-				nodes: order, ctx: ctx, stop: cancel, done: make(chan struct{})}
+		var order []string // the node's own first
+		for _, n := range append(append([]*testServer(nil), nodes[i:]...), nodes[:i]...) {
+			order = append(order, n.URL)
+		}
+		for _, kind := range tt.Kinds {
+			f := &follower{name: fmt.Sprintf("%s@node%d", kind, i), from: from, nodes: byURL,
+				c: tt.New(t, kind, tt.Options{Nodes: order})}
 			if from.Epoch != "" {
 				f.name += fmt.Sprintf("(from %v)", from)
-				f.sseID = topic + "=" + strconv.FormatUint(from.Offset, 10) + ":" + from.Epoch
 			}
-			go f.run()
-			t.Cleanup(func() { f.stop(); <-f.done })
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go f.record(ctx, done)
+			f.stop = func() { cancel(); <-done; f.c.Close() }
+			t.Cleanup(f.stop)
+			since := from
+			f.c.Subscribe(topic, &since)
 			fs = append(fs, f)
 		}
 	}
 	for _, f := range fs {
-		eventually(t, 10*time.Second, f.name+" subscribed", func() bool {
+		eventually.True(t, 10*time.Second, f.name+" subscribed", func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.sessions > 0
@@ -609,19 +586,43 @@ func followAll(t *testing.T, topic string, nodes []*testServer, from clientPos) 
 	return fs
 }
 
+// record keeps what f's client is told until ctx ends.
+func (f *follower) record(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-f.c.Events():
+			f.mu.Lock()
+			switch {
+			case e.Kind == tt.Message:
+				p := e.Pos()
+				if n := len(f.got); n > 0 && f.got[n-1].Epoch != p.Epoch && !f.toldSince {
+					f.unannounced = append(f.unannounced, fmt.Sprintf("%v -> %v", f.got[n-1], p))
+				}
+				f.got = append(f.got, p)
+				f.toldSince = false
+			case e.Kind == tt.Gap:
+				f.told = append(f.told, "gap: "+e.Reason)
+				f.toldSince = true
+			case e.Up:
+				f.sessions++
+				f.node = f.nodes[e.Node]
+			default:
+				f.ended = append(f.ended, e.Node+": "+e.Reason)
+			}
+			f.mu.Unlock()
+		}
+	}
+}
+
 // awaitAll waits until every follower has received top.
-func awaitAll(t *testing.T, fs []*follower, top clientPos) {
+func awaitAll(t *testing.T, fs []*follower, top tt.Position) {
 	t.Helper()
 	for _, f := range fs {
-		ok := false
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok && time.Now().Before(deadline) {
-			if ok = f.reached(top); !ok {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
+		ok := eventually.Within(20*time.Second, func() bool { return f.reached(top) })
 		f.stop()
-		<-f.done
 		if !ok {
 			t.Errorf("%s did not receive %v: %s", f.name, top, f.summary())
 		}
@@ -629,7 +630,7 @@ func awaitAll(t *testing.T, fs []*follower, top clientPos) {
 }
 
 // reached reports whether the last publication f received is pos.
-func (f *follower) reached(pos clientPos) bool {
+func (f *follower) reached(pos tt.Position) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.got) > 0 && f.got[len(f.got)-1] == pos
@@ -644,7 +645,7 @@ func (f *follower) on() *testServer {
 func (f *follower) summary() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var last []clientPos
+	var last []tt.Position
 	if n := len(f.got); n > 5 {
 		last = f.got[n-5:]
 	} else {
@@ -656,7 +657,7 @@ func (f *follower) summary() string {
 // checkExactly checks that the follower received from+1..top in top's epoch exactly once, in
 // order, including every acknowledged publication after from, and was never told of lost
 // history.
-func (f *follower) checkExactly(t *testing.T, top clientPos, acks []clientPos) {
+func (f *follower) checkExactly(t *testing.T, top tt.Position, acks []tt.Position) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -665,7 +666,7 @@ func (f *follower) checkExactly(t *testing.T, top clientPos, acks []clientPos) {
 	}
 	base := f.from.Offset
 	for i, p := range f.got {
-		if want := (clientPos{base + uint64(i+1), top.Epoch}); p != want {
+		if want := (tt.Position{Offset: base + uint64(i+1), Epoch: top.Epoch}); p != want {
 			t.Errorf("%s: publication %d is %v, want %v (%d sessions, ended: %q)", f.name, i, p, want, f.sessions, f.ended)
 			return
 		}
@@ -682,7 +683,7 @@ func (f *follower) checkExactly(t *testing.T, top clientPos, acks []clientPos) {
 
 // checkToldNewEpoch checks a follower that resumed from a position whose history is gone: it was
 // told so plainly, then received the new epoch 1..top exactly once, in order.
-func (f *follower) checkToldNewEpoch(t *testing.T, top clientPos) {
+func (f *follower) checkToldNewEpoch(t *testing.T, top tt.Position) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -690,7 +691,7 @@ func (f *follower) checkToldNewEpoch(t *testing.T, top clientPos) {
 		t.Errorf("%s resumed from a lost epoch without being told (received %v...)", f.name, f.got[:min(len(f.got), 3)])
 	}
 	for i, p := range f.got {
-		if want := (clientPos{uint64(i + 1), top.Epoch}); p != want {
+		if want := (tt.Position{Offset: uint64(i + 1), Epoch: top.Epoch}); p != want {
 			t.Errorf("%s: publication %d is %v, want %v", f.name, i, p, want)
 			return
 		}
@@ -703,7 +704,7 @@ func (f *follower) checkToldNewEpoch(t *testing.T, top clientPos) {
 // checkNewEpoch checks a follower across a broker restart that lost the topic's history: it
 // received the old epoch's publications in order, then saw the epoch change, then received
 // the new epoch 1..top exactly once, including every publication acknowledged in it.
-func (f *follower) checkNewEpoch(t *testing.T, old string, top clientPos, acks []clientPos) {
+func (f *follower) checkNewEpoch(t *testing.T, old string, top tt.Position, acks []tt.Position) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -716,7 +717,7 @@ func (f *follower) checkNewEpoch(t *testing.T, old string, top clientPos, acks [
 	}
 	oldSeen := uint64(i)
 	for j, p := range f.got[i:] {
-		if want := (clientPos{uint64(j + 1), top.Epoch}); p != want {
+		if want := (tt.Position{Offset: uint64(j + 1), Epoch: top.Epoch}); p != want {
 			t.Errorf("%s: publication %d of the new epoch is %v, want %v (told %q)", f.name, j, p, want, f.told)
 			return
 		}
@@ -739,288 +740,4 @@ func (f *follower) checkNewEpoch(t *testing.T, old string, top clientPos, acks [
 	}
 	t.Logf("%s: %d of the old epoch, then %d of the new; told %q; unannounced epoch changes %q; %d acknowledged in the old epoch never arrived",
 		f.name, oldSeen, top.Offset, f.told, f.unannounced, lost)
-}
-
-func (f *follower) add(p clientPos) {
-	f.mu.Lock()
-	if n := len(f.got); n > 0 && f.got[n-1].Epoch != p.Epoch && !f.toldSince {
-		f.unannounced = append(f.unannounced, fmt.Sprintf("%v -> %v", f.got[n-1], p))
-	}
-	f.got = append(f.got, p)
-	f.toldSince = false
-	f.mu.Unlock()
-}
-
-func (f *follower) tell(s string) {
-	f.mu.Lock()
-	f.told = append(f.told, s)
-	f.toldSince = true
-	f.mu.Unlock()
-}
-
-func (f *follower) subscribed(n *testServer) {
-	f.mu.Lock()
-	f.sessions++
-	f.node = n
-	f.mu.Unlock()
-}
-
-// resume returns where to resume: after the last publication received, else from.
-func (f *follower) resume() (uint64, string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.got) == 0 {
-		return f.from.Offset, f.from.Epoch
-	}
-	p := f.got[len(f.got)-1]
-	return p.Offset, p.Epoch
-}
-
-func (f *follower) run() {
-	defer close(f.done)
-	i := 0
-	for f.ctx.Err() == nil {
-		var subscribed bool
-		var err error
-		n := f.nodes[i]
-		switch f.kind {
-		case "ws":
-			subscribed, err = f.sessionWS(n)
-		case "stomp":
-			subscribed, err = f.sessionSTOMP(n)
-		case "sse":
-			subscribed, err = f.sessionSSE(n)
-		case "poll":
-			subscribed, err = f.sessionPoll(n)
-		}
-		if f.ctx.Err() != nil {
-			return
-		}
-		f.mu.Lock()
-		f.ended = append(f.ended, fmt.Sprintf("%s: %v", n.URL, err))
-		f.mu.Unlock()
-		if !subscribed {
-			i = (i + 1) % len(f.nodes) // refused, or gone: try the next node
-		}
-		select {
-		case <-f.ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// dialWSErr dials a WebSocket, returning errors instead of failing the test.
-func dialWSErr(ctx context.Context, url string, protocols ...string) (*wsClient, error) {
-	conn, br, _, err := ws.Dialer{Protocols: protocols, Timeout: 5 * time.Second}.Dial(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if br == nil {
-		br = bufio.NewReader(conn)
-	}
-	return &wsClient{conn: conn, br: br}, nil
-}
-
-func (f *follower) sessionWS(n *testServer) (bool, error) {
-	c, err := dialWSErr(f.ctx, n.ws("/api/ws"))
-	if err != nil {
-		return false, err
-	}
-	defer c.conn.Close()
-	defer context.AfterFunc(f.ctx, func() { c.conn.Close() })()
-	since, epoch := f.resume()
-	sub, _ := json.Marshal(map[string]any{"op": "subscribe", "topic": f.topic, "since": since, "epoch": epoch})
-	if err := wsutil.WriteClientText(c.conn, sub); err != nil {
-		return false, err
-	}
-	subscribed := false
-	for {
-		b, err := c.read(time.Minute)
-		if err != nil {
-			return subscribed, err
-		}
-		var m pubMsg
-		if err := json.Unmarshal(b, &m); err != nil {
-			return subscribed, fmt.Errorf("ws message %q: %w", b, err)
-		}
-		switch m.Op {
-		case "subscribed":
-			subscribed = true
-			f.subscribed(n)
-			if m.Recovered != nil && !*m.Recovered {
-				f.tell("subscribed: " + m.Reason)
-			}
-		case "gap":
-			f.tell("gap: " + m.Reason)
-		case "message":
-			f.add(clientPos{m.Offset, m.Epoch})
-		case "error", "disconnect":
-			return subscribed, fmt.Errorf("%s %s: %s", m.Op, m.Code, m.Reason)
-		}
-	}
-}
-
-func (f *follower) sessionSTOMP(n *testServer) (bool, error) {
-	c, err := dialWSErr(f.ctx, n.ws("/api/stomp"), "v12.stomp")
-	if err != nil {
-		return false, err
-	}
-	defer c.conn.Close()
-	defer context.AfterFunc(f.ctx, func() { c.conn.Close() })()
-	since, epoch := f.resume()
-	frames := fmt.Sprintf("CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/%s\nreceipt:sub\nsince:%d\n", f.topic, since)
-	if epoch != "" {
-		frames += "epoch:" + epoch + "\n"
-	}
-	if err := wsutil.WriteClientText(c.conn, []byte(frames+"\n\x00")); err != nil {
-		return false, err
-	}
-	p := stomp.NewParser(stomp.Limits{MaxFrame: 1 << 20})
-	subscribed := false
-	for {
-		fr, err := nextFrame(c, p, time.Minute)
-		if err != nil {
-			return subscribed, err
-		}
-		switch fr.Command {
-		case "RECEIPT":
-			subscribed = true
-			f.subscribed(n)
-		case "MESSAGE":
-			if gap, _ := fr.Get("gap"); gap == "true" {
-				reason, _ := fr.Get("reason")
-				f.tell("gap: " + reason)
-				continue
-			}
-			f.add(framePos(fr))
-		case "ERROR":
-			msg, _ := fr.Get("message")
-			return subscribed, errors.New("ERROR " + msg)
-		}
-	}
-}
-
-// nextFrame returns the next STOMP frame read from c.
-func nextFrame(c *wsClient, p *stomp.Parser, timeout time.Duration) (stomp.Frame, error) {
-	for {
-		f, ok, err := p.Next()
-		if err != nil || ok {
-			return f, err
-		}
-		b, err := c.read(timeout)
-		if err != nil {
-			return stomp.Frame{}, err
-		}
-		p.Feed(b)
-	}
-}
-
-func (f *follower) sessionSSE(n *testServer) (bool, error) {
-	since, _ := f.resume()
-	u := n.URL + "/api/sse?topic=" + url.QueryEscape(f.topic)
-	req, _ := http.NewRequestWithContext(f.ctx, "GET", u, nil)
-	if f.sseID != "" {
-		req.Header.Set("Last-Event-ID", f.sseID) // as a browser's EventSource does
-	} else {
-		req.URL.RawQuery += "&since=" + strconv.FormatUint(since, 10)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return false, fmt.Errorf("status %d: %s", resp.StatusCode, b)
-	}
-	br := bufio.NewReader(resp.Body)
-	subscribed := false
-	var ev sseEvent
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return subscribed, err
-		}
-		line = strings.TrimRight(line, "\n")
-		if line != "" {
-			// "field: value", or ": comment" with an empty field.
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "":
-				if value == "connected" { // sent once the subscription exists
-					subscribed = true
-					f.subscribed(n)
-				}
-			case "id":
-				ev.ID = value
-			case "event":
-				ev.Event = value
-			case "data":
-				ev.Data += value
-			}
-			continue
-		}
-		// A blank line ends an event.
-		switch {
-		case ev.Data == "":
-		case ev.Event == "":
-			var p clientPos
-			if err := json.Unmarshal([]byte(ev.Data), &p); err != nil {
-				return subscribed, fmt.Errorf("sse data %q: %w", ev.Data, err)
-			}
-			f.add(p)
-			f.sseID = ev.ID
-		case ev.Event == "gap":
-			f.tell("gap: " + ev.Data)
-		default: // error, disconnect
-			return subscribed, fmt.Errorf("event %s: %s", ev.Event, ev.Data)
-		}
-		ev = sseEvent{}
-	}
-}
-
-// sessionPoll long-polls n until it fails; its first request is a short poll, so the follower
-// counts as subscribed at once. Like the clients docs/protocol.md describes, it resumes after
-// the last publication, or from the answer's position when the list is empty.
-func (f *follower) sessionPoll(n *testServer) (bool, error) {
-	subscribed := false
-	since, epoch := f.resume()
-	for {
-		u := fmt.Sprintf("%s/api/poll/%s?since=%d&epoch=%s&limit=1000", n.URL, f.topic, since, epoch)
-		if subscribed {
-			u += "&wait=5s"
-		}
-		req, _ := http.NewRequestWithContext(f.ctx, "GET", u, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return subscribed, err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return subscribed, err
-		}
-		if resp.StatusCode != 200 {
-			return subscribed, fmt.Errorf("status %d: %s", resp.StatusCode, b)
-		}
-		var ans pollAnswer
-		if err := json.Unmarshal(b, &ans); err != nil {
-			return subscribed, err
-		}
-		if !subscribed {
-			subscribed = true
-			f.subscribed(n)
-		}
-		if !ans.Recovered {
-			f.tell("recovered:false: " + ans.Reason)
-		}
-		for _, p := range ans.Publications {
-			f.add(clientPos{p.Offset, p.Epoch})
-		}
-		since, epoch = ans.Offset, ans.Epoch
-		if n := len(ans.Publications); n > 0 {
-			since, epoch = ans.Publications[n-1].Offset, ans.Publications[n-1].Epoch
-		}
-	}
 }

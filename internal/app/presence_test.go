@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/transport"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // TestPresenceAndServerAPIMultiNode runs two nodes on Redis and on NATS: presence lists the
@@ -44,16 +46,16 @@ func TestPresenceAndServerAPIMultiNode(t *testing.T) {
 func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	const topic = "room/presence"
 	token := func(s *testServer, user string) string { return login(t, s, user) }
-	join := func(s *testServer, user string, extra ...string) *wsClient {
+	join := func(s *testServer, user string, extra ...string) *tt.WSConn {
 		t.Helper()
-		c := dialWS(t, s.ws("/api/ws?access_token="+token(s, user)))
-		c.expectOp("connected")
-		c.send(fmt.Sprintf(`{"op":"subscribe","topic":%q,"presence":true}`, topic))
-		c.expectOp("subscribed")
-		c.expectOp("presence")
+		c := tt.DialWS(t, s.ws("/api/ws?access_token="+token(s, user)))
+		c.Op("connected")
+		c.Send(fmt.Sprintf(`{"op":"subscribe","topic":%q,"presence":true}`, topic))
+		c.Op("subscribed")
+		c.Op("presence")
 		for _, x := range extra {
-			c.send(fmt.Sprintf(`{"op":"subscribe","topic":%q}`, x))
-			c.expectOp("subscribed")
+			c.Send(fmt.Sprintf(`{"op":"subscribe","topic":%q}`, x))
+			c.Op("subscribed")
 		}
 		return c
 	}
@@ -77,7 +79,7 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	annA := join(a, "ann", "notify/ann")
 	bobB := join(b, "bob")
 	for i, s := range []*testServer{a, b} {
-		eventually(t, 10*time.Second, fmt.Sprintf("node %d to list ann and bob", i), func() bool {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("node %d to list ann and bob", i), func() bool {
 			return slices.Equal(users(s), []string{"ann", "bob"})
 		})
 	}
@@ -91,14 +93,14 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 		t.Fatalf("wrong API key: %d %v, want 401", code, refused)
 	}
 	ack := serverAPI(b, "publish", `{"topic":"notify/ann","data":{"hello":"ann"},"type":"NOTIFY"}`)
-	m := annA.expectOp("message")
+	m := annA.Op("message")
 	if m.Topic != "notify/ann" || m.Offset != uint64(ack["offset"].(float64)) || !strings.Contains(string(m.Data), "hello") {
 		t.Fatalf("ann got %+v, want the notification of %v", m, ack)
 	}
 
 	// ann on both nodes; one disconnect closes both, with the reason, and leaves bob alone.
 	annB := join(b, "ann")
-	eventually(t, 10*time.Second, "ann's second connection to show on node 0", func() bool {
+	eventually.True(t, 10*time.Second, "ann's second connection to show on node 0", func() bool {
 		var ans transport.PresenceAnswer
 		do2(t, a, "GET", "/api/topics/"+topic+"/presence", "Bearer "+token(a, "reader"), "", &ans)
 		return len(ans.Clients) == 3
@@ -107,17 +109,17 @@ func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	if res["disconnected"].(float64) != 1 {
 		t.Fatalf("disconnect answered %v, want 1 on the node asked", res)
 	}
-	for i, c := range []*wsClient{annA, annB} {
-		bye := c.expectOpAllowingDisconnect("disconnect")
+	for i, c := range []*tt.WSConn{annA, annB} {
+		bye := c.Op("disconnect")
 		if bye.Code != "disconnected" || bye.Reason != "account suspended" || bye.Reconnect {
 			t.Fatalf("ann's connection %d: %+v, want disconnected: account suspended, no reconnect", i, bye)
 		}
-		if _, err := c.read(5 * time.Second); err == nil {
+		if _, err := c.Next(5 * time.Second); err == nil {
 			t.Fatalf("ann's connection %d still open after the disconnect", i)
 		}
 	}
 	for i, s := range []*testServer{a, b} {
-		eventually(t, 10*time.Second, fmt.Sprintf("node %d to list bob alone", i), func() bool {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("node %d to list bob alone", i), func() bool {
 			return slices.Equal(users(s), []string{"bob"})
 		})
 	}
@@ -134,10 +136,10 @@ type presenceMsg struct {
 }
 
 // expectPresence reads until a presence event op (join, leave) arrives.
-func expectPresence(t *testing.T, c *wsClient, op string) presenceMsg {
+func expectPresence(t *testing.T, c *tt.WSConn, op string) presenceMsg {
 	t.Helper()
 	for {
-		b, err := c.read(5 * time.Second)
+		b, err := c.Next(5 * time.Second)
 		if err != nil {
 			t.Fatalf("waiting for %s: %v", op, err)
 		}
@@ -148,29 +150,8 @@ func expectPresence(t *testing.T, c *wsClient, op string) presenceMsg {
 	}
 }
 
-// expectOpAllowingDisconnect is expectOp for a disconnect.
-func (c *wsClient) expectOpAllowingDisconnect(op string) pubMsg {
-	c.t.Helper()
-	for {
-		m := c.readJSON(5 * time.Second)
-		if m.Op == op {
-			return m
-		}
-	}
-}
-
 // do2 makes a request with the Authorization header auth and decodes the JSON answer into v.
 func do2(t *testing.T, s *testServer, method, path, auth, body string, v any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", auth)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if v != nil {
-		_ = json.NewDecoder(resp.Body).Decode(v)
-	}
-	return resp.StatusCode
+	return tt.Dialer{Header: http.Header{"Authorization": {auth}}}.JSON(t, method, s.URL+path, body, v)
 }

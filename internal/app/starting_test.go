@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // TestServeWhileStarting: a node whose broker is not there yet answers at once: /healthz 200,
@@ -74,7 +75,7 @@ func TestServeWhileStarting(t *testing.T) {
 	}
 
 	srv.Start()
-	brokertest.Eventually(t, 15*time.Second, func() error {
+	eventually.Nil(t, 15*time.Second, func() error {
 		if code, body := get(base + "/readyz"); code != http.StatusOK {
 			return &notReady{body["reason"]}
 		}

@@ -40,9 +40,6 @@ func NewSigner(secret []byte, ttl time.Duration, issuer string, now func() time.
 	return &Signer{secret: secret, ttl: ttl, issuer: issuer, now: now}, nil
 }
 
-// TTL is the lifetime of issued tokens.
-func (s *Signer) TTL() time.Duration { return s.ttl }
-
 // Issue returns a token for user, valid from now for the Signer's TTL, with a random jti.
 func (s *Signer) Issue(user string) (string, Claims, error) {
 	if err := ValidUser(user); err != nil {

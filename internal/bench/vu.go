@@ -21,9 +21,8 @@ func newClock() clock {
 	return clock{t0: t, base: t.UnixNano()}
 }
 
-func (c clock) now() int64                     { return c.base + int64(time.Since(c.t0)) }
-func (c clock) at(d time.Duration) int64       { return c.base + int64(d) }
-func (c clock) elapsed(ts int64) time.Duration { return time.Duration(ts - c.base) }
+func (c clock) now() int64               { return c.base + int64(time.Since(c.t0)) }
+func (c clock) at(d time.Duration) int64 { return c.base + int64(d) }
 
 // Publication record states.
 const (

@@ -10,13 +10,12 @@ const MaxTopicLen = 200
 
 // Errors returned by the hub. Transports map them to wire errors.
 var (
-	ErrBadTopic      = errors.New("hub: bad topic")
-	ErrClosed        = errors.New("hub: closed")
-	ErrTooLarge      = errors.New("hub: publication too large")
-	ErrBadData       = errors.New("hub: data is not valid JSON")
-	ErrBadText       = errors.New("hub: text is not valid UTF-8")
-	ErrNotReady      = errors.New("hub: broker not ready")
-	ErrAlreadyExists = errors.New("hub: already subscribed")
+	ErrBadTopic = errors.New("hub: bad topic")
+	ErrClosed   = errors.New("hub: closed")
+	ErrTooLarge = errors.New("hub: publication too large")
+	ErrBadData  = errors.New("hub: data is not valid JSON")
+	ErrBadText  = errors.New("hub: text is not valid UTF-8")
+	ErrNotReady = errors.New("hub: broker not ready")
 )
 
 // ValidateTopic reports whether name is a valid topic: 1–200 characters of [A-Za-z0-9_.:@/-].

@@ -1,32 +1,31 @@
 package servertest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
+	"github.com/rtlab/rtlab/internal/eventually"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // Bystander is a well-behaved user of a server under attack: it subscribes to a topic over the
 // native WebSocket protocol and publishes to it over HTTP at a steady pace. Check then asserts
-// that every publish was accepted and that every publication arrived once, in offset order.
+// that every publish was accepted and that every publication arrived once, in offset order,
+// on one session.
 type Bystander struct {
 	t     testing.TB
 	topic string
 
-	cancel    context.CancelFunc // ends the subscriber
+	sub       tt.Client
+	cancel    context.CancelFunc // ends the reader and the publisher
 	stopPub   context.CancelFunc // ends the publisher
 	reader    sync.WaitGroup
 	publisher sync.WaitGroup
-	conn      io.Closer
 
 	mu       sync.Mutex
 	acked    []uint64 // offsets the publisher was given, in order
@@ -42,77 +41,34 @@ func StartBystander(t testing.TB, p *Proc, topic, token string, interval time.Du
 	pubCtx, stopPub := context.WithCancel(ctx)
 	b := &Bystander{t: t, topic: topic, cancel: cancel, stopPub: stopPub}
 	t.Cleanup(cancel)
-
-	hdr := http.Header{}
+	d := tt.Dialer{}
 	if token != "" {
-		hdr.Set("Authorization", "Bearer "+token)
+		d = d.Bearer(token)
 	}
-	d := ws.Dialer{Timeout: 5 * time.Second, Header: ws.HandshakeHeaderHTTP(hdr)}
-	conn, br, _, err := d.Dial(ctx, p.WS("/api/ws"))
-	if err != nil {
-		t.Fatalf("bystander: dial: %v", err)
-	}
-	// rd answers the server's pings through conn while it reads.
-	rd := struct {
-		io.Reader
-		io.Writer
-	}{conn, conn}
-	if br != nil {
-		rd.Reader = io.MultiReader(br, conn)
-	}
-	sub, _ := json.Marshal(map[string]any{"op": "subscribe", "topic": topic})
-	if err := wsutil.WriteClientText(conn, sub); err != nil {
-		t.Fatalf("bystander: subscribe: %v", err)
-	}
-	// Wait for "subscribed" before publishing, so the first publication is not missed.
-	for {
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		msg, err := wsutil.ReadServerText(rd)
-		if err != nil {
-			t.Fatalf("bystander: waiting for subscribed: %v", err)
-		}
-		var m struct{ Op, Code, Reason string }
-		_ = json.Unmarshal(msg, &m)
-		if m.Op == "subscribed" {
-			break
-		}
-		if m.Op == "error" || m.Op == "disconnect" {
-			t.Fatalf("bystander: subscribe refused: %s", msg)
-		}
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	b.conn = conn
-	t.Cleanup(func() { conn.Close() })
+	b.sub = tt.New(t, tt.WS, tt.Options{Nodes: []string{p.URL()}, Dialer: d})
+	b.sub.Subscribe(topic, nil)
+	// Subscribed before publishing, so the first publication is not missed.
+	tt.AwaitUp(t, b.sub)
 
 	b.reader.Add(1)
 	b.publisher.Add(1)
 	go func() { // reader
 		defer b.reader.Done()
 		for {
-			msg, err := wsutil.ReadServerText(rd)
-			if err != nil {
-				if ctx.Err() == nil {
-					b.fail("subscriber: read: %v", err)
-				}
+			select {
+			case <-ctx.Done():
 				return
-			}
-			var m struct {
-				Op     string
-				Topic  string
-				Offset uint64
-				Reason string
-			}
-			if err := json.Unmarshal(msg, &m); err != nil {
-				b.fail("subscriber: %q is not JSON: %v", msg, err)
-				continue
-			}
-			switch m.Op {
-			case "message":
-				b.mu.Lock()
-				b.received = append(b.received, m.Offset)
-				b.mu.Unlock()
-			case "error", "disconnect", "gap":
-				b.fail("subscriber: %s", msg)
+			case e := <-b.sub.Events():
+				switch {
+				case e.Kind == tt.Message:
+					b.mu.Lock()
+					b.received = append(b.received, e.Offset)
+					b.mu.Unlock()
+				case e.Kind == tt.Gap:
+					b.fail("subscriber: %v", e)
+				case !e.Up:
+					b.fail("subscriber: the session ended: %s", e.Reason)
+				}
 			}
 		}
 	}()
@@ -120,34 +76,27 @@ func StartBystander(t testing.TB, p *Proc, topic, token string, interval time.Du
 		defer b.publisher.Done()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
-		client := &http.Client{Timeout: 10 * time.Second}
+		hc := &http.Client{Timeout: 10 * time.Second}
 		for seq := 1; ; seq++ {
 			select {
 			case <-pubCtx.Done():
 				return
 			case <-tick.C:
 			}
-			body := fmt.Sprintf(`{"bystander":%d}`, seq)
-			req, _ := http.NewRequest(http.MethodPost, p.URL()+"/api/publish/"+topic, bytes.NewBufferString(body))
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			res, err := client.Do(req.WithContext(pubCtx))
-			if err != nil {
+			pos, err := tt.PublishHTTP(pubCtx, hc, d, p.URL(), topic, fmt.Sprintf(`{"bystander":%d}`, seq))
+			var refused *tt.Refusal
+			switch {
+			case errors.As(err, &refused):
+				b.fail("publish %d: %v", seq, err)
+				continue
+			case err != nil:
 				if pubCtx.Err() == nil {
 					b.fail("publish %d: %v", seq, err)
 				}
 				return
 			}
-			reply, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			var ack struct{ Offset uint64 }
-			if res.StatusCode != http.StatusOK || json.Unmarshal(reply, &ack) != nil {
-				b.fail("publish %d: %s %s", seq, res.Status, reply)
-				continue
-			}
 			b.mu.Lock()
-			b.acked = append(b.acked, ack.Offset)
+			b.acked = append(b.acked, pos.Offset)
 			b.mu.Unlock()
 		}
 	}()
@@ -176,19 +125,14 @@ func (b *Bystander) Check(min int) {
 	b.t.Helper()
 	b.stopPub()
 	b.publisher.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.Within(10*time.Second, func() bool {
 		b.mu.Lock()
-		caught := len(b.received) >= len(b.acked)
-		b.mu.Unlock()
-		if caught {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return len(b.received) >= len(b.acked)
+	})
 	b.cancel()
-	b.conn.Close()
 	b.reader.Wait()
+	b.sub.Close()
 
 	b.mu.Lock()
 	defer b.mu.Unlock()

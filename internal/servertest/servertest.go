@@ -9,8 +9,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // Build builds ./cmd/rtlab into dir and returns the binary's path. $RTLAB_BIN names a prebuilt
@@ -62,23 +67,45 @@ func moduleRoot() (string, error) {
 // Proc is one rtlab serve process on a loopback address of its own. Restart keeps the address
 // and the data directory, so clients find the restarted server where they left the old one.
 type Proc struct {
-	t       testing.TB
-	bin     string
-	args    []string
-	Addr    string // host:port it listens on
-	DataDir string // its --data-dir
+	t    testing.TB
+	bin  string
+	args []string
+	log  io.Writer // also gets the output, when set
+	Addr string    // host:port it listens on
+	// DataDir is its --data-dir; empty keeps all history in memory. A test may change it
+	// before a Restart.
+	DataDir string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	out *bytes.Buffer // stdout and stderr of every run, kept for the failure message
 }
 
-// Start runs `rtlab serve` with args (after --addr and --data-dir, so args may override
-// neither) and waits until /healthz answers. The process is stopped when the test ends; its
-// output is logged if the test failed.
+// Options are how StartWith runs a server.
+type Options struct {
+	Args []string // flags after --addr, --data-dir and --shutdown-timeout
+	// Memory runs it without a data directory: all history in memory, nothing durable.
+	Memory bool
+	// Log also gets everything the process prints, with a line where each run starts and ends
+	// (a file kept beside a test's other artefacts, say).
+	Log io.Writer
+}
+
+// Start runs `rtlab serve` with args on a data directory of its own and waits until /healthz
+// answers. The process is stopped when the test ends; its output is logged if the test
+// failed.
 func Start(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{t: t, bin: bin, args: args, Addr: FreeAddr(t), DataDir: t.TempDir(), out: new(bytes.Buffer)}
+	return StartWith(t, bin, Options{Args: args})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, bin string, o Options) *Proc {
+	t.Helper()
+	p := &Proc{t: t, bin: bin, args: o.Args, log: o.Log, Addr: FreeAddr(t), out: new(bytes.Buffer)}
+	if !o.Memory {
+		p.DataDir = t.TempDir()
+	}
 	p.start()
 	t.Cleanup(func() {
 		p.Stop()
@@ -91,9 +118,10 @@ func Start(t testing.TB, bin string, args ...string) *Proc {
 
 func (p *Proc) start() {
 	p.t.Helper()
-	argv := append([]string{"serve", "--addr", p.Addr, "--data-dir", p.DataDir, "--shutdown-timeout", "2s"}, p.args...)
+	argv := append([]string{"serve", "--addr", p.Addr, "--data-dir=" + p.DataDir, "--shutdown-timeout", "2s"}, p.args...)
 	cmd := exec.Command(p.bin, argv...)
 	w := &lockedWriter{p: p}
+	fmt.Fprintf(w, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start rtlab: %v", err)
@@ -109,6 +137,9 @@ type lockedWriter struct{ p *Proc }
 func (w *lockedWriter) Write(b []byte) (int, error) {
 	w.p.mu.Lock()
 	defer w.p.mu.Unlock()
+	if w.p.log != nil {
+		_, _ = w.p.log.Write(b)
+	}
 	return w.p.out.Write(b)
 }
 
@@ -139,20 +170,18 @@ func (p *Proc) PID() int {
 // Await waits until GET path answers want, failing the test after within.
 func (p *Proc) Await(path string, want int, within time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
 	var last string
-	for time.Now().Before(deadline) {
+	if eventually.Within(within, func() bool {
 		res, err := http.Get(p.URL() + path)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == want {
-				return
-			}
-			last = res.Status
-		} else {
+		if err != nil {
 			last = err.Error()
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		res.Body.Close()
+		last = res.Status
+		return res.StatusCode == want
+	}) {
+		return
 	}
 	p.t.Fatalf("rtlab on %s did not answer %d to %s within %v (last: %s)\n%s", p.Addr, want, path, within, last, p.Output())
 }
@@ -187,9 +216,14 @@ func procStatusBytes(t testing.TB, pid int, key string) int64 {
 
 // Restart stops the process (SIGKILL when crash, else SIGTERM) and starts it again with the
 // same address, data directory and flags.
-func (p *Proc) Restart(crash bool) {
+func (p *Proc) Restart(crash bool) { p.RestartAfter(crash, 0) }
+
+// RestartAfter is Restart with the server down for down in between: an outage long enough for
+// its clients to notice and back off.
+func (p *Proc) RestartAfter(crash bool, down time.Duration) {
 	p.t.Helper()
 	p.signalAndWait(crash)
+	time.Sleep(down) // the outage's length, not a wait for anything
 	p.start()
 }
 
@@ -211,6 +245,7 @@ func (p *Proc) signalAndWait(crash bool) {
 	if crash {
 		sig = syscall.SIGKILL
 	}
+	fmt.Fprintf(&lockedWriter{p: p}, "---- %v %s\n", sig, time.Now().Format(time.RFC3339Nano))
 	_ = cmd.Process.Signal(sig)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -231,6 +266,21 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// NoUpgrades is a reverse proxy to target that answers 403 to every WebSocket upgrade, as
+// some corporate proxies do, and passes everything else on, event streams unbuffered.
+func NoUpgrades(target string) http.Handler {
+	u, _ := url.Parse(target)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			http.Error(w, "WebSocket is not allowed through this proxy", http.StatusForbidden)
+			return
+		}
+		p.ServeHTTP(w, r)
+	})
 }
 
 // Main builds the rtlab binary into a temporary directory, sets *bin to it, runs the package's

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/state"
 )
 
@@ -97,7 +98,7 @@ func TestConformance(t *testing.T) {
 			}
 			// b sees a's record (RabbitMQ: once its fold has read it).
 			var rb state.Record
-			brokertest.Eventually(t, 10*time.Second, func() error {
+			eventually.Nil(t, 10*time.Second, func() error {
 				if rb, err = b.Get(ctx, "room", name); err != nil || rb.Rev != rev {
 					return fmt.Errorf("b reads %+v %v, want rev %d", rb, err, rev)
 				}
@@ -131,7 +132,7 @@ func TestConformance(t *testing.T) {
 			}
 			wg.Wait()
 			var last state.Record
-			brokertest.Eventually(t, 10*time.Second, func() error {
+			eventually.Nil(t, 10*time.Second, func() error {
 				last, _ = a.Get(ctx, "counter", "n")
 				if string(last.Value) != "40" {
 					return fmt.Errorf("counter %q, want 40", last.Value)

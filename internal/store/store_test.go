@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/hub"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/hub"
 )
 
 func open(t testing.TB, cfg Config) *Store {
@@ -440,11 +442,7 @@ func TestBackpressure(t *testing.T) {
 		}
 		close(returned)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); s.Stats().Queued < 8; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue stuck at %d, want MaxQueue 8", s.Stats().Queued)
-		}
-	}
+	eventually.True(t, 10*time.Second, "the queue to fill to MaxQueue 8", func() bool { return s.Stats().Queued >= 8 })
 	select {
 	case <-returned:
 		t.Fatal("100 Appends returned while the notifier was stuck")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,23 +34,15 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
-// GeneratedPosition is what seed routes publish for an empty body, as the seed servers did.
-func GeneratedPosition() json.RawMessage {
-	return fmt.Appendf(nil, `{"x":%.2f,"y":%.2f}`, rand.Float64()*100, rand.Float64()*100)
-}
-
 // HandlePublish serves POST /api/publish/{topic}: the body is the data.
 func (s *Server) HandlePublish(w http.ResponseWriter, r *http.Request) {
-	s.publishHTTP(w, r, r.PathValue("topic"), false)
+	s.HandlePublishTo(w, r, r.PathValue("topic"), nil)
 }
 
-// HandleSeedPublish publishes the body (or a generated position when empty) to topic and
-// answers 200, as the seed routes did.
-func (s *Server) HandleSeedPublish(w http.ResponseWriter, r *http.Request, topic string) {
-	s.publishHTTP(w, r, topic, true)
-}
-
-func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic string, generateEmpty bool) {
+// HandlePublishTo publishes the request's body to topic and answers with the publication's
+// position. A request without a body publishes what empty returns; with empty nil, a body is
+// required.
+func (s *Server) HandlePublishTo(w http.ResponseWriter, r *http.Request, topic string, empty func() json.RawMessage) {
 	ident, err := s.authenticate(r)
 	if err == nil {
 		err = s.allowHTTPPublish(r, ident.User)
@@ -66,11 +57,11 @@ func (s *Server) publishHTTP(w http.ResponseWriter, r *http.Request, topic strin
 		return
 	}
 	if body == nil {
-		if !generateEmpty {
+		if empty == nil {
 			s.WriteError(w, r, fmt.Errorf("%w: body is required (the data to publish, as JSON)", ErrBadRequest))
 			return
 		}
-		body = GeneratedPosition()
+		body = empty()
 	} else if !json.Valid(body) {
 		s.WriteError(w, r, fmt.Errorf("%w: body is not valid JSON", ErrBadRequest))
 		return
@@ -130,28 +121,48 @@ func parseWait(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
-// HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
-func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
-	topic := r.PathValue("topic")
-	pp, err := s.parsePoll(r, true)
+// readParams parses a read's query (wait only when allowWait) and checks that the client may
+// read topic.
+func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (pollParams, error) {
+	pp, err := s.parsePoll(r, allowWait)
 	if err == nil {
 		err = s.canRead(r, topic)
 	}
+	return pp, err
+}
+
+// longPoll waits for what follows opts (see poll), the request admitted as a streaming
+// connection meanwhile (admitLongPoll). On an error the client has been answered and ok is false.
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
+	release, err := s.admitLongPoll(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return res, false
+	}
+	defer release()
+	if res, err = s.poll(r.Context(), topic, opts, wait); err != nil {
+		s.WriteError(w, r, err)
+		return res, false
+	}
+	return res, true
+}
+
+// HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
+func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	pp, err := s.readParams(r, topic, true)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
+	res, ok := hub.ReadResult{}, true
 	if pp.wait > 0 {
-		release, err := s.admitLongPoll(r)
-		if err != nil {
-			s.WriteError(w, r, err)
-			return
-		}
-		defer release()
-	}
-	res, err := s.poll(r.Context(), topic, pp.opts, pp.wait)
-	if err != nil {
+		res, ok = s.longPoll(w, r, topic, pp.opts, pp.wait)
+	} else if res, err = s.hub.Read(r.Context(), topic, pp.opts); err != nil {
 		s.WriteError(w, r, err)
+		ok = false
+	}
+	if !ok {
 		return
 	}
 	writeReadResult(w, topic, res)
@@ -163,10 +174,7 @@ func (s *Server) HandleHistory(w http.ResponseWriter, r *http.Request, topic str
 		s.handlePage(w, r, topic) // paging back (history.go)
 		return
 	}
-	pp, err := s.parsePoll(r, false)
-	if err == nil {
-		err = s.canRead(r, topic)
-	}
+	pp, err := s.readParams(r, topic, false)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
@@ -302,26 +310,16 @@ func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {
 	_, _ = w.Write(b)
 }
 
-// HandleSeedLong serves GET /location/long/{group}: the data of the next location(s) published
-// to the group as a JSON list, or [] after the seed timeout.
-func (s *Server) HandleSeedLong(w http.ResponseWriter, r *http.Request, topic string) {
-	pp, err := s.parsePoll(r, false)
-	if err == nil {
-		err = s.canRead(r, topic)
-	}
+// HandleDataLongPoll serves a long poll of topic without offsets, for an application's own
+// dialect: it answers the data of the next publication(s) as a JSON list, or [] after wait.
+func (s *Server) HandleDataLongPoll(w http.ResponseWriter, r *http.Request, topic string, wait time.Duration) {
+	pp, err := s.readParams(r, topic, false)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
-	release, err := s.admitLongPoll(r)
-	if err != nil {
-		s.WriteError(w, r, err)
-		return
-	}
-	defer release()
-	res, err := s.poll(r.Context(), topic, pp.opts, s.lim.SeedLongTimeout)
-	if err != nil {
-		s.WriteError(w, r, err)
+	res, ok := s.longPoll(w, r, topic, pp.opts, wait)
+	if !ok {
 		return
 	}
 	b := []byte{'['}

@@ -1,6 +1,8 @@
 // Package transport serves the hub over five transports: short and long polling, Server-Sent
-// Events, a WebSocket JSON protocol and STOMP 1.2 over WebSocket, plus the seed-compatible
-// variants of each. Each connection has one reader goroutine and a writer (see writer.go).
+// Events, a WebSocket JSON protocol and STOMP 1.2 over WebSocket. An application adds dialects
+// of its own through small hooks: raw WebSockets (RawSocket), data-only streams and polls, and
+// STOMP destinations besides /topic/ (STOMPDests). Each connection has one reader goroutine and
+// a writer (see writer.go).
 package transport
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,19 +21,17 @@ import (
 
 // Limits bound what one client may do and hold. Zero values mean the defaults given.
 type Limits struct {
-	MaxFrame        int           // bytes of one client frame or request body; zero means 64 KiB
-	QueueBytes      int           // bytes queued per connection before it is cut off; zero means 1 MiB
-	WriteTimeout    time.Duration // one socket write; zero means 10 s
-	MaxSubs         int           // subscriptions per connection; zero means 128
-	MsgRate         float64       // publishes per second per connection; zero means 100, -1 unlimited
-	MsgBurst        int           // publish burst; zero means 2×MsgRate (at least 10)
-	PingInterval    time.Duration // WebSocket ping when idle; zero means 25 s
-	SSEHeartbeat    time.Duration // SSE comment when idle; zero means 15 s
-	StompHeartbeat  time.Duration // STOMP heart-beat offered both ways; zero means 10 s
-	LongPollMax     time.Duration // longest long-poll wait; zero means 60 s
-	SeedLongTimeout time.Duration // wait of the seed long-poll route; zero means 10 s
-	SeedSSETimeout  time.Duration // life of a seed SSE stream; zero means 30 s, negative never ends
-	SSEMaxAge       time.Duration // life of a native SSE stream; zero (the default) never ends
+	MaxFrame       int           // bytes of one client frame or request body; zero means 64 KiB
+	QueueBytes     int           // bytes queued per connection before it is cut off; zero means 1 MiB
+	WriteTimeout   time.Duration // one socket write; zero means 10 s
+	MaxSubs        int           // subscriptions per connection; zero means 128
+	MsgRate        float64       // publishes per second per connection; zero means 100, -1 unlimited
+	MsgBurst       int           // publish burst; zero means 2×MsgRate (at least 10)
+	PingInterval   time.Duration // WebSocket ping when idle; zero means 25 s
+	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 15 s
+	StompHeartbeat time.Duration // STOMP heart-beat offered both ways; zero means 10 s
+	LongPollMax    time.Duration // longest long-poll wait; zero means 60 s
+	SSEMaxAge      time.Duration // life of an /api/sse stream; zero (the default) never ends
 
 	StompTxFrames     int           // SEND frames held by one STOMP transaction; zero means 100
 	StompTxBytes      int           // body bytes held by one STOMP transaction; zero means 1 MiB
@@ -91,10 +92,6 @@ func (l *Limits) fill() {
 	def(&l.SSEHeartbeat, 15*time.Second)
 	def(&l.StompHeartbeat, 10*time.Second)
 	def(&l.LongPollMax, 60*time.Second)
-	def(&l.SeedLongTimeout, 10*time.Second)
-	if l.SeedSSETimeout == 0 {
-		l.SeedSSETimeout = 30 * time.Second // Spring's SseEmitter default, which seed scripts rely on
-	}
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.
@@ -143,10 +140,6 @@ type Policy interface {
 	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 	// Disconnected is called once when a streaming connection has closed.
 	Disconnected(c Client)
-	// SeedJoin is called by the seed chat routes (raw /chat, STOMP SEND to
-	// /pub/chat/message/{room}) before they publish req: there a user's first message to a
-	// room joins it. The native routes keep their explicit rules and never call it.
-	SeedJoin(ctx context.Context, c Client, req hub.PublishRequest) error
 }
 
 // authenticate resolves a request's identity and refuses anonymous ones when auth is required.
@@ -167,8 +160,10 @@ type Config struct {
 	Policy  Policy
 	Limits  Limits
 	Origins Origins
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// STOMPDests serves STOMP destinations besides /topic/{topic}; nil serves /topic/ alone.
+	STOMPDests STOMPDests
+	Metrics    *metrics.Metrics
+	Logger     *slog.Logger
 }
 
 // Server holds the transports' shared state: the connections it must close at shutdown.
@@ -177,6 +172,7 @@ type Server struct {
 	policy  Policy
 	lim     Limits
 	origins Origins
+	dests   STOMPDests // nil: /topic/ alone
 	m       *metrics.Metrics
 	log     *slog.Logger
 	pubRate *keyedLimiter // HTTP publishes per user or address
@@ -199,7 +195,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, m: cfg.Metrics, log: cfg.Logger,
+		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
 		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		conns:   make(map[*writer]struct{}), perIP: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
@@ -210,6 +206,28 @@ func New(cfg Config) *Server {
 
 // Limits returns the limits in force (defaults filled in).
 func (s *Server) Limits() Limits { return s.lim }
+
+// Routes registers the transports' own routes on mux: publish, short and long poll, history
+// and presence reads, SSE, the WebSocket protocol and STOMP, all under /api/.
+func (s *Server) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/publish/{topic...}", s.HandlePublish)
+	mux.HandleFunc("GET /api/poll/{topic...}", s.HandlePoll)
+	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
+			s.HandlePresence(w, r, topic)
+			return
+		}
+		topic, ok := strings.CutSuffix(r.PathValue("rest"), "/history")
+		if !ok {
+			s.WriteError(w, r, fmt.Errorf("%w: use /api/topics/{topic}/history or /presence", ErrNotFound))
+			return
+		}
+		s.HandleHistory(w, r, topic)
+	})
+	mux.HandleFunc("GET /api/sse", s.HandleSSE)
+	mux.HandleFunc("GET /api/ws", s.HandleWS)
+	mux.HandleFunc("GET /api/stomp", s.HandleSTOMP)
+}
 
 // track registers a connection so shutdown and keepalive can reach it.
 func (s *Server) track(w *writer, transport string) bool {

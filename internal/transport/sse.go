@@ -24,7 +24,7 @@ type sseConn struct {
 	s        *Server
 	w        *writer
 	id, user string
-	dataOnly bool          // seed stream: data: carries the position alone
+	dataOnly bool          // a data stream (HandleDataSSE): data: carries the publication's data alone
 	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
 	watch    bool          // the client asked for the topics' presence (presence=true)
 	guards   []Guard       // per topic, from the policy
@@ -93,7 +93,7 @@ func (c *sseConn) goodbye(r Reason) []byte {
 	}
 	var b []byte
 	if c.dataOnly {
-		// A seed stream's data: is only ever a position, so the reason goes in a comment.
+		// A data stream's data: is only ever a publication's data, so the reason goes in a comment.
 		b = fmt.Appendf(nil, ": %s: %s\n", r.Code, r.Text)
 	} else {
 		msg, _ := json.Marshal(map[string]any{"code": r.Code, "reason": r.Text, "reconnect": r.Reconnect})
@@ -109,16 +109,13 @@ func (c *sseConn) goodbye(r Reason) []byte {
 // sseRetry is the reconnection delay the server asks EventSource clients for.
 const sseRetry = "retry: 2000\n\n"
 
-// ReasonMaxAge closes an SSE stream that reached --seed-sse-timeout or --sse-max-age.
+// ReasonMaxAge closes an SSE stream that reached its maximum age (--sse-max-age, or a data
+// stream's own).
 var ReasonMaxAge = Reason{Code: "max_age", Text: "the stream reached its maximum age, reconnect with Last-Event-ID", WSCode: 1000, Reconnect: true}
 
-// streamAge is how long a new stream lives: the seed route's timeout, or the native
-// --sse-max-age less up to a tenth, so streams opened together (after a restart) do not all
-// reconnect at once.
-func (s *Server) streamAge(dataOnly bool) time.Duration {
-	if dataOnly {
-		return max(s.lim.SeedSSETimeout, 0) // like Spring's SseEmitter: exactly its timeout
-	}
+// streamAge is how long a new /api/sse stream lives: --sse-max-age less up to a tenth, so
+// streams opened together (after a restart) do not all reconnect at once.
+func (s *Server) streamAge() time.Duration {
 	age := s.lim.SSEMaxAge
 	if age <= 0 {
 		return 0
@@ -152,15 +149,17 @@ func parseResumeToken(tok string) (map[string]hub.Position, error) {
 
 // HandleSSE serves GET /api/sse?topic=A&topic=B.
 func (s *Server) HandleSSE(w http.ResponseWriter, r *http.Request) {
-	s.serveSSE(w, r, r.URL.Query()["topic"], false)
+	s.serveSSE(w, r, r.URL.Query()["topic"], false, s.streamAge())
 }
 
-// HandleSeedSSE serves the seed stream of one group's locations.
-func (s *Server) HandleSeedSSE(w http.ResponseWriter, r *http.Request, topic string) {
-	s.serveSSE(w, r, []string{topic}, true)
+// HandleDataSSE serves a stream of topic for an application's own dialect: data: carries each
+// publication's data alone (no gap or presence events; a closing reason comes as a comment),
+// and the stream ends cleanly after exactly maxAge (zero or negative: never).
+func (s *Server) HandleDataSSE(w http.ResponseWriter, r *http.Request, topic string, maxAge time.Duration) {
+	s.serveSSE(w, r, []string{topic}, true, max(maxAge, 0))
 }
 
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool) {
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool, maxAge time.Duration) {
 	ident, err := s.authenticate(r)
 	if err == nil {
 		err = s.checkOrigin(r)
@@ -233,7 +232,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: s.streamAge(dataOnly), topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
+	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
 		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	// The stream ends at the token's expiry with event: disconnect (token_expired); an

@@ -211,26 +211,13 @@ func (c *stompConn) keepaliveDue(idle time.Duration) bool {
 	return idle >= c.s.lim.PingInterval
 }
 
-// HandleSTOMP serves STOMP over WebSocket (/api/stomp, and the seed /location and /stomp/chat).
+// HandleSTOMP serves STOMP over WebSocket (/api/stomp, and wherever the application routes it).
 func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	// Anonymous handshakes are let through: STOMP clients log in with CONNECT.
-	ident, err := s.policy.Authenticate(r)
-	if err == nil {
-		err = s.checkOrigin(r)
-	}
-	var release func()
-	if err == nil {
-		release, err = s.admit(r)
-	}
-	if err != nil {
-		s.WriteError(w, r, err)
-		return
-	}
-	conn, br, _, err := upgrade(w, r, func(p string) bool {
+	ident, conn, br, release, ok := s.upgradeSocket(w, r, true, func(p string) bool {
 		return p == "v12.stomp" || p == "v11.stomp" || p == "v10.stomp"
 	})
-	if err != nil {
-		release()
+	if !ok {
 		return
 	}
 	c := &stompConn{
@@ -239,14 +226,9 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
 	}
 	c.userSeen.Store(&ident.User)
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.STOMP))
-	s.bindIdentity(c.w, ident)
-	if !s.track(c.w, metrics.STOMP) {
-		release()
-		c.w.close(ReasonShutdown, true)
+	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
 		return
 	}
-	s.wg.Add(1)
 	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
 	// FirstFrameTimeout of the upgrade, so a socket cannot be held open with "\n" alone.
 	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
@@ -278,7 +260,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			case !c.connected && isTimeout(err):
 				c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
 			case errors.Is(err, errFrameTooLarge):
-				c.fail(fmt.Errorf("frame too large: more than %d bytes", s.lim.MaxFrame), nil, 1009)
+				c.fail(fmt.Errorf("%w: a frame over %d bytes (--max-frame)", hub.ErrTooLarge, s.lim.MaxFrame), nil, 1009)
 			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
 				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
 				if refused {
@@ -294,7 +276,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 		for {
 			f, ok, err := c.parser.Next()
 			if err != nil {
-				c.fail(err, nil, 4000)
+				c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err), nil, 4000) // the parser says what is wrong
 				return
 			}
 			if !ok {
@@ -532,28 +514,45 @@ func parseHeartBeat(v string) (time.Duration, time.Duration, error) {
 	return time.Duration(x) * time.Millisecond, time.Duration(y) * time.Millisecond, nil
 }
 
-// destTopic maps a STOMP destination to a topic. forSend selects the publishing forms.
-func destTopic(dest string, forSend bool) (topic string, seed bool, err error) {
-	var t string
-	switch {
-	case strings.HasPrefix(dest, "/topic/"):
-		return dest[len("/topic/"):], false, nil
-	case forSend && strings.HasPrefix(dest, "/pub/share/"):
-		t = "location/" + dest[len("/pub/share/"):]
-	case forSend && strings.HasPrefix(dest, "/pub/chat/message/"):
-		t = "chat/" + dest[len("/pub/chat/message/"):]
-	case !forSend && strings.HasPrefix(dest, "/sub/location/"):
-		t = "location/" + dest[len("/sub/location/"):]
-	case !forSend && strings.HasPrefix(dest, "/sub/chat/"):
-		t = "chat/" + dest[len("/sub/chat/"):]
-	default:
-		verb := "SUBSCRIBE to /topic/{topic}, /sub/location/{g} or /sub/chat/{room}"
-		if forSend {
-			verb = "SEND to /topic/{topic}, /pub/share/{g} or /pub/chat/message/{room}"
-		}
-		return "", false, fmt.Errorf("%w: unknown destination %q: %s", ErrBadRequest, dest, verb)
+// STOMPDests gives STOMP destinations besides /topic/{topic} a meaning: an application's own,
+// such as those of clients written for another server. Its methods are called on sessions'
+// reader goroutines and must be safe for concurrent use.
+type STOMPDests interface {
+	// Dest returns where a SUBSCRIBE (send false) or SEND destination leads; ok is false for
+	// a destination it does not know.
+	Dest(dest string, send bool) (r STOMPRoute, ok bool)
+	// Forms names the destinations Dest knows, for the refusal of an unknown one, as
+	// "/sub/a/{x} or /sub/b/{y}".
+	Forms(send bool) string
+}
+
+// STOMPRoute is where a STOMP destination leads.
+type STOMPRoute struct {
+	Topic string
+	// Publish publishes a SEND to the destination in place of Policy.Publish; req.Data is nil
+	// when the frame has no body, and Publish decides what that means. Nil: Policy.Publish, and
+	// a SEND needs a body.
+	Publish func(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
+}
+
+// destRoute maps a STOMP destination to its route. send selects the publishing forms.
+func (s *Server) destRoute(dest string, send bool) (STOMPRoute, error) {
+	if t, ok := strings.CutPrefix(dest, "/topic/"); ok {
+		return STOMPRoute{Topic: t}, nil
 	}
-	return t, true, nil
+	if s.dests != nil {
+		if r, ok := s.dests.Dest(dest, send); ok {
+			return r, nil
+		}
+	}
+	verb := "SUBSCRIBE to /topic/{topic}"
+	if send {
+		verb = "SEND to /topic/{topic}"
+	}
+	if s.dests != nil {
+		verb += ", " + s.dests.Forms(send)
+	}
+	return STOMPRoute{}, fmt.Errorf("%w: unknown destination %q: %s", ErrBadRequest, dest, verb)
 }
 
 func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
@@ -565,7 +564,8 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	if strings.HasPrefix(dest, historyDest) {
 		return c.onHistory(ctx, f, dest) // one page of history (history.go)
 	}
-	topic, _, err := destTopic(dest, false)
+	route, err := c.s.destRoute(dest, false)
+	topic := route.Topic
 	if err == nil {
 		err = hub.ValidateTopic(topic)
 	}
@@ -634,7 +634,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: SEND needs a destination header", ErrBadRequest), f, 4000)
 		return false
 	}
-	topic, seed, err := destTopic(dest, true)
+	route, err := c.s.destRoute(dest, true)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
@@ -643,13 +643,13 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	data := json.RawMessage(append([]byte(nil), f.Body...))
 	switch {
 	case len(strings.TrimSpace(string(f.Body))) == 0:
-		if !seed {
+		if route.Publish == nil {
 			c.fail(fmt.Errorf("%w: SEND needs a body (the data to publish)", ErrBadRequest), f, 4000)
 			return false
 		}
-		data = GeneratedPosition()
+		data = nil // the route decides what an empty SEND publishes
 	case !json.Valid(f.Body):
-		data = asJSON(f.Body)
+		data = AsJSON(f.Body)
 	}
 	if !c.rl.allow(time.Now()) {
 		c.fail(c.s.errRateLimited(), f, 4000)
@@ -658,14 +658,12 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	typ, _ := f.Get("type")
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req := hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User}
-	if seed && strings.HasPrefix(topic, "chat/") {
-		err = c.s.policy.SeedJoin(pctx, c.client(), req) // /pub/chat/message/{room}
+	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}
+	publish := c.s.policy.Publish
+	if route.Publish != nil {
+		publish = route.Publish
 	}
-	var p *hub.Publication
-	if err == nil {
-		p, err = c.s.policy.Publish(pctx, c.client(), req)
-	}
+	p, err := publish(pctx, c.client(), req)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

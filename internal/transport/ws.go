@@ -17,7 +17,7 @@ import (
 // Publication cache slots used by transports (slot 0 is the hub's JSON).
 const (
 	slotWSMessage = 1 // WebSocket text frame of {"op":"message",...}
-	slotWSData    = 2 // WebSocket text frame of the data alone (seed routes)
+	slotWSData    = 2 // WebSocket text frame of the data alone (raw sockets)
 	slotSTOMP     = 3 // STOMP MESSAGE headers and body shared by all subscriptions
 )
 
@@ -33,26 +33,61 @@ func encWSData(p *hub.Publication) []byte {
 	return appendWSText(make([]byte, 0, len(p.Data)+10), p.Data)
 }
 
-// wsMode is the dialect a WebSocket connection speaks.
-type wsMode int
+// RawSocket gives a raw WebSocket (HandleRawWS) its meaning: an application's own dialect.
+// On a raw socket every delivery is the publication's data alone, and the client is answered
+// nothing but errors: no connected, subscribed or ack messages, no gap or disconnect notices.
+// Both methods run on the connection's reader goroutine.
+type RawSocket interface {
+	// Open is called once the socket is upgraded, before any frame is read.
+	Open(ctx context.Context, c *RawConn)
+	// Frame is called with each frame the client sends (but a token refresh, which the
+	// transport serves).
+	Frame(ctx context.Context, c *RawConn, msg []byte)
+}
 
-const (
-	modeNative wsMode = iota // /api/ws: the JSON protocol
-	modeGroup                // /ws?group=G: seed raw socket; non-op frames publish to the group
-	modeChat                 // /chat: seed raw chat
-)
+// RawConn is a raw WebSocket as its RawSocket sees it. Its methods are for the RawSocket's
+// calls only.
+type RawConn struct{ c *wsConn }
+
+// Client is who the socket is.
+func (r *RawConn) Client() Client { return r.c.client() }
+
+// Subscribe subscribes the socket to topic from now; the refusal is returned, not sent.
+func (r *RawConn) Subscribe(ctx context.Context, topic string) error {
+	return r.c.subscribe(ctx, topic, nil, "", true, false)
+}
+
+// Allow takes one of the connection's publish tokens (--msg-rate): an error when there is none.
+func (r *RawConn) Allow() error {
+	if !r.c.rl.allow(time.Now()) {
+		return r.c.s.errRateLimited()
+	}
+	return nil
+}
+
+// Error tells the client of err, as an {"op":"error"} message naming topic (when not empty).
+func (r *RawConn) Error(err error, topic string) { r.c.replyError(err, nil, topic) }
+
+// Op serves msg as an op of the JSON protocol (subscribe, unsubscribe, publish, ping, history,
+// answered as on a raw socket) when it is one, and reports whether it was.
+func (r *RawConn) Op(ctx context.Context, msg []byte) bool {
+	if !isProtocolOp(msg) {
+		return false
+	}
+	r.c.op(ctx, msg)
+	return true
+}
 
 // wsConn is one WebSocket client. Its fields are owned by the reader goroutine unless noted.
 type wsConn struct {
 	s     *Server
 	id    string
-	ident Identity // refreshed in place by the refresh op; reader-owned
-	user  string   // ident.User, which a refresh never changes; read by other goroutines
-	mode  wsMode
-	w     *writer // safe for concurrent use
+	ident Identity  // refreshed in place by the refresh op; reader-owned
+	user  string    // ident.User, which a refresh never changes; read by other goroutines
+	raw   RawSocket // nil: the JSON protocol (/api/ws)
+	rawc  RawConn   // what raw is handed: this connection
+	w     *writer   // safe for concurrent use
 	subs  map[string]*hub.Subscription
-	group string // modeGroup: topic that non-op frames publish to
-	room  string // modeChat: joined topic
 	rl    rateLimiter
 
 	release func() // gives back the connection's admission (see Server.admit)
@@ -61,7 +96,7 @@ type wsConn struct {
 // wsSink delivers a subscription's publications to its connection.
 type wsSink struct {
 	c        *wsConn
-	dataOnly bool  // seed dialects receive the data unwrapped
+	dataOnly bool  // a raw socket's subscriptions receive the data unwrapped
 	watch    bool  // the client asked for the topic's presence (joins and leaves)
 	guard    Guard // the policy's check before each delivery; nil: none
 }
@@ -76,7 +111,7 @@ func (k *wsSink) Deliver(p *hub.Publication) {
 // Gap tells a native client that the topic's epoch changed under its subscription.
 func (k *wsSink) Gap(topic string, now hub.Position, reason string) {
 	if k.dataOnly {
-		return // seed sockets have no way to say it; they get the data as it comes
+		return // raw sockets have no way to say it; they get the data as it comes
 	}
 	b, _ := json.Marshal(map[string]any{"op": "gap", "topic": topic, "offset": now.Offset, "epoch": now.Epoch, "reason": reason})
 	k.c.w.sendRaw(appendWSText(nil, b))
@@ -97,7 +132,7 @@ func (c *wsConn) goodbye(r Reason) []byte {
 		return nil
 	}
 	var b []byte
-	if c.mode == modeNative && r.Code != ReasonClientClosed.Code {
+	if c.raw == nil && r.Code != ReasonClientClosed.Code {
 		msg, _ := json.Marshal(struct {
 			Op        string `json:"op"`
 			Code      string `json:"code"`
@@ -113,59 +148,27 @@ func (c *wsConn) keepalive() []byte { return wsPing }
 
 func (c *wsConn) keepaliveDue(idle time.Duration) bool { return idle >= c.s.lim.PingInterval }
 
-// HandleWS serves the native WebSocket JSON protocol (/api/ws).
-func (s *Server) HandleWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, modeNative, "") }
+// HandleWS serves the WebSocket JSON protocol (/api/ws).
+func (s *Server) HandleWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, nil) }
 
-// HandleSeedWS serves the seed raw WebSocket (/ws?group=G, default group 0).
-func (s *Server) HandleSeedWS(w http.ResponseWriter, r *http.Request) {
-	g := r.URL.Query().Get("group")
-	if g == "" {
-		g = "0"
-	}
-	topic := "location/" + g
-	if err := hub.ValidateTopic(topic); err != nil {
-		s.WriteError(w, r, err)
-		return
-	}
-	s.serveWS(w, r, modeGroup, topic)
+// HandleRawWS serves a raw WebSocket whose frames raw gives a meaning.
+func (s *Server) HandleRawWS(w http.ResponseWriter, r *http.Request, raw RawSocket) {
+	s.serveWS(w, r, raw)
 }
 
-// HandleSeedChat serves the seed raw WebSocket chat (/chat).
-func (s *Server) HandleSeedChat(w http.ResponseWriter, r *http.Request) {
-	s.serveWS(w, r, modeChat, "")
-}
-
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mode wsMode, group string) {
-	ident, err := s.authenticate(r)
-	if err == nil {
-		err = s.checkOrigin(r)
-	}
-	var release func()
-	if err == nil {
-		release, err = s.admit(r)
-	}
-	if err != nil {
-		s.WriteError(w, r, err)
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) {
+	ident, conn, br, release, ok := s.upgradeSocket(w, r, false, nil)
+	if !ok {
 		return
-	}
-	conn, br, _, err := upgrade(w, r, nil)
-	if err != nil {
-		release()
-		return // the upgrader already answered with a 4xx
 	}
 	c := &wsConn{
-		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, mode: mode,
-		subs: make(map[string]*hub.Subscription), group: group, rl: newRateLimiter(s.lim),
+		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, raw: raw,
+		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), release: release,
 	}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.WS))
-	s.bindIdentity(c.w, ident)
-	if !s.track(c.w, metrics.WS) {
-		release()
-		c.w.close(ReasonShutdown, true)
+	c.rawc = RawConn{c}
+	if c.w, ok = s.startSocket(conn, c, ident, metrics.WS, release); !ok {
 		return
 	}
-	c.release = release
-	s.wg.Add(1)
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
 	// A client is dropped after two ping intervals without a frame; pongs count.
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
@@ -188,13 +191,10 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 		c.release()
 		s.policy.Disconnected(c.client())
 	}()
-	if c.mode == modeNative {
+	if c.raw != nil {
+		c.raw.Open(ctx, &c.rawc)
+	} else {
 		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.ident.User})
-	}
-	if c.mode == modeGroup {
-		if err := c.subscribe(ctx, c.group, nil, "", true, false); err != nil {
-			c.replyError(err, nil, c.group)
-		}
 	}
 	for {
 		_, msg, err := rd.readMessage()
@@ -229,16 +229,15 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 		c.refresh(tok)
 		return
 	}
-	switch c.mode {
-	case modeChat:
-		c.handleChat(ctx, msg)
+	if c.raw != nil {
+		c.raw.Frame(ctx, &c.rawc, msg)
 		return
-	case modeGroup:
-		if !isProtocolOp(msg) {
-			c.publish(ctx, c.group, asJSON(msg), "", nil)
-			return
-		}
 	}
+	c.op(ctx, msg)
+}
+
+// op serves one message of the JSON protocol.
+func (c *wsConn) op(ctx context.Context, msg []byte) {
 	req, err := decodeRequest(msg)
 	if err != nil {
 		c.replyError(err, req.ID, req.Topic)
@@ -246,7 +245,7 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 	}
 	switch req.Op {
 	case "subscribe":
-		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.mode != modeNative, req.Presence && c.mode == modeNative); err != nil {
+		if err := c.subscribe(ctx, req.Topic, req.Since, req.Epoch, c.raw != nil, req.Presence && c.raw == nil); err != nil {
 			c.replyError(err, req.ID, req.Topic)
 		}
 	case "unsubscribe":
@@ -326,8 +325,8 @@ func decodeRequest(msg []byte) (wsRequest, error) {
 	return req, nil
 }
 
-// isProtocolOp reports whether a seed-socket frame is a protocol message rather than a payload
-// to publish: a JSON object whose "op" is one of the protocol's.
+// isProtocolOp reports whether a raw socket's frame is a protocol message rather than the
+// application's own: a JSON object whose "op" is one of the protocol's.
 func isProtocolOp(msg []byte) bool {
 	if !bytes.Contains(msg, []byte(`"op"`)) {
 		return false
@@ -345,8 +344,8 @@ func isProtocolOp(msg []byte) bool {
 	return false
 }
 
-// asJSON returns msg if it is JSON, else msg as a JSON string.
-func asJSON(msg []byte) json.RawMessage {
+// AsJSON returns msg if it is JSON, else msg as a JSON string.
+func AsJSON(msg []byte) json.RawMessage {
 	if json.Valid(msg) {
 		return msg
 	}
@@ -377,7 +376,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 		return err
 	}
 	c.subs[topic] = sub
-	if c.mode == modeNative {
+	if c.raw == nil {
 		ans := map[string]any{"op": "subscribed", "topic": topic, "offset": res.Top.Offset,
 			"epoch": res.Top.Epoch, "recovered": res.Recovered}
 		if !res.Recovered {
@@ -401,7 +400,7 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 		c.replyError(err, id, topic)
 		return
 	}
-	if c.mode == modeNative {
+	if c.raw == nil {
 		b := make([]byte, 0, 96)
 		b = append(b, `{"op":"ack","id":`...)
 		if len(id) == 0 {
@@ -417,57 +416,6 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 		b = hub.AppendJSONString(b, p.Epoch)
 		b = append(b, '}')
 		c.w.sendRaw(appendWSText(nil, b))
-	}
-}
-
-// chatMessage is the seed chat's message shape.
-type chatMessage struct {
-	Type   string          `json:"type"`
-	Sender string          `json:"sender"`
-	RoomID json.RawMessage `json:"roomId"`
-}
-
-func (c *wsConn) handleChat(ctx context.Context, msg []byte) {
-	var m chatMessage
-	if err := json.Unmarshal(msg, &m); err != nil {
-		c.replyError(fmt.Errorf("%w: chat message must be a JSON object {type, sender, message, roomId}: %v", ErrBadRequest, err), nil, "")
-		return
-	}
-	room := string(bytes.Trim(m.RoomID, `"`))
-	if room == "" || room == "null" {
-		if c.room == "" {
-			c.replyError(fmt.Errorf("%w: the first message needs a roomId", ErrBadRequest), nil, "")
-			return
-		}
-	} else if c.room == "" {
-		topic := "chat/" + room
-		if err := c.subscribe(ctx, topic, nil, "", true, false); err != nil {
-			c.replyError(err, nil, topic)
-			return
-		}
-		c.room = topic
-	}
-	topic := c.room
-	if room != "" && room != "null" {
-		topic = "chat/" + room
-	}
-	sender := m.Sender
-	if c.ident.User != "" {
-		sender = c.ident.User
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if !c.rl.allow(time.Now()) {
-		c.replyError(c.s.errRateLimited(), nil, topic)
-		return
-	}
-	req := hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}
-	err := c.s.policy.SeedJoin(pctx, c.client(), req)
-	if err == nil {
-		_, err = c.s.policy.Publish(pctx, c.client(), req)
-	}
-	if err != nil {
-		c.replyError(err, nil, topic)
 	}
 }
 

@@ -48,8 +48,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// FuzzSeedFrame: a seed socket's frame is either a protocol op or published as valid JSON.
-func FuzzSeedFrame(f *testing.F) {
+// FuzzRawFrame: a raw socket's frame is either a protocol op or, through AsJSON, valid JSON.
+func FuzzRawFrame(f *testing.F) {
 	for _, s := range append(wsSeeds, "hello", `{"x":1}`, "\xff\xfe", `{"op":"subscribe"`) {
 		f.Add([]byte(s))
 	}
@@ -57,8 +57,8 @@ func FuzzSeedFrame(f *testing.F) {
 		if isProtocolOp(msg) {
 			return
 		}
-		if out := asJSON(msg); !json.Valid(out) {
-			t.Fatalf("asJSON(%q) = %q, not JSON", msg, out)
+		if out := AsJSON(msg); !json.Valid(out) {
+			t.Fatalf("AsJSON(%q) = %q, not JSON", msg, out)
 		}
 	})
 }

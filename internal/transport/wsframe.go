@@ -286,3 +286,48 @@ func upgrade(w http.ResponseWriter, r *http.Request, choose func(string) bool) (
 	}
 	return c, bufio.NewReaderSize(c, wsReadBuf), hs.Protocol, nil
 }
+
+// upgradeSocket admits a WebSocket request and upgrades it, offering the subprotocols choose
+// accepts (nil: none). The client's identity is checked first (an anonymous one is let
+// through when anonymous is set, or when no credentials are required), then its origin and
+// the connection caps. On a refusal the client has been answered and ok is false; otherwise
+// release gives the admission back once the connection has ended.
+func (s *Server) upgradeSocket(w http.ResponseWriter, r *http.Request, anonymous bool, choose func(string) bool) (
+	ident Identity, conn net.Conn, br *bufio.Reader, release func(), ok bool) {
+	var err error
+	if anonymous {
+		ident, err = s.policy.Authenticate(r)
+	} else {
+		ident, err = s.authenticate(r)
+	}
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
+	if err == nil {
+		release, err = s.admit(r)
+	}
+	if err != nil {
+		s.WriteError(w, r, err)
+		return ident, nil, nil, nil, false
+	}
+	if conn, br, _, err = upgrade(w, r, choose); err != nil {
+		release()
+		return ident, nil, nil, nil, false // the upgrader already answered with a 4xx
+	}
+	return ident, conn, br, release, true
+}
+
+// startSocket gives an upgraded connection its writer and identity, and tracks it for
+// keepalive and shutdown. During shutdown it closes the connection, gives the admission back
+// and returns false. On success the caller starts the connection's reader (s.wg counts it).
+func (s *Server) startSocket(conn net.Conn, f framer, ident Identity, transport string, release func()) (*writer, bool) {
+	w := newWriter(conn, f, &s.lim, s.connStats(transport))
+	s.bindIdentity(w, ident)
+	if !s.track(w, transport) {
+		release()
+		w.close(ReasonShutdown, true)
+		return w, false
+	}
+	s.wg.Add(1)
+	return w, true
+}

@@ -4,8 +4,6 @@
 package hostile
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -15,32 +13,14 @@ import (
 // bin is the rtlab binary under test, built once by TestMain.
 var bin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rtlab-hostile-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin, err = servertest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { servertest.Main(m, &bin) }
 
 // TestBystanderAcrossRestart checks the harness itself: a bystander on a quiet server receives
 // everything, and a crashed and restarted server comes back on the same address.
 func TestBystanderAcrossRestart(t *testing.T) {
 	p := servertest.Start(t, bin)
 	b := servertest.StartBystander(t, p, "news/quiet", "", 20*time.Millisecond)
-	for b.Published() < 20 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Check(20)
+	check(t, b, 20)
 	p.Restart(true)
 	if rss := p.RSS(); rss < 1<<20 {
 		t.Fatalf("RSS %d bytes after restart: not a running server", rss)

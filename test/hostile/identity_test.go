@@ -7,17 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // secret is the --auth-secret of the identity tests' servers: an application's backend mints
@@ -39,109 +38,18 @@ func mint(t testing.TB, user string, ttl time.Duration) string {
 // call makes an HTTP request with an optional bearer token and returns status and body.
 func call(t testing.TB, p *servertest.Proc, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, p.URL()+path, strings.NewReader(body))
+	d := tt.Dialer{}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		d = d.Bearer(token)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
-// wsConn is a raw WebSocket client.
-type wsConn struct {
-	t    testing.TB
-	conn net.Conn
-	rd   io.ReadWriter
-}
-
-func dial(t testing.TB, url string, protocols ...string) *wsConn {
-	t.Helper()
-	d := ws.Dialer{Timeout: 5 * time.Second, Protocols: protocols}
-	conn, br, _, err := d.Dial(context.Background(), url)
-	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	var r io.Reader = conn
-	if br != nil {
-		r = io.MultiReader(br, conn)
-	}
-	return &wsConn{t: t, conn: conn, rd: struct {
-		io.Reader
-		io.Writer
-	}{r, conn}}
-}
-
-func (c *wsConn) send(s string) {
-	c.t.Helper()
-	if err := wsutil.WriteClientText(c.conn, []byte(s)); err != nil {
-		c.t.Fatalf("ws send: %v", err)
-	}
-}
-
-// next returns the next text message, or the close frame's payload with io.EOF.
-func (c *wsConn) next(within time.Duration) ([]byte, error) {
-	_ = c.conn.SetReadDeadline(time.Now().Add(within))
-	for {
-		msgs, err := wsutil.ReadServerMessage(c.rd, nil)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			switch m.OpCode {
-			case ws.OpText:
-				return m.Payload, nil
-			case ws.OpClose:
-				return m.Payload, io.EOF
-			}
-		}
-	}
-}
-
-// until reads until a message containing want arrives, failing after within.
-func (c *wsConn) until(want string, within time.Duration) string {
-	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		b, err := c.next(time.Until(deadline))
-		if err != nil {
-			c.t.Fatalf("waiting for %q: %v", want, err)
-		}
-		if strings.Contains(string(b), want) {
-			return string(b)
-		}
-	}
-}
-
-// closed reads until the server closes, returning everything it said on the way.
-func (c *wsConn) closed(within time.Duration) string {
-	c.t.Helper()
-	var said []string
-	deadline := time.Now().Add(within)
-	for {
-		b, err := c.next(time.Until(deadline))
-		said = append(said, string(b))
-		if err == io.EOF {
-			return strings.Join(said, "\n")
-		}
-		if err != nil {
-			c.t.Fatalf("waiting for the server to close: %v (said %q)", err, said)
-		}
-	}
+	code, b := d.Call(t, method, p.URL()+path, body)
+	return code, string(b)
 }
 
 // check waits until the bystander has published n times, then checks it.
 func check(t testing.TB, b *servertest.Bystander, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Published() < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Within(10*time.Second, func() bool { return b.Published() >= n })
 	b.Check(n)
 }
 
@@ -172,13 +80,13 @@ func TestLogoutClosesOpenConnections(t *testing.T) {
 	b := servertest.StartBystander(t, p, "news/logout", mint(t, "bystander", time.Hour), 20*time.Millisecond)
 	tok := mint(t, "ann", time.Hour)
 
-	w := dial(t, p.WS("/api/ws?access_token="+tok))
-	w.until(`"connected"`, 5*time.Second)
-	w.send(`{"op":"subscribe","topic":"notify/ann"}`)
-	w.until(`"subscribed"`, 5*time.Second)
-	st := dial(t, p.WS("/api/stomp"), "v12.stomp")
-	st.send("CONNECT\naccept-version:1.2\npasscode:" + tok + "\n\n\x00")
-	st.until("CONNECTED", 5*time.Second)
+	w := tt.DialWS(t, p.WS("/api/ws?access_token="+tok))
+	w.Until(`"connected"`, 5*time.Second)
+	w.Send(`{"op":"subscribe","topic":"notify/ann"}`)
+	w.Until(`"subscribed"`, 5*time.Second)
+	st := tt.DialWS(t, p.WS("/api/stomp"), "v12.stomp")
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + tok + "\n\n\x00")
+	st.Until("CONNECTED", 5*time.Second)
 	sseReq, _ := http.NewRequest("GET", p.URL()+"/api/sse?topic=notify/ann&access_token="+tok, nil)
 	sseRes, err := http.DefaultClient.Do(sseReq)
 	if err != nil || sseRes.StatusCode != 200 {
@@ -189,10 +97,10 @@ func TestLogoutClosesOpenConnections(t *testing.T) {
 	if code, body := call(t, p, "POST", "/api/logout", tok, ""); code != 200 {
 		t.Fatalf("logout: %d %s", code, body)
 	}
-	if said := w.closed(5 * time.Second); !strings.Contains(said, `"code":"token_revoked"`) {
+	if said, _ := w.Closed(5 * time.Second); !strings.Contains(said, `"code":"token_revoked"`) {
 		t.Fatalf("WebSocket closed saying %q", said)
 	}
-	if said := st.closed(5 * time.Second); !strings.Contains(said, "ERROR") || !strings.Contains(said, "token_revoked") {
+	if said, _ := st.Closed(5 * time.Second); !strings.Contains(said, "ERROR") || !strings.Contains(said, "token_revoked") {
 		t.Fatalf("STOMP closed saying %q", said)
 	}
 	rest, _ := io.ReadAll(bufio.NewReader(sseRes.Body)) // ends when the server closes
@@ -202,7 +110,7 @@ func TestLogoutClosesOpenConnections(t *testing.T) {
 	if code, _ := call(t, p, "POST", "/api/publish/news/logout", tok, `{"after":"logout"}`); code != http.StatusUnauthorized {
 		t.Fatalf("publish with the revoked token: %d", code)
 	}
-	if _, _, _, err := (ws.Dialer{Timeout: 5 * time.Second}).Dial(context.Background(), p.WS("/api/ws?access_token="+tok)); err == nil {
+	if _, err := (tt.Dialer{}).TryWS(context.Background(), p.WS("/api/ws?access_token="+tok)); err == nil {
 		t.Fatal("a new WebSocket with the revoked token was accepted")
 	}
 	check(t, b, 5)
@@ -214,23 +122,23 @@ func TestSenderOverwritten(t *testing.T) {
 	p := authed(t)
 	b := servertest.StartBystander(t, p, "news/sender", mint(t, "bystander", time.Hour), 20*time.Millisecond)
 	ann, mallory := mint(t, "ann", time.Hour), mint(t, "mallory", time.Hour)
-	watch := dial(t, p.WS("/chat?access_token="+ann))
-	watch.send(`{"type":"ENTER","sender":"ann","roomId":"8","message":""}`)
-	watch.until(`"ENTER"`, 5*time.Second)
+	watch := tt.DialWS(t, p.WS("/chat?access_token="+ann))
+	watch.Send(`{"type":"ENTER","sender":"ann","roomId":"8","message":""}`)
+	watch.Until(`"ENTER"`, 5*time.Second)
 
-	m := dial(t, p.WS("/chat?access_token="+mallory))
-	m.send(`{"type":"ENTER","sender":"ann","roomId":"8","message":""}`)
-	m.send(`{"type":"CHAT","sender":"ann","roomId":"8","message":"via /chat"}`)
-	got := []string{watch.until("via /chat", 5*time.Second)}
-	st := dial(t, p.WS("/stomp/chat"), "v12.stomp")
-	st.send("CONNECT\naccept-version:1.2\npasscode:" + mallory + "\n\n\x00")
-	st.until("CONNECTED", 5*time.Second)
-	st.send("SEND\ndestination:/pub/chat/message/8\ncontent-type:application/json\n\n{\"type\":\"TALK\",\"sender\":\"ann\",\"message\":\"via stomp\"}\x00")
-	got = append(got, watch.until("via stomp", 5*time.Second))
+	m := tt.DialWS(t, p.WS("/chat?access_token="+mallory))
+	m.Send(`{"type":"ENTER","sender":"ann","roomId":"8","message":""}`)
+	m.Send(`{"type":"CHAT","sender":"ann","roomId":"8","message":"via /chat"}`)
+	got := []string{watch.Until("via /chat", 5*time.Second)}
+	st := tt.DialWS(t, p.WS("/stomp/chat"), "v12.stomp")
+	st.Send("CONNECT\naccept-version:1.2\npasscode:" + mallory + "\n\n\x00")
+	st.Until("CONNECTED", 5*time.Second)
+	st.Send("SEND\ndestination:/pub/chat/message/8\ncontent-type:application/json\n\n{\"type\":\"TALK\",\"sender\":\"ann\",\"message\":\"via stomp\"}\x00")
+	got = append(got, watch.Until("via stomp", 5*time.Second))
 	if code, body := call(t, p, "POST", "/api/publish/chat/8?type=TALK", mallory, `{"sender":"ann","message":"via native"}`); code != 200 {
 		t.Fatalf("native publish: %d %s", code, body)
 	}
-	got = append(got, watch.until("via native", 5*time.Second))
+	got = append(got, watch.Until("via native", 5*time.Second))
 	for _, msg := range got {
 		var d struct{ Sender string }
 		_ = json.Unmarshal([]byte(msg), &d)
@@ -252,14 +160,14 @@ func TestOwnerSurvivesFloodAndCrash(t *testing.T) {
 		t.Fatalf("ann ENTER: %d %s", code, body)
 	}
 	call(t, p, "POST", "/api/publish/chat/annroom?type=LEAVE", ann, `{}`)
-	m := dial(t, p.WS("/api/ws?access_token="+mallory))
-	m.until(`"connected"`, 5*time.Second)
+	m := tt.DialWS(t, p.WS("/api/ws?access_token="+mallory))
+	m.Until(`"connected"`, 5*time.Second)
 	const pairs = 150 // 300 publications: six times the history kept
 	for i := range pairs {
-		m.send(fmt.Sprintf(`{"op":"publish","topic":"chat/annroom","type":"ENTER","data":{},"id":%d}`, 2*i))
-		m.send(fmt.Sprintf(`{"op":"publish","topic":"chat/annroom","type":"LEAVE","data":{},"id":%d}`, 2*i+1))
+		m.Send(fmt.Sprintf(`{"op":"publish","topic":"chat/annroom","type":"ENTER","data":{},"id":%d}`, 2*i))
+		m.Send(fmt.Sprintf(`{"op":"publish","topic":"chat/annroom","type":"LEAVE","data":{},"id":%d}`, 2*i+1))
 	}
-	m.until(fmt.Sprintf(`"id":%d`, 2*pairs-1), 30*time.Second)
+	m.Until(fmt.Sprintf(`"id":%d`, 2*pairs-1), 30*time.Second)
 	var h struct {
 		Publications []struct{ Sender string }
 	}
@@ -315,10 +223,10 @@ func TestNonMemberHistoryRefused(t *testing.T) {
 				t.Errorf("ann GET %s: %d", path, code)
 			}
 		}
-		w := dial(t, p.WS("/api/ws?access_token="+eve))
-		w.until(`"connected"`, 5*time.Second)
-		w.send(`{"op":"subscribe","topic":"chat/` + room + `","since":0}`)
-		if got := w.until(`"op":"`, 5*time.Second); !strings.Contains(got, `"forbidden"`) {
+		w := tt.DialWS(t, p.WS("/api/ws?access_token="+eve))
+		w.Until(`"connected"`, 5*time.Second)
+		w.Send(`{"op":"subscribe","topic":"chat/` + room + `","since":0}`)
+		if got := w.Until(`"op":"`, 5*time.Second); !strings.Contains(got, `"forbidden"`) {
 			t.Errorf("eve subscribes to chat/%s: %s", room, got)
 		}
 	}

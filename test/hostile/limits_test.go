@@ -11,7 +11,9 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // startWithBystander starts a server with flags and a bystander on topic that publishes every
@@ -23,11 +25,11 @@ func startWithBystander(t *testing.T, topic string, flags ...string) (*servertes
 }
 
 // stompConnect opens a STOMP session over WebSocket from the attacker's address.
-func stompConnect(t *testing.T, p *servertest.Proc) *wsClient {
+func stompConnect(t *testing.T, p *servertest.Proc) *tt.WSConn {
 	t.Helper()
 	c := dialWS(t, p.WS("/api/stomp"), attacker, nil)
-	c.sendText("CONNECT\naccept-version:1.2\nhost:rtlab\n\n\x00")
-	c.stompFrame("CONNECTED")
+	c.Send("CONNECT\naccept-version:1.2\nhost:rtlab\n\n\x00")
+	stompFrame(t, c, "CONNECTED")
 	return c
 }
 
@@ -48,14 +50,14 @@ func TestStompTransactionBounded(t *testing.T) {
 	p, b := startWithBystander(t, "news/tx")
 	base := p.RSS()
 	c := stompConnect(t, p)
-	c.sendText("BEGIN\ntransaction:t1\n\n\x00")
+	c.Send("BEGIN\ntransaction:t1\n\n\x00")
 	body := string(padded(60<<10, `"n":1`))
 	// Each SEND asks for a receipt and waits for it, so the server has nothing unread when it
 	// refuses and closes (unread bytes would turn its close into a reset that eats the ERROR).
 	sent, errFrame := 0, ""
 	for ; sent < 3000 && errFrame == ""; sent++ {
-		c.sendText(fmt.Sprintf("SEND\ndestination:/topic/news/tx-flood\ntransaction:t1\nreceipt:r%d\ncontent-type:application/json\n\n%s\x00", sent, body))
-		if f := c.stompFrame(""); strings.HasPrefix(f, "ERROR\n") {
+		c.Send(fmt.Sprintf("SEND\ndestination:/topic/news/tx-flood\ntransaction:t1\nreceipt:r%d\ncontent-type:application/json\n\n%s\x00", sent, body))
+		if f := stompFrame(t, c, ""); strings.HasPrefix(f, "ERROR\n") {
 			errFrame = f
 		} else if !strings.HasPrefix(f, "RECEIPT\n") {
 			t.Fatalf("SEND %d: %q", sent, firstLine(f, 1))
@@ -70,11 +72,11 @@ func TestStompTransactionBounded(t *testing.T) {
 	// Transactions per session: 16 open, the 17th refused.
 	c2 := stompConnect(t, p)
 	for i := 1; i <= 16; i++ {
-		c2.sendText(fmt.Sprintf("BEGIN\ntransaction:t%d\nreceipt:r%d\n\n\x00", i, i))
-		c2.stompFrame("RECEIPT")
+		c2.Send(fmt.Sprintf("BEGIN\ntransaction:t%d\nreceipt:r%d\n\n\x00", i, i))
+		stompFrame(t, c2, "RECEIPT")
 	}
-	c2.sendText("BEGIN\ntransaction:t17\n\n\x00")
-	if f := c2.stompFrame("ERROR"); !strings.Contains(f, "--stomp-tx-max") {
+	c2.Send("BEGIN\ntransaction:t17\n\n\x00")
+	if f := stompFrame(t, c2, "ERROR"); !strings.Contains(f, "--stomp-tx-max") {
 		t.Fatalf("17th transaction: %q", f)
 	}
 	check(t, b, 20)
@@ -90,12 +92,12 @@ func TestStompUnackedBounded(t *testing.T) {
 	hc := httpFrom(attacker2)
 
 	sub := stompConnect(t, p)
-	sub.sendText("SUBSCRIBE\nid:s1\ndestination:/topic/ack/big\nack:client\nreceipt:r\n\n\x00")
-	sub.stompFrame("RECEIPT")
+	sub.Send("SUBSCRIBE\nid:s1\ndestination:/topic/ack/big\nack:client\nreceipt:r\n\n\x00")
+	stompFrame(t, sub, "RECEIPT")
 	reasons := make(chan string, 1)
 	go func() { // reads every MESSAGE, acknowledges none
 		for {
-			msg, err := sub.read(30 * time.Second)
+			msg, err := sub.Next(30 * time.Second)
 			if err != nil {
 				reasons <- err.Error()
 				return
@@ -134,14 +136,14 @@ publish:
 
 	// The count bound, with small messages.
 	sub2 := stompConnect(t, p)
-	sub2.sendText("SUBSCRIBE\nid:s2\ndestination:/topic/ack/small\nack:client-individual\nreceipt:r\n\n\x00")
-	sub2.stompFrame("RECEIPT")
+	sub2.Send("SUBSCRIBE\nid:s2\ndestination:/topic/ack/small\nack:client-individual\nreceipt:r\n\n\x00")
+	stompFrame(t, sub2, "RECEIPT")
 	for i := 0; i < 101; i++ {
 		if st, _, ans := post(t, hc, p.URL()+"/api/publish/ack/small", []byte(`{"n":1}`)); st != http.StatusOK {
 			t.Fatalf("publish: %d %s", st, ans)
 		}
 	}
-	if f := sub2.stompFrame("ERROR"); !strings.Contains(f, "100 unacknowledged messages") {
+	if f := stompFrame(t, sub2, "ERROR"); !strings.Contains(f, "100 unacknowledged messages") {
 		t.Fatalf("count bound: %q", f)
 	}
 	check(t, b, 20)
@@ -237,9 +239,9 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	bad := []byte("{\"message\":\"\xff\xfe\"}")
 	hc := httpFrom(attacker)
 	watch := dialWS(t, p.WS("/api/ws"), attacker2, nil)
-	watch.op("connected")
-	watch.sendText(`{"op":"subscribe","topic":"location/u8"}`)
-	watch.op("subscribed")
+	watch.Op("connected")
+	watch.Send(`{"op":"subscribe","topic":"location/u8"}`)
+	watch.Op("subscribed")
 
 	enter := []byte("{\"type\":\"ENTER\",\"message\":\"\xff\xfe\"}")
 	for _, path := range []string{"/api/publish/location/u8", "/location/sse/share?group=u8", "/location/long/u8/notify", "/api/publish/chat/u8"} {
@@ -255,41 +257,41 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	// WebSocket: as a binary frame (JSON that is not UTF-8) the publish is refused with an
 	// error op; as a text frame it breaks RFC 6455 and closes the socket with 1007.
 	nat := dialWS(t, p.WS("/api/ws"), attacker, nil)
-	nat.op("connected")
-	nat.sendBinary([]byte("{\"op\":\"publish\",\"topic\":\"location/u8\",\"data\":{\"message\":\"\xff\xfe\"}}"))
-	if e := nat.op("error"); e["code"] != "bad_request" || !strings.Contains(fmt.Sprint(e["reason"]), "UTF-8") {
+	nat.Op("connected")
+	nat.SendBinary([]byte("{\"op\":\"publish\",\"topic\":\"location/u8\",\"data\":{\"message\":\"\xff\xfe\"}}"))
+	if e := nat.Op("error"); e.Code != "bad_request" || !strings.Contains(e.Reason, "UTF-8") {
 		t.Errorf("binary publish: %v", e)
 	}
-	nat.sendText(`{"op":"ping"}`)
-	nat.op("pong") // still connected after the refusal
+	nat.Send(`{"op":"ping"}`)
+	nat.Op("pong") // still connected after the refusal
 	for _, path := range []string{"/ws?group=u8", "/chat"} {
 		c := dialWS(t, p.WS(path), attacker, nil)
 		if path == "/chat" {
-			c.sendBinary([]byte("{\"type\":\"ENTER\",\"roomId\":\"u8\",\"sender\":\"m\",\"message\":\"\xff\xfe\"}"))
+			c.SendBinary([]byte("{\"type\":\"ENTER\",\"roomId\":\"u8\",\"sender\":\"m\",\"message\":\"\xff\xfe\"}"))
 		} else {
-			c.sendBinary(bad)
+			c.SendBinary(bad)
 		}
-		if msg, err := c.read(10 * time.Second); err != nil || !strings.Contains(string(msg), "UTF-8") {
+		if msg, err := c.Next(10 * time.Second); err != nil || !strings.Contains(string(msg), "UTF-8") {
 			t.Errorf("%s binary frame: %q %v, want an error op", path, msg, err)
 		}
 	}
 	txt := dialWS(t, p.WS("/api/ws"), attacker, nil)
-	txt.op("connected")
-	txt.rawFrame(ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Mask: [4]byte{1, 2, 3, 4}}, bad)
-	txt.expectClose(1007)
+	txt.Op("connected")
+	txt.RawFrame(ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Mask: [4]byte{1, 2, 3, 4}}, bad)
+	expectClose(t, txt, 1007)
 	// STOMP: a SEND whose body is not UTF-8 (in a binary frame) gets an ERROR; in a text
 	// frame the socket closes 1007 after an ERROR.
 	for _, binaryFrame := range []bool{true, false} {
 		st := stompConnect(t, p)
 		frame := append([]byte("SEND\ndestination:/topic/location/u8\n\n"), append(bad, 0)...)
 		if binaryFrame {
-			st.sendBinary(frame)
-			if f := st.stompFrame("ERROR"); !strings.Contains(f, "UTF-8") {
+			st.SendBinary(frame)
+			if f := stompFrame(t, st, "ERROR"); !strings.Contains(f, "UTF-8") {
 				t.Errorf("STOMP SEND in a binary frame: %q", f)
 			}
 		} else {
-			st.rawFrame(ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Mask: [4]byte{1, 2, 3, 4}}, frame)
-			if got := st.expectClose(1007); !strings.Contains(got, "ERROR") {
+			st.RawFrame(ws.Header{Fin: true, OpCode: ws.OpText, Masked: true, Mask: [4]byte{1, 2, 3, 4}}, frame)
+			if got := expectClose(t, st, 1007); !strings.Contains(got, "ERROR") {
 				t.Errorf("STOMP SEND in a text frame: no ERROR before the close: %q", got)
 			}
 		}
@@ -298,7 +300,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	if st, _, ans := post(t, hc, p.URL()+"/api/publish/location/u8", []byte(`{"message":"ok ✓"}`)); st != http.StatusOK {
 		t.Fatalf("valid publish: %d %s", st, ans)
 	}
-	if m := watch.op("message"); fmt.Sprint(m["offset"]) != "1" {
+	if m := watch.Op("message"); m.Offset != 1 {
 		t.Fatalf("the first stored publication is %v, want the valid one at offset 1", m)
 	}
 	check(t, b, 20)
@@ -321,8 +323,8 @@ func TestWebSocketFramesRFC6455(t *testing.T) {
 	} {
 		for _, path := range []string{"/api/ws", "/api/stomp"} {
 			c := dialWS(t, p.WS(path), attacker, nil)
-			c.rawFrame(tc.h, tc.p)
-			c.expectClose(1002)
+			c.RawFrame(tc.h, tc.p)
+			expectClose(t, c, 1002)
 			t.Logf("%s on %s: closed 1002", tc.name, path)
 		}
 	}
@@ -359,7 +361,7 @@ func TestOriginChecked(t *testing.T) {
 				t.Errorf("Origin %q on %s: status %d, %v", tc.origin, route, st, err)
 			}
 			if err == nil {
-				c.conn.Close()
+				c.Close()
 			} else if st != http.StatusForbidden || !strings.Contains(err.Error(), "--allowed-origins") {
 				t.Errorf("Origin %q on %s: refused with %d %v, want 403 naming --allowed-origins", tc.origin, route, st, err)
 			}
@@ -401,14 +403,14 @@ func TestSlowClientsTimedOut(t *testing.T) {
 			case <-stop:
 				return
 			case <-t.C:
-				if writeClientText(c, "\n") != nil {
+				if c.Write("\n") != nil {
 					return
 				}
 			}
 		}
 	}()
 	start := time.Now()
-	if f := c.stompFrame("ERROR"); !strings.Contains(f, "--first-frame-timeout") {
+	if f := stompFrame(t, c, "ERROR"); !strings.Contains(f, "--first-frame-timeout") {
 		t.Fatalf("ERROR does not name the limit: %q", f)
 	}
 	t.Logf("heart-beats without CONNECT: ERROR after %s", time.Since(start).Round(100*time.Millisecond))
@@ -454,7 +456,7 @@ trickle:
 // a closed connection frees its place.
 func TestConnectionCaps(t *testing.T) {
 	p, b := startWithBystander(t, "news/conns", "--max-conns", "150")
-	var open []*wsClient
+	var open []*tt.WSConn
 	refused := 0
 	for i := 0; i < 200; i++ {
 		c, st, err := tryWS(p.WS("/api/ws"), attacker, nil)
@@ -505,21 +507,17 @@ func TestConnectionCaps(t *testing.T) {
 		t.Fatalf("over the global cap: %d %v, want 503 naming --max-conns", st, err)
 	}
 	// Places are given back as connections close.
-	open[0].conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	open[0].Close()
+	eventually.Nil(t, 10*time.Second, func() error {
 		c, _, err := tryWS(p.WS("/api/ws"), attacker, nil)
-		if err == nil {
-			c.conn.Close()
-			break
+		if err != nil {
+			return fmt.Errorf("a closed connection's place was not given back: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed connection's place was not given back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		return nil
+	})
 	for _, c := range open {
-		c.conn.Close()
+		c.Close()
 	}
 	check(t, b, 20)
 }

@@ -5,7 +5,6 @@ package ops
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,14 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobwas/ws"
-	"github.com/gobwas/ws/wsutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // bin is the rtlab binary under test, built once by TestMain.
@@ -58,46 +57,15 @@ func families(t *testing.T, p *servertest.Proc) map[string]*dto.MetricFamily {
 func exercise(t *testing.T, p *servertest.Proc) {
 	t.Helper()
 	p.Await("/readyz", http.StatusOK, 60*time.Second) // a RabbitMQ node replays its log first
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, br, _, err := ws.Dial(ctx, p.WS("/api/ws"))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	// rd answers the server's control frames through conn while it reads.
-	rd := struct {
-		io.Reader
-		io.Writer
-	}{conn, conn}
-	if br != nil {
-		rd.Reader = io.MultiReader(br, conn)
-	}
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-	await := func(op string) {
-		t.Helper()
-		for {
-			msg, err := wsutil.ReadServerText(rd)
-			if err != nil {
-				t.Fatalf("waiting for %s: %v", op, err)
-			}
-			var m struct{ Op string }
-			_ = json.Unmarshal(msg, &m)
-			if m.Op == op {
-				return
-			}
-		}
-	}
-	if err := wsutil.WriteClientText(conn, []byte(`{"op":"subscribe","topic":"ops/probe"}`)); err != nil {
-		t.Fatal(err)
-	}
-	await("subscribed")
+	c := tt.DialWS(t, p.WS("/api/ws"))
+	c.Send(`{"op":"subscribe","topic":"ops/probe"}`)
+	c.Op("subscribed")
 	post(t, p.URL()+"/api/publish/ops/probe", `{"n":1}`, http.StatusOK)
-	await("message")
-	_ = wsutil.WriteClientMessage(conn, ws.OpClose, ws.NewCloseFrameBody(ws.StatusNormalClosure, ""))
+	c.Op("message")
+	_ = c.Goodbye()
 	get(t, p.URL()+"/api/poll/ops/probe?since=x", http.StatusBadRequest)
 	// The close is counted once the server has read it.
-	brokertest.Eventually(t, 10*time.Second, func() error {
+	eventually.Nil(t, 10*time.Second, func() error {
 		if _, ok := families(t, p)["rtlab_disconnects_total"]; !ok {
 			return fmt.Errorf("no rtlab_disconnects_total after the WebSocket closed")
 		}
@@ -364,14 +332,8 @@ func sample(t *testing.T, p *servertest.Proc, name string, labels map[string]str
 // refusal, one HTTP answer with its status code.
 func TestRefusalCountedOnce(t *testing.T) {
 	p := servertest.Start(t, bin, "--max-conns", "1")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, _, _, err := ws.Dial(ctx, p.WS("/api/ws"))
-	if err != nil {
-		t.Fatalf("first connection: %v", err)
-	}
-	defer conn.Close()
-	if _, _, _, err := ws.Dial(ctx, p.WS("/api/ws")); err == nil {
+	tt.DialWS(t, p.WS("/api/ws"))
+	if _, err := (tt.Dialer{}).TryWS(t.Context(), p.WS("/api/ws")); err == nil {
 		t.Fatal("second connection accepted past --max-conns 1")
 	}
 	if n := sample(t, p, "rtlab_refused_total", map[string]string{"reason": "server_full"}); n != 1 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -109,7 +110,7 @@ func TestPrometheusDashboard(t *testing.T) {
 		return len(ans.Data.Result), nil
 	}
 	// Rates need two scrapes of both nodes in their window.
-	brokertest.Eventually(t, 60*time.Second, func() error {
+	eventually.Nil(t, 60*time.Second, func() error {
 		n, err := query(`count_over_time(up{job="rtlab"}[1m]) >= 3`)
 		if err == nil && n == 2 {
 			return nil

@@ -17,6 +17,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -50,7 +51,7 @@ func publish(t *testing.T, b *Broker, topic string, i int) *hub.Publication {
 func announced(t *testing.T, b *Broker, not string) announcement {
 	t.Helper()
 	var a announcement
-	brokertest.Eventually(t, 10*time.Second, func() error {
+	eventually.Nil(t, 10*time.Second, func() error {
 		if p := b.seqAt.Load(); p != nil && p.token != not {
 			a = *p
 			return nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -47,7 +48,7 @@ func benchHistory(b *testing.B, h Harness) {
 	for range 100 {
 		last = a.Publish(b, topic, `{"x":1,"y":2}`)
 	}
-	Eventually(b, 10*time.Second, func() error {
+	eventually.Nil(b, 10*time.Second, func() error {
 		if hr := r.History(b, topic, 0, 0); hr.Top.Offset != last.Offset {
 			return notYet("node B at %d", hr.Top.Offset)
 		}
@@ -122,10 +123,7 @@ func benchPublish(b *testing.B, h Harness, par int) {
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	deadline := time.Now().Add(30 * time.Second)
-	for lat.count() < b.N && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Within(30*time.Second, func() bool { return lat.count() >= b.N })
 	if got := lat.count(); got < b.N {
 		b.Fatalf("node B received %d of %d publications", got, b.N)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -57,7 +58,7 @@ func testDurable(t *testing.T, h Harness) {
 		}
 	}
 	a.Publish(t, "location/short", `{}`)
-	Eventually(t, ttl+10*time.Second, func() error {
+	eventually.Nil(t, ttl+10*time.Second, func() error {
 		if hr := a.History(t, "location/short", 0, 0); len(hr.Publications) != 0 {
 			return notYet("location/short still holds %d publications past its TTL", len(hr.Publications))
 		}
@@ -98,7 +99,7 @@ func testDurable(t *testing.T, h Harness) {
 		h.Server.Stop()
 		h.Server.Start()
 		for _, n := range nodes {
-			Eventually(t, 60*time.Second, func() error {
+			eventually.Nil(t, 60*time.Second, func() error {
 				if !n.Ready() {
 					return notYet("node not ready after the restart")
 				}
@@ -121,7 +122,7 @@ func testDurablePaging(t *testing.T, h Harness) {
 		nodes[i%len(nodes)].Publish(t, "chat/paged", fmt.Sprintf(`{"i":%d}`, i))
 	}
 	for k, n := range nodes {
-		Eventually(t, 10*time.Second, func() error {
+		eventually.Nil(t, 10*time.Second, func() error {
 			if hr := n.History(t, "chat/paged", ^uint64(0), 0); hr.Top.Offset != 500 {
 				return notYet("node %d at %d of 500", k, hr.Top.Offset)
 			}

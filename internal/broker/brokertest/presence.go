@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -126,7 +127,7 @@ func (c *presenceClient) first() []string {
 
 func (c *presenceClient) awaitEvent(t *testing.T, want string) {
 	t.Helper()
-	Eventually(t, 10*time.Second, func() error {
+	eventually.Nil(t, 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if !slices.Contains(c.events, want) {
@@ -154,7 +155,7 @@ func (n *presenceHub) leave(c *presenceClient) { n.hub.Unsubscribe(c.sub) }
 // awaitUsers waits until n lists exactly users (sorted) on topic.
 func (n *presenceHub) awaitUsers(t *testing.T, topic, who string, want ...string) {
 	t.Helper()
-	Eventually(t, 10*time.Second, func() error {
+	eventually.Nil(t, 10*time.Second, func() error {
 		cs, err := n.hub.Presence(topic)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -64,7 +65,7 @@ func (r *Recorder) Err() error {
 // WaitCount waits until topic has received at least n publications.
 func (r *Recorder) WaitCount(tb testing.TB, topic string, n int, timeout time.Duration) {
 	tb.Helper()
-	Eventually(tb, timeout, func() error {
+	eventually.Nil(tb, timeout, func() error {
 		if got := len(r.Get(topic)); got < n {
 			return notYet("%s: %d of %d publications delivered", topic, got, n)
 		}

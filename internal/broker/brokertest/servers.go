@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // Server is a broker server process started by a test: Redis, NATS or RabbitMQ on free loopback
@@ -114,6 +117,14 @@ func StartRabbit(tb testing.TB) *Server {
 		"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
 	}
 	s.URL = "amqp://guest:guest@" + s.Addr + "/"
+	// The listener opens before the node is fully booted: it is ready once it takes a client.
+	s.ready = func() error {
+		c, err := amqp091.Dial(s.URL)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
 	// A private epmd, so the node registers its name without touching a system-wide one and the
 	// test can stop it afterwards.
 	e := exec.Command(epmd, "-port", strconv.Itoa(epmdPort))
@@ -177,17 +188,10 @@ func (s *Server) Start() {
 	s.cmd, s.waited = cmd, waited
 	waitPort(s.tb, s.Addr, s.startUp, waited)
 	if s.ready != nil {
-		deadline := time.Now().Add(s.startUp)
-		for err := s.ready(); err != nil; err = s.ready() {
-			if time.Now().After(deadline) {
-				s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		var err error
+		if !eventually.Within(s.startUp, func() bool { err = s.ready(); return err == nil }) {
+			s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
 		}
-	}
-	if s.Name == "rabbitmq" {
-		// The listener opens before the node is fully booted; give it a moment to settle.
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -212,9 +216,7 @@ func (s *Server) Stop() {
 		<-s.waited
 	}
 	// The Erlang VM may outlive its start script for a moment; make sure the group is gone.
-	for i := 0; i < 100 && syscall.Kill(-pgid, 0) == nil; i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.Within(5*time.Second, func() bool { return syscall.Kill(-pgid, 0) != nil })
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	s.cmd = nil
 }
@@ -240,19 +242,6 @@ func (s *Server) signal(sig syscall.Signal) {
 	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil {
 		s.tb.Fatalf("brokertest: signal %s %v: %v", s.Name, sig, err)
 	}
-}
-
-// Output returns what the server printed so far, for failure messages.
-func (s *Server) Output() string {
-	s.mu.Lock()
-	out := s.out
-	s.mu.Unlock()
-	if out == nil {
-		return ""
-	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	return out.w.String()
 }
 
 func lookPath(tb testing.TB, name, hint string) string {
@@ -287,22 +276,26 @@ func freePort(tb testing.TB) int {
 // died and waiting is pointless.
 func waitPort(tb testing.TB, addr string, timeout time.Duration, exited <-chan struct{}) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
+	var err error
+	died := false
+	up := eventually.Within(timeout, func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
 			_ = c.Close()
-			return
+			return true
 		}
 		select {
 		case <-exited:
-			tb.Fatalf("brokertest: server for %s exited while starting", addr)
+			died = true
 		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("brokertest: %s not accepting connections after %v: %v", addr, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return died
+	})
+	switch {
+	case died:
+		tb.Fatalf("brokertest: server for %s exited while starting", addr)
+	case !up:
+		tb.Fatalf("brokertest: %s not accepting connections after %v: %v", addr, timeout, err)
 	}
 }
 
@@ -322,22 +315,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // errNotYet is returned by checks that should be retried.
 var errNotYet = errors.New("not yet")
-
-// Eventually calls f until it returns nil or timeout passes, then fails the test with f's error.
-func Eventually(tb testing.TB, timeout time.Duration, f func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func notYet(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errNotYet}, args...)...)

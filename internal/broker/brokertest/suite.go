@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -340,7 +341,7 @@ func testTTL(t *testing.T, h Harness) {
 	if hr := n.History(t, topic, 0, 0); len(hr.Publications) != 3 {
 		t.Fatalf("History right after publishing: %d publications, want 3", len(hr.Publications))
 	}
-	Eventually(t, ttl+5*time.Second, func() error {
+	eventually.Nil(t, ttl+5*time.Second, func() error {
 		hr := n.History(t, topic, 0, 0)
 		if len(hr.Publications) != 0 || hr.Oldest != 0 {
 			return notYet("%d publications retained past the TTL (oldest %d)", len(hr.Publications), hr.Oldest)
@@ -546,7 +547,7 @@ func testSubscribeThenHistory(t *testing.T, h Harness) {
 	if len(hr.Publications) == 0 || hr.Publications[0].Offset != 1 {
 		t.Fatalf("History right after Subscribe: %d publications", len(hr.Publications))
 	}
-	Eventually(t, 20*time.Second, func() error {
+	eventually.Nil(t, 20*time.Second, func() error {
 		for _, p := range sub.Rec.Get(topic) {
 			have[p.Offset] = true
 		}
@@ -592,10 +593,7 @@ func testHandlerReadsHistory(t *testing.T, h Harness) {
 			t.Fatalf("publishes still waiting after 30 s, with %d deliveries: the broker waits on its own delivery", r.count())
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for r.count() < goroutines*each && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Within(20*time.Second, func() bool { return r.count() >= goroutines*each })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen != goroutines*each {
@@ -707,18 +705,18 @@ func testRestart(t *testing.T, h Harness, o outage) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
-	mu.Lock()
-	before := len(acks)
-	mu.Unlock()
-	if before == 0 {
-		t.Fatal("nothing published before the restart")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks)
 	}
+	eventually.True(t, 10*time.Second, "publications before the restart", func() bool { return count() >= 20 })
+	before := count()
 
 	stopped := time.Now()
 	o.begin(h.Server)
 	t.Logf("server gone in %v", time.Since(stopped).Round(time.Millisecond))
-	Eventually(t, 15*time.Second, func() error {
+	eventually.Nil(t, 15*time.Second, func() error {
 		for i, n := range nodes {
 			if n.b.Ready() {
 				return notYet("node %d still ready with the server gone", i)
@@ -743,11 +741,11 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		}
 	}
 	t.Logf("nodes not ready %v after the outage began", time.Since(stopped).Round(time.Millisecond))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the outage lasts a while longer, the nodes retrying: not a wait for anything
 	started := time.Now()
 	o.end(h.Server)
 	t.Logf("server back in %v", time.Since(started).Round(time.Millisecond))
-	Eventually(t, 60*time.Second, func() error {
+	eventually.Nil(t, 60*time.Second, func() error {
 		for i, n := range nodes {
 			if !n.b.Ready() {
 				return notYet("node %d not ready after the server came back", i)
@@ -762,7 +760,7 @@ func testRestart(t *testing.T, h Harness, o outage) {
 	mu.Lock()
 	atRecovery := len(acks)
 	mu.Unlock()
-	Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(acks) < atRecovery+50 {
@@ -804,7 +802,7 @@ func testRestart(t *testing.T, h Harness, o outage) {
 	}
 	want := byEpoch[last.Epoch]
 	for ni, n := range nodes {
-		Eventually(t, 20*time.Second, func() error {
+		eventually.Nil(t, 20*time.Second, func() error {
 			got := n.sink.get()
 			if len(got) == 0 || got[len(got)-1].Epoch != last.Epoch || got[len(got)-1].Offset < want[len(want)-1].Offset {
 				return notYet("node %d: subscriber has %d publications, not yet %d/%s", ni, len(got), want[len(want)-1].Offset, last.Epoch)
@@ -966,7 +964,7 @@ func testFlush(t *testing.T, h Harness) {
 	}
 	h.Flush(t, ns)
 	var first *hub.Publication
-	Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		p, err := publish(nodes[1])
 		if err != nil {
 			return notYet("publish after the flush: %v", err)
@@ -974,7 +972,7 @@ func testFlush(t *testing.T, h Harness) {
 		first = p
 		return nil
 	})
-	Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		for i, n := range nodes {
 			if !n.b.Ready() {
 				return notYet("node %d not ready after the flush", i)
@@ -994,7 +992,7 @@ func testFlush(t *testing.T, h Harness) {
 	// plainly, and are retried.
 	last := first
 	for i := range 4 {
-		Eventually(t, 30*time.Second, func() error {
+		eventually.Nil(t, 30*time.Second, func() error {
 			p, err := publish(nodes[i%2])
 			if errors.Is(err, hub.ErrNotReady) {
 				return notYet("publish after the flush: %v", err)
@@ -1010,7 +1008,7 @@ func testFlush(t *testing.T, h Harness) {
 		t.Fatalf("after the flush: last publication %d/%s, want at least %d/%s", last.Offset, last.Epoch, first.Offset+4, first.Epoch)
 	}
 	for ni, n := range nodes {
-		Eventually(t, 30*time.Second, func() error {
+		eventually.Nil(t, 30*time.Second, func() error {
 			hr, err := n.b.History(context.Background(), topic, 0, 0)
 			if err != nil {
 				return err
@@ -1054,7 +1052,7 @@ func testLateNode(t *testing.T, h Harness, wipe bool) {
 	publish := func(n *hubNode, topic string) *hub.Publication {
 		t.Helper()
 		var p *hub.Publication
-		Eventually(t, 30*time.Second, func() error {
+		eventually.Nil(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var err error
@@ -1076,11 +1074,11 @@ func testLateNode(t *testing.T, h Harness, wipe bool) {
 	publish(late, busy)
 	before := publish(onTime, busy)
 	for i, n := range nodes {
-		Eventually(t, 10*time.Second, func() error { return wrapNode(i, received(n.sink, before)) })
+		eventually.Nil(t, 10*time.Second, func() error { return wrapNode(i, received(n.sink, before)) })
 	}
 
 	relay.Cut()
-	Eventually(t, 15*time.Second, func() error {
+	eventually.Nil(t, 15*time.Second, func() error {
 		if late.b.Ready() {
 			return notYet("the cut-off node is still ready")
 		}
@@ -1094,7 +1092,7 @@ func testLateNode(t *testing.T, h Harness, wipe bool) {
 		meanwhile = append(meanwhile, publish(onTime, busy), publish(onTime, quiet))
 	}
 	relay.Heal()
-	Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		if !late.b.Ready() {
 			return notYet("the cut-off node is not ready again")
 		}
@@ -1105,7 +1103,7 @@ func testLateNode(t *testing.T, h Harness, wipe bool) {
 
 	for i, n := range nodes {
 		for topic, sink := range map[string]*sinkRecorder{busy: n.sink, quiet: quietSinks[i]} {
-			Eventually(t, 20*time.Second, func() error { return wrapNode(i, received(sink, last[topic])) })
+			eventually.Nil(t, 20*time.Second, func() error { return wrapNode(i, received(sink, last[topic])) })
 			got := sink.get()
 			mayBeGone := wipe && h.FlushKeepsHistory
 			var excused func(int) bool

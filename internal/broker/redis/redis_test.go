@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/broker/redis"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -74,7 +75,7 @@ func TestDurableTopicsSurviveRestartWithAOF(t *testing.T) {
 	}
 	srv.Stop()
 	srv.Start()
-	brokertest.Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		hr, err := b.History(ctx, "chat/aof", 0, 0)
 		if err != nil {
 			return err
@@ -84,7 +85,7 @@ func TestDurableTopicsSurviveRestartWithAOF(t *testing.T) {
 		}
 		return nil
 	})
-	brokertest.Eventually(t, 30*time.Second, func() error {
+	eventually.Nil(t, 30*time.Second, func() error {
 		p, err := b.Publish(ctx, hub.PublishRequest{Topic: "chat/aof", Data: []byte(`{}`)})
 		if err != nil {
 			return err

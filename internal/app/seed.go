@@ -1,0 +1,278 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/transport"
+)
+
+// The seed-compatible routes: the paths, methods, status codes and payloads of the seed servers
+// (Spring, and the k6 and JMeter scripts written against them), served through the
+// transports' hooks for an application's own dialect (transport.RawSocket, HandleDataSSE,
+// HandleDataLongPoll, HandlePublishTo, STOMPDests). What the seed servers meant lives here
+// alone: their topic names (location/{group}, chat/{room}), their implicit rule (a chat user's
+// first message joins the room), the positions they generated for an empty body, and their
+// timeouts.
+
+// SeedConfig configures the seed-compatible routes. Zero values mean the defaults given.
+type SeedConfig struct {
+	LongTimeout time.Duration // wait of GET /location/long/{group}; zero means 10 s
+	// SSETimeout ends each GET /location/sse/connect stream cleanly after this long, as
+	// Spring's SseEmitter did (seed scripts rely on it); zero means 30 s, negative never.
+	SSETimeout time.Duration
+}
+
+func (c *SeedConfig) fill() {
+	if c.LongTimeout <= 0 {
+		c.LongTimeout = 10 * time.Second
+	}
+	if c.SSETimeout == 0 {
+		c.SSETimeout = 30 * time.Second
+	}
+}
+
+// seedRoutes registers the seed routes on mux.
+func (a *App) seedRoutes(mux *http.ServeMux) {
+	tr, seed := a.tr, a.cfg.Seed
+	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
+	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
+	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleDataLongPoll(w, r, locationTopic(r.PathValue("group")), seed.LongTimeout)
+	})
+	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandlePublishTo(w, r, locationTopic(r.PathValue("group")), generatedPosition)
+	})
+	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleDataSSE(w, r, locationTopic(groupParam(r)), seed.SSETimeout)
+	})
+	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandlePublishTo(w, r, locationTopic(groupParam(r)), generatedPosition)
+	})
+	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
+		topic := locationTopic(groupParam(r))
+		if err := hub.ValidateTopic(topic); err != nil {
+			tr.WriteError(w, r, err)
+			return
+		}
+		tr.HandleRawWS(w, r, &groupSocket{p: a.policy, topic: topic})
+	})
+	mux.HandleFunc("GET /location", tr.HandleSTOMP) // with seedDests' destinations
+	mux.HandleFunc("GET /chat", func(w http.ResponseWriter, r *http.Request) {
+		tr.HandleRawWS(w, r, &chatSocket{p: a.policy})
+	})
+	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
+}
+
+// locationTopic is the topic of a location group.
+func locationTopic(group string) string { return "location/" + group }
+
+// groupParam is the group a seed route names with ?group=, group 0 when it names none.
+func groupParam(r *http.Request) string {
+	if g := r.URL.Query().Get("group"); g != "" {
+		return g
+	}
+	return "0"
+}
+
+// generatedPosition is what the seed routes publish for an empty body, as the seed servers did.
+func generatedPosition() json.RawMessage {
+	return fmt.Appendf(nil, `{"x":%.2f,"y":%.2f}`, rand.Float64()*100, rand.Float64()*100)
+}
+
+// seedDests are the seed scripts' STOMP destinations: SUBSCRIBE to /sub/location/{g} and
+// /sub/chat/{room}, SEND to /pub/share/{g} and /pub/chat/message/{room}. An empty SEND
+// publishes a generated position; a SEND to a room joins it first (seedJoin).
+type seedDests struct{ p *policy }
+
+var (
+	_ transport.STOMPDests = seedDests{}
+	_ transport.RawSocket  = (*groupSocket)(nil)
+	_ transport.RawSocket  = (*chatSocket)(nil)
+)
+
+func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
+	if send {
+		if g, ok := strings.CutPrefix(dest, "/pub/share/"); ok {
+			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
+		}
+		if room, ok := strings.CutPrefix(dest, "/pub/chat/message/"); ok {
+			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat}, true
+		}
+		return transport.STOMPRoute{}, false
+	}
+	if g, ok := strings.CutPrefix(dest, "/sub/location/"); ok {
+		return transport.STOMPRoute{Topic: locationTopic(g)}, true
+	}
+	if room, ok := strings.CutPrefix(dest, "/sub/chat/"); ok {
+		return transport.STOMPRoute{Topic: "chat/" + room}, true
+	}
+	return transport.STOMPRoute{}, false
+}
+
+func (seedDests) Forms(send bool) string {
+	if send {
+		return "/pub/share/{g} or /pub/chat/message/{room}"
+	}
+	return "/sub/location/{g} or /sub/chat/{room}"
+}
+
+func (d seedDests) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
+	if req.Data == nil {
+		req.Data = generatedPosition()
+	}
+	return d.p.Publish(ctx, c, req)
+}
+
+func (d seedDests) publishChat(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
+	if req.Data == nil {
+		req.Data = generatedPosition()
+	}
+	if err := d.p.seedJoin(ctx, c, req); err != nil {
+		return nil, err
+	}
+	return d.p.Publish(ctx, c, req)
+}
+
+// groupSocket is the seed raw socket /ws?group=G: it follows the group's locations, and each
+// frame that is not a protocol op is a position shared with the group (text that is not JSON
+// as a JSON string).
+type groupSocket struct {
+	p     *policy
+	topic string
+}
+
+func (g *groupSocket) Open(ctx context.Context, c *transport.RawConn) {
+	if err := c.Subscribe(ctx, g.topic); err != nil {
+		c.Error(err, g.topic)
+	}
+}
+
+func (g *groupSocket) Frame(ctx context.Context, c *transport.RawConn, msg []byte) {
+	if c.Op(ctx, msg) {
+		return
+	}
+	g.p.publishRaw(ctx, c, hub.PublishRequest{Topic: g.topic, Data: transport.AsJSON(msg), Sender: c.Client().User}, false)
+}
+
+// chatSocket is the seed raw chat /chat: each frame is a chat message {type, sender, message,
+// roomId}; the first names the room, which the socket then follows, and joins it (seedJoin).
+type chatSocket struct {
+	p    *policy
+	room string // the topic of the room joined; empty before the first message
+}
+
+// chatMessage is the seed chat's message shape.
+type chatMessage struct {
+	Type   string          `json:"type"`
+	Sender string          `json:"sender"`
+	RoomID json.RawMessage `json:"roomId"`
+}
+
+func (s *chatSocket) Open(context.Context, *transport.RawConn) {}
+
+func (s *chatSocket) Frame(ctx context.Context, c *transport.RawConn, msg []byte) {
+	var m chatMessage
+	if err := json.Unmarshal(msg, &m); err != nil {
+		c.Error(fmt.Errorf("%w: chat message must be a JSON object {type, sender, message, roomId}: %v", transport.ErrBadRequest, err), "")
+		return
+	}
+	room := string(bytes.Trim(m.RoomID, `"`))
+	if room == "" || room == "null" {
+		if s.room == "" {
+			c.Error(fmt.Errorf("%w: the first message needs a roomId", transport.ErrBadRequest), "")
+			return
+		}
+	} else if s.room == "" {
+		topic := "chat/" + room
+		if err := c.Subscribe(ctx, topic); err != nil {
+			c.Error(err, topic)
+			return
+		}
+		s.room = topic
+	}
+	topic := s.room
+	if room != "" && room != "null" {
+		topic = "chat/" + room
+	}
+	sender := m.Sender
+	if u := c.Client().User; u != "" {
+		sender = u
+	}
+	s.p.publishRaw(ctx, c, hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}, true)
+}
+
+// publishRaw publishes req for a raw socket's client within its rate, joining the room first
+// when join is set, and tells the client of a refusal.
+func (p *policy) publishRaw(ctx context.Context, c *transport.RawConn, req hub.PublishRequest, join bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := c.Allow()
+	if err == nil && join {
+		err = p.seedJoin(ctx, c.Client(), req)
+	}
+	if err == nil {
+		_, err = p.Publish(ctx, c.Client(), req)
+	}
+	if err != nil {
+		c.Error(err, req.Topic)
+	}
+}
+
+// seedJoin gives the seed chat routes the seed servers' rule: a user's first message to a room
+// joins it. The ENTER is published as any ENTER is (members, history and the owner follow
+// from it), by the same member the message will speak for: the logged-in user, or in open dev
+// mode the message's "sender".
+func (p *policy) seedJoin(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
+	if p.required && c.User == "" {
+		return fmt.Errorf("%w: a chat room is joined by a logged-in user; send a token", transport.ErrUnauthorized)
+	}
+	return p.chat.joinImplicitly(ctx, c, req)
+}
+
+// joinImplicitly enters req's room for the member a TALK speaks for, unless it is a member
+// already; then it only notes that connection c speaks for the member, so that the member
+// leaves when its last connection drops. Other types follow the explicit rules in publish.
+func (cr *chatRooms) joinImplicitly(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
+	if err := hub.ValidateTopic(req.Topic); err != nil {
+		return err
+	}
+	typ, name, _, err := classify(c, req)
+	if err != nil || typ != typeTalk || len(req.Data) > cr.cfg.maxMsg {
+		return nil // publish applies it, or refuses it (then no ENTER either)
+	}
+	// First messages from one member often come together (a user's tabs, a script's users
+	// sharing one sender): one ENTER between them.
+	mu := &cr.joins[joinStripe(req.Topic, name)%uint32(len(cr.joins))]
+	mu.Lock()
+	defer mu.Unlock()
+	rec, ok, err := cr.load(ctx, req.Topic)
+	if err != nil {
+		return err
+	}
+	if _, in := rec.Members[name]; ok && in {
+		cr.track(c.ID, req.Topic, name)
+		return nil
+	}
+	data, _ := json.Marshal(map[string]string{"type": typeEnter, "sender": name, "roomId": strings.TrimPrefix(req.Topic, "chat/"), "reason": "first message"})
+	_, err = cr.publish(ctx, c, hub.PublishRequest{Topic: req.Topic, Type: typeEnter, Sender: name, Data: data})
+	return err
+}
+
+// joinStripe hashes a room and member (FNV-1a) to pick one of chatRooms.joins.
+func joinStripe(topic, name string) uint32 {
+	h := uint32(2166136261)
+	for _, s := range [...]string{topic, "\x00", name} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint32(s[i])) * 16777619
+		}
+	}
+	return h
+}
