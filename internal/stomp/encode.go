@@ -70,6 +70,9 @@ func appendLength(dst []byte, n int) []byte {
 	return append(dst, '\n')
 }
 
+// AppendEscaped appends s as it appears inside a header value, with STOMP 1.2 escapes.
+func AppendEscaped(dst []byte, s string) []byte { return appendEscaped(dst, s) }
+
 // appendEscaped appends s with STOMP 1.2 header escapes. The common case, nothing to escape,
 // is a scan and one copy.
 func appendEscaped(dst []byte, s string) []byte {

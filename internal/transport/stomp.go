@@ -155,7 +155,7 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	h = stomp.AppendHeader(h, "subscription", k.id)
 	h = append(h, "message-id:"...)
 	idStart := len(h)
-	h = appendEscapedID(h, k.id)
+	h = stomp.AppendEscaped(h, k.id)
 	h = append(h, ':')
 	h = strconv.AppendUint(h, it.pub.Offset, 10)
 	idEnd := len(h)
@@ -172,13 +172,6 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	buf = appendWSHeader(buf, 1, len(h)+len(tail))
 	buf = append(buf, h...)
 	return append(buf, tail...)
-}
-
-// appendEscapedID appends a subscription id as it appears inside a header value.
-func appendEscapedID(dst []byte, id string) []byte {
-	// AppendHeader escapes a "key:value\n" line; reuse it and strip the key and newline.
-	line := stomp.AppendHeader(nil, "k", id)
-	return append(dst, line[2:len(line)-1]...)
 }
 
 func (c *stompConn) goodbye(r Reason) []byte {
