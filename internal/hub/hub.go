@@ -217,6 +217,7 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		res.Publications = nil
 		return res, nil
 	}
+	trimmed := false // history starts after since+1
 	switch {
 	case opts.Epoch != "" && hr.Top.Epoch == "":
 		res.Recovered = false
@@ -229,26 +230,35 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		res.Reason = fmt.Sprintf("offset %d is ahead of the topic (at %d): history was reset", opts.Since, hr.Top.Offset)
 	case hr.Oldest > opts.Since+1 || (hr.Oldest == 0 && hr.Top.Offset > opts.Since):
 		res.Recovered = false
-		// Name what is gone as a live gap does, so a client reads one kind of notice whether it
-		// was following or resuming.
-		last := hr.Top.Offset
-		if hr.Oldest > 0 {
-			last = hr.Oldest - 1
-		}
-		res.Reason = fmt.Sprintf("offset %d fell out of history (oldest retained is %d): publications %d to %d of epoch %s are no longer retained",
-			opts.Since, hr.Oldest, opts.Since+1, last, hr.Top.Epoch)
+		res.Reason = fellOut(opts.Since, hr)
+		trimmed = true
 	default:
 		return res, nil
 	}
 	if opts.Since > 0 {
 		// The client's offsets do not line up with what is retained: give it everything retained.
-		hr, err = h.broker.History(ctx, name, 0, opts.Limit)
+		again, err := h.broker.History(ctx, name, 0, opts.Limit)
 		if err != nil {
 			return ReadResult{}, fmt.Errorf("hub: history of %s: %w", name, err)
 		}
-		res.Publications, res.Top = hr.Publications, hr.Top
+		if trimmed && again.Top.Epoch == hr.Top.Epoch {
+			// Publications may have been trimmed between the two reads: name what this read lacks.
+			res.Reason = fellOut(opts.Since, again)
+		}
+		res.Publications, res.Top = again.Publications, again.Top
 	}
 	return res, nil
+}
+
+// fellOut names what history hr no longer holds after offset since, as a live gap does, so a
+// client reads one kind of notice whether it was following or resuming.
+func fellOut(since uint64, hr HistoryResult) string {
+	last := hr.Top.Offset
+	if hr.Oldest > 0 {
+		last = hr.Oldest - 1
+	}
+	return fmt.Sprintf("offset %d fell out of history (oldest retained is %d): publications %d to %d of epoch %s are no longer retained",
+		since, hr.Oldest, since+1, last, hr.Top.Epoch)
 }
 
 // Subscription is one sink's interest in one topic.

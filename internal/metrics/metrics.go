@@ -59,8 +59,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "rtlab_http_requests_total", Help: "HTTP requests answered, by route and status code.",
 		}, []string{"route", "code"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rtlab_refused_total", Help: "Refused client operations by reason.",
-		}, []string{"reason"}),
+			Name: "rtlab_refused_total", Help: "Refused client operations by transport (http for any answer to a plain HTTP request, refused upgrades included) and reason.",
+		}, []string{"transport", "reason"}),
 		DeliveryLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rtlab_delivery_lag_seconds",
 			Help:    "Publish time to socket write by transport, sampled once per write batch.",

@@ -72,7 +72,7 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	code, status := errorCode(err)
 	if code != "internal" && code != "unavailable" {
-		s.m.Refused.WithLabelValues(code).Inc()
+		s.m.Refused.WithLabelValues("http", code).Inc()
 	} else {
 		s.log.Warn("request failed", "err", err)
 	}

@@ -260,9 +260,10 @@ func (s *Server) connStats(transport string) *connStats {
 	over := s.m.QueueOverflows.WithLabelValues(transport)
 	lag := s.m.DeliveryLag.WithLabelValues(transport)
 	return &connStats{
-		sent:     func(n int) { sent.Add(float64(n)) },
-		lag:      func(d time.Duration) { lag.Observe(d.Seconds()) },
-		overflow: over.Inc,
+		transport: transport,
+		sent:      func(n int) { sent.Add(float64(n)) },
+		lag:       func(d time.Duration) { lag.Observe(d.Seconds()) },
+		overflow:  over.Inc,
 	}
 }
 
@@ -411,7 +412,7 @@ func (s *Server) bindIdentity(w *writer, id Identity) {
 		return
 	}
 	w.expiry = time.AfterFunc(time.Until(id.Expires), func() {
-		s.m.Refused.WithLabelValues(ReasonTokenExpired.Code).Inc()
+		s.m.Refused.WithLabelValues(w.stats.transport, ReasonTokenExpired.Code).Inc()
 		w.close(ReasonTokenExpired, false)
 	})
 }

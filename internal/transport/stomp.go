@@ -257,7 +257,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
 				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
 				if refused {
-					s.m.Refused.WithLabelValues("stomp_" + r.Code).Inc()
+					s.m.Refused.WithLabelValues(metrics.STOMP, r.Code).Inc()
 				}
 				c.w.close(r, false)
 			case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
@@ -301,7 +301,7 @@ func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident}
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	code, _ := errorCode(err)
-	c.s.m.Refused.WithLabelValues("stomp_" + code).Inc()
+	c.s.m.Refused.WithLabelValues(metrics.STOMP, code).Inc()
 	msg := err.Error()
 	if code == "internal" {
 		msg = "internal error"

@@ -106,9 +106,10 @@ func (w *writer) stopExpiry() {
 
 // connStats are the callbacks a writer reports to.
 type connStats struct {
-	sent     func(n int)
-	lag      func(d time.Duration)
-	overflow func()
+	transport string // the metrics label
+	sent      func(n int)
+	lag       func(d time.Duration)
+	overflow  func()
 }
 
 func newWriter(conn net.Conn, f framer, lim *Limits, st *connStats) *writer {

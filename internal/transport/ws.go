@@ -201,7 +201,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 		if err != nil {
 			if r, refused := wsReadCloseReason(err, s.lim.MaxFrame); r.Code != "" {
 				if refused {
-					s.m.Refused.WithLabelValues(r.Code).Inc()
+					s.m.Refused.WithLabelValues(metrics.WS, r.Code).Inc()
 				}
 				c.w.close(r, false)
 			}
@@ -432,7 +432,7 @@ func (c *wsConn) reply(v any) {
 func (c *wsConn) replyError(err error, id json.RawMessage, topic string) {
 	code, _ := errorCode(err)
 	if code != "internal" && code != "unavailable" {
-		c.s.m.Refused.WithLabelValues(code).Inc()
+		c.s.m.Refused.WithLabelValues(metrics.WS, code).Inc()
 	}
 	ans := map[string]any{"op": "error", "code": code, "reason": reasonText(err)}
 	if len(id) > 0 {

@@ -336,7 +336,7 @@ func TestRefusalCountedOnce(t *testing.T) {
 	if _, err := (tt.Dialer{}).TryWS(t.Context(), p.WS("/api/ws")); err == nil {
 		t.Fatal("second connection accepted past --max-conns 1")
 	}
-	if n := sample(t, p, "rtlab_refused_total", map[string]string{"reason": "server_full"}); n != 1 {
+	if n := sample(t, p, "rtlab_refused_total", map[string]string{"transport": "http", "reason": "server_full"}); n != 1 {
 		t.Errorf("rtlab_refused_total{reason=server_full} = %v, want 1", n)
 	}
 	if n := sample(t, p, "rtlab_http_requests_total", map[string]string{"route": "/api/ws", "code": "503"}); n != 1 {

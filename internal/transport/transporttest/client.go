@@ -231,6 +231,15 @@ func (c *client) gap(topic string, at Position, reason string) {
 	c.box.put(Event{Kind: Gap, Publication: Publication{Topic: topic, Offset: at.Offset, Epoch: at.Epoch}, Reason: reason})
 }
 
+// down forgets session s, so publishes wait for the next one instead of failing on s.
+func (c *client) down(s publisher) {
+	c.mu.Lock()
+	if c.sess == s {
+		c.sess, c.live = nil, make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
 // resume returns the topic and where to resume (nil: from now).
 func (c *client) resume() (string, *Position) {
 	c.mu.Lock()
@@ -257,7 +266,12 @@ func (c *client) Publish(ctx context.Context, topic, data string) (Position, err
 		s, live := c.sess, c.live
 		c.mu.Unlock()
 		if s != nil {
-			return s.publish(ctx, topic, data)
+			pos, err := s.publish(ctx, topic, data)
+			if !errors.Is(err, errEnded) {
+				return pos, err
+			}
+			c.down(s) // nothing was sent: publish again on the next session
+			continue
 		}
 		select {
 		case <-live:
@@ -306,6 +320,9 @@ func refusal(status int, body []byte) *Refusal {
 	return &Refusal{Status: status, Code: e.Error, Reason: e.Reason}
 }
 
+// errEnded: a publish was not sent because its session had ended.
+var errEnded = errors.New("session ended")
+
 // pending are the publishes of a session waiting for their answer, by id.
 type pending struct {
 	mu    sync.Mutex
@@ -326,7 +343,7 @@ func (p *pending) add() (string, chan pubResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended != nil {
-		return "", nil, p.ended
+		return "", nil, fmt.Errorf("%w: %w", errEnded, p.ended)
 	}
 	if p.wait == nil {
 		p.wait = make(map[string]chan pubResult)
@@ -350,7 +367,7 @@ func (p *pending) answer(id string, r pubResult) bool {
 // end fails every waiting publish with err, and later ones too.
 func (p *pending) end(err error) {
 	if err == nil {
-		err = errors.New("session ended")
+		err = errors.New("session closed")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -397,8 +414,10 @@ func (s *wsSession) publish(ctx context.Context, topic, data string) (Position, 
 	n, _ := strconv.ParseUint(id, 10, 64)
 	msg := map[string]any{"op": "publish", "topic": topic, "id": n, "data": json.RawMessage(data)}
 	if err := s.write(msg); err != nil {
-		s.answer(id, pubResult{})
-		return Position{}, err
+		// The session is going: its reader hands the reason (a refusal of this very
+		// message, often) to every waiting publish.
+		s.conn.Close()
+		return s.await(ctx, id, ch)
 	}
 	return s.await(ctx, id, ch)
 }
@@ -411,7 +430,7 @@ func (c *client) sessionWS(node string) (up bool, err error) {
 	defer conn.Close()
 	defer context.AfterFunc(c.ctx, func() { conn.Close() })()
 	s := &wsSession{conn: conn}
-	defer func() { s.end(err) }()
+	defer func() { c.down(s); s.end(err) }()
 	topic, pos := c.resume()
 	sub := map[string]any{"op": "subscribe", "topic": topic}
 	if pos != nil {
@@ -470,8 +489,8 @@ func (s *stompSession) publish(ctx context.Context, topic, data string) (Positio
 	err = s.conn.Write("SEND\ndestination:/topic/" + topic + "\ncontent-type:application/json\nreceipt:p" + id + "\n\n" + data + "\x00")
 	s.wmu.Unlock()
 	if err != nil {
-		s.answer(id, pubResult{})
-		return Position{}, err
+		s.conn.Close() // as for WebSocket: the reader says why the session ended
+		return s.await(ctx, id, ch)
 	}
 	return s.await(ctx, id, ch)
 }
@@ -499,7 +518,7 @@ func (c *client) sessionSTOMP(node string) (up bool, err error) {
 	defer conn.Close()
 	defer context.AfterFunc(c.ctx, func() { conn.Close() })()
 	s := &stompSession{conn: conn}
-	defer func() { s.end(err) }()
+	defer func() { c.down(s); s.end(err) }()
 	topic, pos := c.resume()
 	frames := "CONNECT\naccept-version:1.2\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/" + topic + "\nreceipt:sub\n"
 	if pos != nil {
