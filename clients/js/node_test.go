@@ -20,7 +20,8 @@ var bin string
 func TestMain(m *testing.M) { servertest.Main(m, &bin) }
 
 // TestNode runs the package's own tests (test/*.test.mjs, node's test runner) against a real
-// server, and against the same server behind a proxy that refuses WebSocket upgrades. They need
+// server, against the same server behind a proxy that refuses WebSocket upgrades, and against
+// a server that checks tokens. They need
 // node and the package's dev dependencies (npm ci here); without them the test skips, unless
 // RTLAB_REQUIRE_INTEROP is set (CI), where it fails.
 func TestNode(t *testing.T) {
@@ -37,6 +38,9 @@ func TestNode(t *testing.T) {
 	const apiKey, history = "test-key", 250 // 200 published during the fallback are all retained
 	srv := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{
 		"--api-key", apiKey, "--history-size", strconv.Itoa(history), "--presence-refresh", "1s", "--msg-rate", "-1"}})
+	// A second server checks tokens (HS256): the tests mint short-lived ones for it.
+	const secret = "node-test-secret-0123456789"
+	authed := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{"--auth-secret", secret}})
 	proxy := httptest.NewServer(servertest.NoUpgrades(srv.URL()))
 	t.Cleanup(proxy.Close)
 
@@ -44,7 +48,8 @@ func TestNode(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
 	cmd.Env = append(os.Environ(), "RTLAB_URL="+srv.URL(), "RTLAB_NOWS_URL="+proxy.URL,
-		"RTLAB_API_KEY="+apiKey, "RTLAB_HISTORY="+strconv.Itoa(history))
+		"RTLAB_API_KEY="+apiKey, "RTLAB_HISTORY="+strconv.Itoa(history),
+		"RTLAB_AUTH_URL="+authed.URL(), "RTLAB_AUTH_SECRET="+secret)
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		t.Log(line)

@@ -6,7 +6,9 @@
 //   RTLAB_NOWS_URL   the same server behind a proxy that refuses WebSocket upgrades (403)
 //   RTLAB_API_KEY    its --api-key
 //   RTLAB_HISTORY    its --history-size
+//   RTLAB_AUTH_URL   a server started with --auth-secret RTLAB_AUTH_SECRET
 import { test } from 'node:test';
+import { createHmac } from 'node:crypto';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { EventSource } from 'eventsource';
@@ -16,6 +18,8 @@ const base = process.env.RTLAB_URL;
 const noWS = process.env.RTLAB_NOWS_URL;
 const apiKey = process.env.RTLAB_API_KEY;
 const history = Number(process.env.RTLAB_HISTORY || 100);
+const authBase = process.env.RTLAB_AUTH_URL;
+const authSecret = process.env.RTLAB_AUTH_SECRET;
 const skip = base ? false : 'RTLAB_URL is not set (run through go test ./clients/js/)';
 const opts = { WebSocket, EventSource, pollInterval: 100, longPollWait: 5, minBackoff: 50, maxBackoff: 500 };
 const transports = ['ws', 'stomp', 'sse', 'longpoll', 'shortpoll'];
@@ -210,3 +214,42 @@ test('getToken gives a fresh token when the server refuses the one the client ha
     c.close();
   }
 });
+
+// mint signs an HS256 token for user, valid for ttl ms, as the application's backend would.
+function mint(user, ttl) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  const body = b64({ alg: 'HS256', typ: 'JWT' }) + '.' + b64({ sub: user, iat: now, exp: Math.floor((Date.now() + ttl) / 1000) });
+  return body + '.' + createHmac('sha256', authSecret).update(body).digest('base64url');
+}
+
+for (const tr of ['ws', 'stomp']) {
+  test(`${tr}: a short-lived token is refreshed in place before it expires; the connection stays up and misses nothing`,
+    { skip: skip || (!authBase && 'RTLAB_AUTH_URL is not set') }, async () => {
+      let asked = 0;
+      const states = [];
+      const c = new Client(authBase, {
+        ...opts, transports: [tr], token: mint('ivy', 4000),
+        getToken: async () => { asked++; return mint('ivy', 4000); },
+      });
+      const pub = new Client(authBase, { ...opts, transports: ['ws'], token: mint('pub', 60000) });
+      try {
+        const topic = fresh('refresh');
+        const f = follow(c, topic, { since: 0 });
+        await connected(c);
+        c.on('state', (s) => states.push(s.state));
+        // Publish for three token lifetimes: each token expires long before the last publication.
+        for (let i = 1; i <= 24; i++) {
+          await pub.publish(topic, { i });
+          await new Promise((r) => setTimeout(r, 500));
+        }
+        await waitFor('all 24 publications', () => f.got.length >= 24);
+        assert.deepEqual(f.got, range(1, 24));
+        assert.ok(asked >= 2, `getToken was asked ${asked} times in 12 s of 4 s tokens, want at least 2`);
+        assert.equal(states.filter((s) => s !== 'connected').length, 0, `the connection went through ${states.join(', ')}`);
+      } finally {
+        c.close();
+        pub.close();
+      }
+    });
+}
