@@ -28,14 +28,15 @@ func (o *Options) centrifugoBinary() (string, error) {
 		if _, err := os.Stat(o.CentrifugoBin); err != nil {
 			return "", usageErr("--centrifugo-bin", "%v", err)
 		}
-		return o.CentrifugoBin, nil
+		// Absolute: the server runs in a directory of its own, where a relative path means another file.
+		return filepath.Abs(o.CentrifugoBin)
 	}
 	if p, err := exec.LookPath("centrifugo"); err == nil {
-		return p, nil
+		return filepath.Abs(p)
 	}
 	p := filepath.Join(o.peerCache(), "centrifugo-"+CentrifugoVersion, "centrifugo")
 	if _, err := os.Stat(p); err == nil {
-		return p, nil
+		return filepath.Abs(p)
 	}
 	return "", usageErr("--server", "centrifugo: no centrifugo in PATH or %s; install it (GOBIN=%s go install github.com/centrifugal/centrifugo/v6@%s, or make peers) or give --centrifugo-bin",
 		p, filepath.Dir(p), CentrifugoVersion)
