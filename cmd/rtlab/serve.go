@@ -74,6 +74,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&ac.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
 	fs.DurationVar(&ac.TokenTTL, "token-ttl", 0, "lifetime of tokens POST /api/login issues (0 = 24h)")
 	fs.IntVar(&ac.MaxRevocations, "max-revocations", 100_000, "revoked tokens kept (each until it expires); a logout past it is refused")
+	fs.IntVar(&ac.Cache, "auth-cache", 10_000, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
 	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", 4<<10, "largest chat message in bytes")
 	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", 1000, "members (and invited users) per chat room")
 	fs.DurationVar(&cfg.ChatIdle, "chat-idle", 0, "a chat room's in-memory view unused this long is dropped; its state stays in the store (0 = 10m)")
@@ -95,7 +96,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
 		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "durable-history", "archive-queue")
 	fs.rule(between(1, 1_000_000), "history-size")
-	fs.rule(atLeast(0), "msg-burst", "http-pub-burst")
+	fs.rule(atLeast(0), "msg-burst", "http-pub-burst", "auth-cache")
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "history-max-bytes")
 	fs.rule(rateRule, "msg-rate", "http-pub-rate")
 	fs.rule(anyDuration, "seed-sse-timeout")

@@ -28,6 +28,7 @@ type AuthConfig struct {
 	LoginUsers     string
 	TokenTTL       time.Duration // lifetime of tokens POST /api/login issues; zero means 24 h
 	MaxRevocations int           // revoked tokens kept until they expire; zero means 100,000
+	Cache          int           // verified tokens remembered (auth.Config.Cache); zero: none
 }
 
 // configured reports whether a verifier was configured (tokens required).
@@ -65,10 +66,10 @@ func (a *App) setupAuth(ctx context.Context, revoked *auth.Revocations) (*auth.V
 		if a.login, err = auth.NewSigner(secret, c.TokenTTL, "", nil); err != nil {
 			return nil, false, fmt.Errorf("--token-ttl: %w", err)
 		}
-		v, err := auth.New(auth.Config{Secret: secret, Revocations: revoked})
+		v, err := auth.New(auth.Config{Secret: secret, Revocations: revoked, Cache: c.Cache})
 		return v, false, err
 	}
-	vc := auth.Config{Issuer: c.Issuer, Audience: c.Audience, Leeway: c.Leeway, Revocations: revoked}
+	vc := auth.Config{Issuer: c.Issuer, Audience: c.Audience, Leeway: c.Leeway, Revocations: revoked, Cache: c.Cache}
 	if c.Secret != "" {
 		vc.Secret = []byte(c.Secret)
 	}

@@ -423,6 +423,7 @@ func BenchmarkVerify(b *testing.B) {
 	c := newClock()
 	k := keys()
 	v := newVerifier(b, Config{Secret: testSecret, PublicKeys: []crypto.PublicKey{&k.rsa.PublicKey, &k.ec.PublicKey}, Now: c.Now})
+	cached := newVerifier(b, Config{Secret: testSecret, Now: c.Now, Cache: 10_000})
 	for _, tc := range []struct {
 		m   jwt.SigningMethod
 		key any
@@ -438,5 +439,16 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+		if tc.m == jwt.SigningMethodHS256 {
+			// The same token again, as a poller sends it: remembered (Config.Cache).
+			b.Run("HS256-remembered", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := cached.Verify(tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

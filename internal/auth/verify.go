@@ -32,6 +32,9 @@ type Config struct {
 	Leeway time.Duration
 	// Revocations, when set, refuses the tokens it holds with ErrRevoked.
 	Revocations *Revocations
+	// Cache is how many verified tokens are remembered (for CacheTTL at most, never past
+	// their exp), so a token sent with every request is not checked every time. Zero: none.
+	Cache int
 	// Now returns the current time. Nil means time.Now; tests set it.
 	Now func() time.Time
 }
@@ -45,6 +48,7 @@ type Verifier struct {
 	revoked *Revocations
 	now     func() time.Time
 	parser  *jwt.Parser
+	cache   *verified // nil: none
 }
 
 // tokenClaims is the JSON of a token's claims as this package reads it.
@@ -55,7 +59,7 @@ type tokenClaims struct {
 
 // New returns a Verifier for cfg, or an error naming what is wrong with it.
 func New(cfg Config) (*Verifier, error) {
-	v := &Verifier{jwks: cfg.JWKS, revoked: cfg.Revocations, now: cfg.Now}
+	v := &Verifier{jwks: cfg.JWKS, revoked: cfg.Revocations, now: cfg.Now, cache: newVerified(cfg.Cache)}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -139,6 +143,25 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 	if len(token) > MaxToken {
 		return Claims{}, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(token), MaxToken)
 	}
+	if v.cache == nil {
+		return v.verify(token)
+	}
+	key, now := sha256.Sum256([]byte(token)), v.now()
+	if c, ok := v.cache.get(key, now); ok {
+		if v.revoked != nil && v.revoked.Has(c.ID) {
+			return Claims{}, ErrRevoked
+		}
+		return c, nil
+	}
+	c, err := v.verify(token)
+	if err == nil {
+		v.cache.put(key, c, now)
+	}
+	return c, err
+}
+
+// verify checks token's signature and claims.
+func (v *Verifier) verify(token string) (Claims, error) {
 	var tc tokenClaims
 	_, err := v.parser.ParseWithClaims(token, &tc, v.keyFor)
 	if err != nil {

@@ -286,6 +286,13 @@ func (p *presence) stopped(s *Subscription) {
 	if p.off {
 		return
 	}
+	// A sink that neither counts in presence nor watches it (a waiting long poll) was never
+	// added: spare the hot path the node-wide lock.
+	_, track := s.sink.(PresenceSink)
+	_, watch := s.sink.(PresenceWatcher)
+	if !track && !watch {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.watching = false
