@@ -14,7 +14,7 @@ func requestRoute(r *http.Request) string {
 	case "POST /api/publish/{topic...}", "POST /location/long/{group}/notify", "POST /location/sse/share":
 		return "publish"
 	case "GET /api/poll/{topic...}":
-		if w := r.URL.Query().Get("wait"); w != "" && strings.Trim(w, "0s.") != "" {
+		if w := queryValue(r.URL.RawQuery, "wait"); w != "" && strings.Trim(w, "0s.") != "" {
 			return "longpoll"
 		}
 		return "shortpoll"
@@ -35,4 +35,17 @@ func requestRoute(r *http.Request) string {
 		return path
 	}
 	return r.Pattern
+}
+
+// queryValue is the raw value of key in query, without parsing the whole query into a map as
+// URL.Query does: this runs for every poll, whose handler parses the query again anyway.
+func queryValue(query, key string) string {
+	for query != "" {
+		var kv string
+		kv, query, _ = strings.Cut(query, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
 }
