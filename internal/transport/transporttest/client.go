@@ -181,11 +181,6 @@ func (c *client) run() {
 		default:
 			err = fmt.Errorf("transporttest: no such transport %q", c.kind)
 		}
-		c.mu.Lock()
-		if c.sess != nil {
-			c.sess, c.live = nil, make(chan struct{})
-		}
-		c.mu.Unlock()
 		if c.ctx.Err() != nil {
 			return
 		}
@@ -270,8 +265,7 @@ func (c *client) Publish(ctx context.Context, topic, data string) (Position, err
 			if !errors.Is(err, errEnded) {
 				return pos, err
 			}
-			c.down(s) // nothing was sent: publish again on the next session
-			continue
+			continue // nothing was sent, and the session forgot itself (down) before it ended
 		}
 		select {
 		case <-live:
