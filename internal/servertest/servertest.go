@@ -246,12 +246,17 @@ func (p *Proc) signalAndWait(crash bool) {
 		sig = syscall.SIGKILL
 	}
 	fmt.Fprintf(&lockedWriter{p: p}, "---- %v %s\n", sig, time.Now().Format(time.RFC3339Nano))
+	stopCmd(cmd, sig, 5*time.Second)
+}
+
+// stopCmd sends cmd sig, kills it if it has not ended within grace, and waits for it.
+func stopCmd(cmd *exec.Cmd, sig os.Signal, grace time.Duration) {
 	_ = cmd.Process.Signal(sig)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(grace):
 		_ = cmd.Process.Kill()
 		<-done
 	}
@@ -349,14 +354,4 @@ func StartUntil(t testing.TB, cmd *exec.Cmd, marker string, within time.Duration
 }
 
 // Interrupt stops cmd as Ctrl-C would (SIGINT), kills it after 10 s, and waits for it.
-func Interrupt(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
+func Interrupt(cmd *exec.Cmd) { stopCmd(cmd, os.Interrupt, 10*time.Second) }
