@@ -148,10 +148,9 @@ func (c *client) Subscribe(topic string, since *Position) {
 
 func (c *client) Close() {
 	c.cancel()
-	started := false
 	c.once.Do(func() {}) // no Subscribe from now on
 	c.mu.Lock()
-	started = c.topic != ""
+	started := c.topic != ""
 	c.mu.Unlock()
 	if started {
 		<-c.done
@@ -247,7 +246,7 @@ func (c *client) resume() (string, *Position) {
 }
 
 func (c *client) Publish(ctx context.Context, topic, data string) (Position, error) {
-	if !c.kind.Streams() || c.kind == SSE {
+	if c.kind != WS && c.kind != STOMP { // publishes over HTTP
 		c.mu.Lock()
 		node := c.node
 		c.mu.Unlock()
@@ -411,7 +410,6 @@ func (s *wsSession) publish(ctx context.Context, topic, data string) (Position, 
 		// The session is going: its reader hands the reason (a refusal of this very
 		// message, often) to every waiting publish.
 		s.conn.Close()
-		return s.await(ctx, id, ch)
 	}
 	return s.await(ctx, id, ch)
 }
@@ -484,7 +482,6 @@ func (s *stompSession) publish(ctx context.Context, topic, data string) (Positio
 	s.wmu.Unlock()
 	if err != nil {
 		s.conn.Close() // as for WebSocket: the reader says why the session ended
-		return s.await(ctx, id, ch)
 	}
 	return s.await(ctx, id, ch)
 }

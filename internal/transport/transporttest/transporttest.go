@@ -9,6 +9,7 @@ package transporttest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -31,7 +32,7 @@ var Kinds = []Kind{ShortPoll, LongPoll, SSE, WS, STOMP}
 var Streaming = []Kind{SSE, WS, STOMP}
 
 // Streams reports whether k holds a connection open (SSE, WebSocket, STOMP).
-func (k Kind) Streams() bool { return k == SSE || k == WS || k == STOMP }
+func (k Kind) Streams() bool { return slices.Contains(Streaming, k) }
 
 // Run runs f as a subtest for each of kinds, all of them when none is given, in the manner of
 // net/http's tests over HTTP/1 and HTTP/2: one test body, every transport.
