@@ -103,7 +103,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(fs.positional) > 0 {
 		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.positional[0]))
 	}
-	set := func(name string) bool { return fs.isSet(name) }
 
 	o := &bench.Options{
 		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
@@ -118,15 +117,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	for _, b := range strings.Split(*broker, ",") {
 		o.Brokers = append(o.Brokers, strings.TrimSpace(b))
 	}
-	if set("server") || *target == "" {
+	if fs.isSet("server") || *target == "" {
 		for _, s := range strings.Split(*servers, ",") {
 			o.Servers = append(o.Servers, strings.TrimSpace(s))
 		}
 	}
-	if !set("target-kind") {
+	if !fs.isSet("target-kind") {
 		o.TargetKind = ""
 	}
-	if set("interval") { // else the scenario's default
+	if fs.isSet("interval") { // else the scenario's default
 		o.Interval = *interval
 	}
 	if *transport != "all" {
@@ -134,7 +133,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			o.Transports = append(o.Transports, strings.TrimSpace(t))
 		}
 	}
-	if set("users") {
+	if fs.isSet("users") {
 		for _, s := range strings.Split(*users, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {

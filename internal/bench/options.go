@@ -130,6 +130,7 @@ type Options struct {
 	targetPath string // a STOMP target's endpoint path
 	cfSecret   []byte // Centrifugo: the HMAC key of connection tokens (--auth-secret, or the lab's own)
 	cfKey      string // Centrifugo: the HTTP API key
+	cfHeaders  string // Centrifugo: the header lines of an API publish, built once
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.
@@ -332,6 +333,7 @@ func (o *Options) Validate() error {
 		if o.cfKey == "" && o.Target == "" {
 			o.cfKey = randomKey()
 		}
+		o.cfHeaders = "X-API-Key: " + o.cfKey + "\r\nContent-Type: application/json\r\n"
 	} else if o.CentrifugoAPIKey != "" || o.CentrifugoBin != "" {
 		return usageErr("--centrifugo-bin/--centrifugo-api-key", "apply when centrifugo is in --server (or --target-kind)")
 	}

@@ -264,7 +264,7 @@ func (w *pubWorker) cfAPIPublish(job pubJob) {
 	w.body = append(w.body, data...)
 	w.body = append(w.body, '}')
 	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], []byte("/api/publish"),
-		"X-API-Key: "+c.opts.cfKey+"\r\nContent-Type: application/json\r\n", w.body)
+		c.opts.cfHeaders, w.body)
 	if !a.httpTurn(job.seq) {
 		return
 	}
