@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -37,13 +38,19 @@ func requestRoute(r *http.Request) string {
 	return r.Pattern
 }
 
-// queryValue is the raw value of key in query, without parsing the whole query into a map as
-// URL.Query does: this runs for every poll, whose handler parses the query again anyway.
+// queryValue is the value of key in query as URL.Query().Get reads it (pairs that do not
+// unescape are skipped), without building the map: this runs for every poll, whose handler
+// parses the query again anyway.
 func queryValue(query, key string) string {
 	for query != "" {
 		var kv string
 		kv, query, _ = strings.Cut(query, "&")
-		if k, v, _ := strings.Cut(kv, "="); k == key {
+		k, v, _ := strings.Cut(kv, "=")
+		k, err := url.QueryUnescape(k)
+		if err != nil || k != key {
+			continue
+		}
+		if v, err = url.QueryUnescape(v); err == nil {
 			return v
 		}
 	}
