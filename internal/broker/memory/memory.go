@@ -164,13 +164,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	s.queue = append(s.queue, p)
 	grown := s.ring.Bytes() - before
 	s.mu.Unlock()
-	// A full ring of same-sized publications does not grow: skip the write to the counter
-	// every publish on every shard would otherwise share.
-	total := b.retained.Load()
-	if grown != 0 {
-		total = b.retained.Add(grown)
-	}
-	if total > b.cfg.MaxBytes && b.cfg.MaxBytes > 0 {
+	if b.retained.Add(grown) > b.cfg.MaxBytes && b.cfg.MaxBytes > 0 {
 		b.trim()
 	}
 	b.deliver(s)
