@@ -187,17 +187,23 @@ func (b *Broker) trim() {
 		for i := range 4 {
 			sh := &b.shards[(start+i*numShards/4)%numShards]
 			sh.mu.Lock()
-			seen := 0
-			for _, s := range sh.streams { // map order is random: a sample
-				if seen++; seen > 8 {
+			// Map order is random: a sample of up to 8 streams that hold history, looking at 64
+			// at most, since once trimming has begun most streams hold none and a sample of any
+			// 8 would often find no victim.
+			looked, found := 0, 0
+			for _, s := range sh.streams {
+				if looked++; looked > 64 || found == 8 {
 					break
 				}
 				if s.durable {
 					continue
 				}
 				s.mu.Lock()
-				if s.ring.Len() > 0 && (victim == nil || s.lastUsed.Before(oldest)) {
-					victim, oldest = s, s.lastUsed
+				if s.ring.Len() > 0 {
+					found++
+					if victim == nil || s.lastUsed.Before(oldest) {
+						victim, oldest = s, s.lastUsed
+					}
 				}
 				s.mu.Unlock()
 			}
