@@ -304,16 +304,19 @@ func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOp
 	t.mu.Lock()
 	t.addLocked(s)
 	t.mu.Unlock()
-	h.stats.Subscriptions.Add(1)
 
 	// Attached before reading, so nothing published after the read can be missed: it is either
 	// in the history answer or buffered (duplicates are dropped by offset in Start).
 	opts.Limit = 0
 	res, err := h.read(ctx, name, opts)
 	if err != nil {
-		h.Unsubscribe(s)
+		h.remove(s)
 		return nil, ReadResult{}, err
 	}
+	// Counted from the read, where the subscription starts: what was published before it (even
+	// if buffered meanwhile) is history. Anyone who waits for the count and then publishes is
+	// therefore delivered to.
+	h.stats.Subscriptions.Add(1)
 	s.mu.Lock()
 	s.start = res
 	s.last = res.Top
@@ -398,10 +401,16 @@ func (s *Subscription) deliverLocked(p *Publication) {
 
 // Unsubscribe removes the subscription. It is safe to call more than once.
 func (h *Hub) Unsubscribe(s *Subscription) {
-	if s == nil || s.closed.Swap(true) {
-		return
+	if s != nil && h.remove(s) {
+		h.stats.Subscriptions.Add(-1)
 	}
-	h.stats.Subscriptions.Add(-1)
+}
+
+// remove takes a subscription off its topic; it reports whether this call did.
+func (h *Hub) remove(s *Subscription) bool {
+	if s.closed.Swap(true) {
+		return false
+	}
 	h.pres.stopped(s)
 	t := s.topic
 	t.mu.Lock()
@@ -420,6 +429,7 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 	}
 	t.mu.Unlock()
 	h.detach(t)
+	return true
 }
 
 // attach finds or creates the local topic and makes sure the broker delivers it here.

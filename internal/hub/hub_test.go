@@ -272,3 +272,73 @@ func TestPublishRefusesInvalidUTF8(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", got.Load())
 	}
 }
+
+// slowHistory is the memory broker whose next history read, once armed, waits for the test: the
+// window in which a subscription is attached but has not read where it starts.
+type slowHistory struct {
+	hub.Broker
+	armed   atomic.Bool
+	reading chan struct{}
+	release chan struct{}
+}
+
+func (b *slowHistory) History(ctx context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
+	if b.armed.Swap(false) {
+		b.reading <- struct{}{}
+		<-b.release
+	}
+	return b.Broker.History(ctx, topic, since, limit)
+}
+
+// TestSubscriptionCountedFromItsStart: the hub counts a subscription once it has read where it
+// starts, so a publisher that waits for the count (as tests and operators' checks do) is
+// delivered to. Counted at attach, a publication in the window was both buffered and below the
+// starting offset, and dropped as a duplicate.
+func TestSubscriptionCountedFromItsStart(t *testing.T) {
+	b := &slowHistory{
+		Broker:  memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return hub.HistoryPolicy{Size: 10} }}),
+		reading: make(chan struct{}), release: make(chan struct{}),
+	}
+	h := hub.New(hub.Config{Broker: b})
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// Someone already follows the topic, so the hub's own first read of it (its baseline) is
+	// done and the next read is the subscription's.
+	early, _, err := h.Subscribe(context.Background(), "w", &collector{}, hub.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early.Start()
+	b.armed.Store(true)
+	var c collector
+	subscribed := make(chan *hub.Subscription)
+	go func() {
+		sub, _, err := h.Subscribe(context.Background(), "w", &c, hub.ReadOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		subscribed <- sub
+	}()
+	<-b.reading
+	if n := h.Stats().Subscriptions.Load(); n != 1 {
+		t.Fatalf("counted %d subscriptions, want 1: the second has not read where it starts", n)
+	}
+	publish(t, h, "w", 1) // before the start: history, not delivered
+	close(b.release)
+	sub := <-subscribed
+	if n := h.Stats().Subscriptions.Load(); n != 2 {
+		t.Fatalf("%d subscriptions after Subscribe returned", n)
+	}
+	sub.Start()
+	publish(t, h, "w", 1)
+	if got := fmt.Sprint(c.get()); got != "[2]" {
+		t.Fatalf("delivered %s, want [2]: what came after the count", got)
+	}
+	h.Unsubscribe(sub)
+	h.Unsubscribe(early)
+	if n := h.Stats().Subscriptions.Load(); n != 0 {
+		t.Fatalf("%d subscriptions after Unsubscribe", n)
+	}
+}
