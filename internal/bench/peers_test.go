@@ -130,7 +130,9 @@ func smallRun(t *testing.T, o Options) *Results {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Execute(ctx, &o, t.TempDir())
+	dir := t.TempDir()
+	t.Cleanup(func() { logServers(t, dir) }) // before the directory goes
+	res, err := Execute(ctx, &o, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +140,34 @@ func smallRun(t *testing.T, o Options) *Results {
 		t.Fatalf("stopped %v, warnings %v", res.Stopped, res.Warnings)
 	}
 	return res
+}
+
+// logServers logs the end of each server's output in dir when t failed: a peer that closes a
+// connection says why in its own log (Spring: the frame it refused), not to the client.
+func logServers(t *testing.T, dir string) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "server-*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		// A Java stack trace buries the line that names the cause: keep the lines that report
+		// a problem, then the end.
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		var told []string
+		for _, l := range lines {
+			if len(told) < 40 && (strings.Contains(l, "ERROR") || strings.Contains(l, "WARN") || strings.Contains(l, "Exception") || strings.Contains(l, "Caused by")) {
+				told = append(told, l)
+			}
+		}
+		if len(lines) > 20 {
+			lines = lines[len(lines)-20:]
+		}
+		t.Logf("%s: problems:\n%s\nlast lines:\n%s", filepath.Base(name), strings.Join(told, "\n"), strings.Join(lines, "\n"))
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
