@@ -205,7 +205,7 @@ func New(cfg Config) (*App, error) {
 	hc := hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
 		Presence: hub.PresenceConfig{Off: cfg.PresenceOff, Refresh: cfg.PresenceRefresh}}
 	if arch != nil {
-		hc.Broker, hc.Archive = arch.Publisher(b), arch
+		hc.Archive = arch
 	}
 	h := hub.New(hc)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -122,9 +122,9 @@ func (a *Archiver) Run(ctx context.Context) {
 	go func() { defer a.done.Done(); a.sweepLoop(ctx) }()
 }
 
-// Add queues a publication this node had acknowledged. It never blocks: when the queue is
-// full the publication is left to the sweeps.
-func (a *Archiver) Add(p *hub.Publication) {
+// Added queues a publication this node published (hub.Archive). It never blocks: when the
+// queue is full the publication is left to the sweeps.
+func (a *Archiver) Added(p *hub.Publication) {
 	if !a.cfg.Durable(p.Topic) {
 		return
 	}
@@ -177,22 +177,6 @@ func (a *Archiver) Close(timeout time.Duration) error {
 		err = fmt.Errorf("archive: %d publications not written at shutdown (a sweep catches them up)", left)
 	}
 	return errors.Join(err, a.cfg.Store.Close())
-}
-
-// Publisher wraps b so that every publication it acknowledges is queued here.
-func (a *Archiver) Publisher(b hub.Broker) hub.Broker { return &publisher{Broker: b, a: a} }
-
-type publisher struct {
-	hub.Broker
-	a *Archiver
-}
-
-func (p *publisher) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
-	pub, err := p.Broker.Publish(ctx, req)
-	if err == nil {
-		p.a.Add(pub)
-	}
-	return pub, err
 }
 
 // Page answers the hub from the store, for durable topics.

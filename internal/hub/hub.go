@@ -169,6 +169,9 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 		return nil, fmt.Errorf("hub: publish to %s: %w", req.Topic, err)
 	}
 	h.stats.Publications.Add(1)
+	if h.archive != nil {
+		h.archive.Added(p)
+	}
 	return p, nil
 }
 
@@ -203,6 +206,9 @@ func (h *Hub) Read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 	return h.read(ctx, name, opts)
 }
 
+// read keeps to the first history read, with the rest in resume, because it runs on the stack of
+// every connection's reader goroutine: a deeper subscribe there doubles an idle connection's
+// stack (BENCHMARKS.md, idle memory).
 func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {
 	since := uint64(math.MaxUint64)
 	if opts.Recover {
@@ -212,11 +218,16 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 	if err != nil {
 		return ReadResult{}, fmt.Errorf("hub: history of %s: %w", name, err)
 	}
-	res := ReadResult{Publications: hr.Publications, Top: hr.Top, Recovered: true}
 	if !opts.Recover {
-		res.Publications = nil
-		return res, nil
+		return ReadResult{Top: hr.Top, Recovered: true}, nil
 	}
+	return h.resume(ctx, name, opts, &hr)
+}
+
+// resume answers a read that resumes: with what history hr holds after opts.Since, or, when
+// it cannot resume there, with why and everything retained.
+func (h *Hub) resume(ctx context.Context, name string, opts ReadOptions, hr *HistoryResult) (ReadResult, error) {
+	res := ReadResult{Publications: hr.Publications, Top: hr.Top, Recovered: true}
 	trimmed := false // history starts after since+1
 	switch {
 	case opts.Epoch != "" && hr.Top.Epoch == "":
@@ -230,7 +241,7 @@ func (h *Hub) read(ctx context.Context, name string, opts ReadOptions) (ReadResu
 		res.Reason = fmt.Sprintf("offset %d is ahead of the topic (at %d): history was reset", opts.Since, hr.Top.Offset)
 	case hr.Oldest > opts.Since+1 || (hr.Oldest == 0 && hr.Top.Offset > opts.Since):
 		res.Recovered = false
-		res.Reason = fellOut(opts.Since, hr)
+		res.Reason = fellOut(opts.Since, *hr)
 		trimmed = true
 	default:
 		return res, nil

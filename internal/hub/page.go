@@ -8,6 +8,9 @@ import (
 // Archive keeps durable topics' publications beyond the broker's window (package archive). The
 // hub reads it when a page reaches below what the broker retains.
 type Archive interface {
+	// Added is told of each publication this node published. It must not block: publishing
+	// waits for it.
+	Added(p *Publication)
 	// Page returns up to limit archived publications of topic in epoch with offset < before,
 	// newest first. A topic it does not archive has none.
 	Page(ctx context.Context, topic, epoch string, before uint64, limit int) ([]*Publication, error)

@@ -27,6 +27,8 @@ func (a *fakeArchive) add(p *hub.Publication) {
 	a.pubs[p.Epoch] = append(a.pubs[p.Epoch], p)
 }
 
+func (a *fakeArchive) Added(*hub.Publication) {} // the tests add what they need
+
 func (a *fakeArchive) Page(_ context.Context, _, epoch string, before uint64, limit int) ([]*hub.Publication, error) {
 	ps := a.pubs[epoch]
 	i := sort.Search(len(ps), func(i int) bool { return ps[i].Offset >= before })

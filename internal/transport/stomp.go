@@ -248,28 +248,14 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 		_ = conn.SetReadDeadline(c.readDeadline()) // CONNECT may have changed it
 		_, msg, err := rd.readMessage()
 		if err != nil {
-			var ne net.Error
-			switch {
-			case !c.connected && isTimeout(err):
-				c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
-			case errors.Is(err, errFrameTooLarge):
-				c.fail(fmt.Errorf("%w: a frame over %d bytes (--max-frame)", hub.ErrTooLarge, s.lim.MaxFrame), nil, 1009)
-			case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
-				r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
-				if refused {
-					s.m.Refused.WithLabelValues(metrics.STOMP, r.Code).Inc()
-				}
-				c.w.close(r, false)
-			case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
-				c.w.close(ReasonHeartbeat, false)
-			}
+			c.readFailed(err)
 			return
 		}
 		c.parser.Feed(msg)
 		for {
 			f, ok, err := c.parser.Next()
 			if err != nil {
-				c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err), nil, 4000) // the parser says what is wrong
+				c.badFrame(err)
 				return
 			}
 			if !ok {
@@ -280,6 +266,32 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			}
 		}
 	}
+}
+
+// readFailed ends the session on a failed read, telling the client why when it is to blame.
+// It and badFrame are kept out of run, whose frame every frame's handling stands on.
+func (c *stompConn) readFailed(err error) {
+	s := c.s
+	var ne net.Error
+	switch {
+	case !c.connected && isTimeout(err):
+		c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
+	case errors.Is(err, errFrameTooLarge):
+		c.fail(fmt.Errorf("%w: a frame over %d bytes (--max-frame)", hub.ErrTooLarge, s.lim.MaxFrame), nil, 1009)
+	case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
+		r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
+		if refused {
+			s.m.Refused.WithLabelValues(metrics.STOMP, r.Code).Inc()
+		}
+		c.w.close(r, false)
+	case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
+		c.w.close(ReasonHeartbeat, false)
+	}
+}
+
+// badFrame ends the session on a frame the parser refused; the parser says what is wrong.
+func (c *stompConn) badFrame(err error) {
+	c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err), nil, 4000)
 }
 
 // readDeadline is when the session ends unless the client sends something: two heart-beat
@@ -372,22 +384,7 @@ func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 			return c.onRefresh(f)
 		}
 		if txid, ok := f.Get("transaction"); ok {
-			tx := c.tx[txid]
-			if tx == nil {
-				c.fail(fmt.Errorf("%w: transaction %q was not begun", ErrBadRequest, txid), f, 4000)
-				return false
-			}
-			lim := &c.s.lim
-			if len(tx.frames) >= lim.StompTxFrames || tx.bytes+len(f.Body) > lim.StompTxBytes {
-				c.fail(fmt.Errorf("%w: transaction %q would hold more than %d frames or %d bytes (--stomp-tx-frames, --stomp-tx-bytes): commit smaller ones",
-					hub.ErrTooLarge, txid, lim.StompTxFrames, lim.StompTxBytes), f, 1009)
-				return false
-			}
-			// The body is copied: it may share the parser's buffer (headers are the frame's own).
-			tx.frames = append(tx.frames, stomp.Frame{Command: f.Command, Headers: f.Headers, Body: append([]byte(nil), f.Body...)})
-			tx.bytes += len(f.Body)
-			c.receipt(f)
-			return true
+			return c.onTxSend(f, txid)
 		}
 		return c.onSend(ctx, f)
 	case stomp.CmdAck, stomp.CmdNack:
@@ -557,6 +554,28 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	if strings.HasPrefix(dest, historyDest) {
 		return c.onHistory(ctx, f, dest) // one page of history (history.go)
 	}
+	// The frame is checked, and answered, in functions of their own: the hub's subscribe is
+	// deep, and every connection's reader goroutine keeps the stack its first frames needed.
+	k, opts, ok := c.subscription(f, dest)
+	if !ok {
+		return false
+	}
+	sub, res, err := c.s.hub.Subscribe(ctx, k.topic, k, opts)
+	if err != nil {
+		c.fail(err, f, 4000)
+		return false
+	}
+	k.sub = sub
+	c.subs[k.id] = k
+	c.subscribed(f, k, &res)
+	sub.Start()
+	return true
+}
+
+// subscription checks a SUBSCRIBE to dest and returns the subscription it asks for, or fails
+// the session.
+func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
+	var opts hub.ReadOptions
 	route, err := c.s.destRoute(dest, false)
 	topic := route.Topic
 	if err == nil {
@@ -564,7 +583,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	}
 	if err != nil {
 		c.fail(err, f, 4000)
-		return false
+		return nil, opts, false
 	}
 	id, ok := f.Get("id")
 	if !ok {
@@ -572,11 +591,11 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	}
 	if _, dup := c.subs[id]; dup {
 		c.fail(fmt.Errorf("%w: subscription id %q is already in use", ErrBadRequest, id), f, 4000)
-		return false
+		return nil, opts, false
 	}
 	if len(c.subs) >= c.s.lim.MaxSubs {
 		c.fail(fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs), f, 4000)
-		return false
+		return nil, opts, false
 	}
 	mode := ackAuto
 	switch v, _ := f.Get("ack"); v {
@@ -587,37 +606,53 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		mode = ackClientIndividual
 	default:
 		c.fail(fmt.Errorf("%w: ack %q: want auto, client or client-individual", ErrBadRequest, v), f, 4000)
-		return false
+		return nil, opts, false
 	}
 	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
 	if err != nil {
 		c.fail(err, f, 4003)
-		return false
+		return nil, opts, false
 	}
-	opts := hub.ReadOptions{}
 	if v, ok := f.Get("since"); ok {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			c.fail(fmt.Errorf("%w: since %q is not an offset", ErrBadRequest, v), f, 4000)
-			return false
+			return nil, opts, false
 		}
 		opts.Recover, opts.Since = true, n
 		opts.Epoch, _ = f.Get("epoch")
 	}
 	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode, guard: guard}
 	k.watch = headerTrue(f, "presence")
-	sub, res, err := c.s.hub.Subscribe(ctx, topic, k, opts)
-	if err != nil {
-		c.fail(err, f, 4000)
-		return false
-	}
-	k.sub = sub
-	c.subs[id] = k
+	return k, opts, true
+}
+
+// subscribed answers a SUBSCRIBE the hub took: its receipt with where the subscription
+// starts, then a gap notice when it could not resume where it asked.
+func (c *stompConn) subscribed(f *stomp.Frame, k *stompSub, res *hub.ReadResult) {
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(res.Top.Offset, 10)}, stomp.Header{Key: "epoch", Value: res.Top.Epoch})
 	if !res.Recovered {
-		c.sendFrame(gapFrame(dest, id, topic, res.Top.Offset, res.Top.Epoch, res.Reason))
+		c.sendFrame(gapFrame(k.dest, k.id, k.topic, res.Top.Offset, res.Top.Epoch, res.Reason))
 	}
-	sub.Start()
+}
+
+// onTxSend holds a SEND of transaction txid until it is committed.
+func (c *stompConn) onTxSend(f *stomp.Frame, txid string) bool {
+	tx := c.tx[txid]
+	if tx == nil {
+		c.fail(fmt.Errorf("%w: transaction %q was not begun", ErrBadRequest, txid), f, 4000)
+		return false
+	}
+	lim := &c.s.lim
+	if len(tx.frames) >= lim.StompTxFrames || tx.bytes+len(f.Body) > lim.StompTxBytes {
+		c.fail(fmt.Errorf("%w: transaction %q would hold more than %d frames or %d bytes (--stomp-tx-frames, --stomp-tx-bytes): commit smaller ones",
+			hub.ErrTooLarge, txid, lim.StompTxFrames, lim.StompTxBytes), f, 1009)
+		return false
+	}
+	// The body is copied: it may share the parser's buffer (headers are the frame's own).
+	tx.frames = append(tx.frames, stomp.Frame{Command: f.Command, Headers: f.Headers, Body: append([]byte(nil), f.Body...)})
+	tx.bytes += len(f.Body)
+	c.receipt(f)
 	return true
 }
 

@@ -191,23 +191,34 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 		c.release()
 		s.policy.Disconnected(c.client())
 	}()
-	if c.raw != nil {
-		c.raw.Open(ctx, &c.rawc)
-	} else {
-		c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.ident.User})
-	}
+	c.open(ctx)
 	for {
 		_, msg, err := rd.readMessage()
 		if err != nil {
-			if r, refused := wsReadCloseReason(err, s.lim.MaxFrame); r.Code != "" {
-				if refused {
-					s.m.Refused.WithLabelValues(metrics.WS, r.Code).Inc()
-				}
-				c.w.close(r, false)
-			}
+			c.readFailed(err)
 			return
 		}
 		c.handle(ctx, msg)
+	}
+}
+
+// open greets the client, or hands a raw socket to its dialect. It and readFailed are kept
+// out of run, whose frame every message's handling stands on.
+func (c *wsConn) open(ctx context.Context) {
+	if c.raw != nil {
+		c.raw.Open(ctx, &c.rawc)
+		return
+	}
+	c.reply(map[string]any{"op": "connected", "client": c.id, "user": c.ident.User})
+}
+
+// readFailed closes the connection after a failed read, with the reason the client is told.
+func (c *wsConn) readFailed(err error) {
+	if r, refused := wsReadCloseReason(err, c.s.lim.MaxFrame); r.Code != "" {
+		if refused {
+			c.s.m.Refused.WithLabelValues(metrics.WS, r.Code).Inc()
+		}
+		c.w.close(r, false)
 	}
 }
 
@@ -238,8 +249,8 @@ func (c *wsConn) handle(ctx context.Context, msg []byte) {
 
 // op serves one message of the JSON protocol.
 func (c *wsConn) op(ctx context.Context, msg []byte) {
-	req, err := decodeRequest(msg)
-	if err != nil {
+	req := new(wsRequest) // on the heap in any case (json.Unmarshal), and off the reader's stack
+	if err := decodeRequest(msg, req); err != nil {
 		c.replyError(err, req.ID, req.Topic)
 		return
 	}
@@ -297,32 +308,33 @@ func (c *wsConn) refresh(token string) {
 	c.reply(ans)
 }
 
-// decodeRequest parses and checks one client message of the native protocol. On error the
-// returned request still carries whatever id and topic could be read, for the error reply.
-func decodeRequest(msg []byte) (wsRequest, error) {
-	var req wsRequest
-	if err := json.Unmarshal(msg, &req); err != nil {
-		return wsRequest{}, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+// decodeRequest parses and checks one client message of the native protocol into req. On error
+// req still carries whatever id and topic could be read, for the error reply.
+func decodeRequest(msg []byte, req *wsRequest) error {
+	if err := json.Unmarshal(msg, req); err != nil {
+		*req = wsRequest{}
+		return fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
 	}
 	switch req.Op {
 	case "subscribe", "unsubscribe", "history":
 		if req.Topic == "" {
-			return req, fmt.Errorf("%w: %s needs a topic", ErrBadRequest, req.Op)
+			return fmt.Errorf("%w: %s needs a topic", ErrBadRequest, req.Op)
 		}
 	case "publish":
 		if req.Topic == "" || len(req.Data) == 0 {
-			return req, fmt.Errorf("%w: publish needs a topic and data", ErrBadRequest)
+			return fmt.Errorf("%w: publish needs a topic and data", ErrBadRequest)
 		}
 	case "ping":
 	case "":
-		return req, fmt.Errorf("%w: message has no op", ErrBadRequest)
+		return fmt.Errorf("%w: message has no op", ErrBadRequest)
 	default:
-		return req, fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping, history)", ErrBadRequest, req.Op)
+		return fmt.Errorf("%w: unknown op %q (want subscribe, unsubscribe, publish, ping, history)", ErrBadRequest, req.Op)
 	}
 	if len(req.ID) > 128 {
-		return wsRequest{Op: req.Op, Topic: req.Topic}, fmt.Errorf("%w: id longer than 128 bytes", ErrBadRequest)
+		req.ID = nil
+		return fmt.Errorf("%w: id longer than 128 bytes", ErrBadRequest)
 	}
-	return req, nil
+	return nil
 }
 
 // isProtocolOp reports whether a raw socket's frame is a protocol message rather than the

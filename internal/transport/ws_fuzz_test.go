@@ -30,8 +30,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		req, err := decodeRequest(msg)
-		if err != nil {
+		var req wsRequest
+		if err := decodeRequest(msg, &req); err != nil {
 			if code, status := errorCode(err); code != "bad_request" || status != 400 {
 				t.Fatalf("error %v maps to %s/%d", err, code, status)
 			}

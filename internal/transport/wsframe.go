@@ -105,7 +105,18 @@ type wsReader struct {
 	hdr   [ws.MaxHeaderSize - 2]byte
 }
 
+// readMessage waits for input in a small frame of its own before reading: an idle
+// connection's reader goroutine is parked at this depth, and the runtime halves a goroutine's
+// stack at a GC only while less than a quarter of it is in use. The first frames' work (JSON,
+// a subscribe) grows a reader's stack to 8 KiB; parked any deeper, it would keep all of it.
 func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
+	if _, err := r.br.Peek(1); err != nil {
+		return 0, nil, err
+	}
+	return r.read()
+}
+
+func (r *wsReader) read() (ws.OpCode, []byte, error) {
 	var (
 		msg []byte
 		op  ws.OpCode // of the message being reassembled; 0 between messages

@@ -320,34 +320,39 @@ func (b *Broker) stream(topic string, now time.Time, create bool) *stream {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	s := sh.streams[topic]
-	if s == nil {
-		pol := b.cfg.Policy(topic)
-		if pol.Size <= 0 {
-			pol.Size = 100
-		}
-		if pol.TTL == 0 {
-			pol.TTL = 10 * time.Minute // negative: kept until trimmed by Size (durable topics)
-		}
-		s = &stream{epoch: NewEpoch(), ring: history.NewRing(pol.Size), policy: pol, lastUsed: now}
-		if b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic) {
-			s.durable = true
-			st, ok, err := b.cfg.Store.Load(topic)
-			switch {
-			case err != nil:
-				s.loadErr = fmt.Errorf("memory: load durable history of %s: %w", topic, err)
-			case ok:
-				s.epoch, s.top, s.visible = st.Epoch, st.Top, st.Top
-				for _, p := range st.Publications {
-					s.ring.Append(p)
-				}
-			case !create:
-				return nil
+	if s != nil {
+		return s
+	}
+	durable := b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic)
+	if !durable && !create {
+		return nil // a read of a topic never published to: nothing to make (an epoch costs a getrandom)
+	}
+	pol := b.cfg.Policy(topic)
+	if pol.Size <= 0 {
+		pol.Size = 100
+	}
+	if pol.TTL == 0 {
+		pol.TTL = 10 * time.Minute // negative: kept until trimmed by Size (durable topics)
+	}
+	s = &stream{ring: history.NewRing(pol.Size), policy: pol, lastUsed: now, durable: durable}
+	if durable {
+		st, ok, err := b.cfg.Store.Load(topic)
+		switch {
+		case err != nil:
+			s.loadErr = fmt.Errorf("memory: load durable history of %s: %w", topic, err)
+		case ok:
+			s.epoch, s.top, s.visible = st.Epoch, st.Top, st.Top
+			for _, p := range st.Publications {
+				s.ring.Append(p)
 			}
-		} else if !create {
+		case !create:
 			return nil
 		}
-		sh.streams[topic] = s
 	}
+	if s.epoch == "" {
+		s.epoch = NewEpoch()
+	}
+	sh.streams[topic] = s
 	return s
 }
 
