@@ -39,6 +39,7 @@ type stompConn struct {
 	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
 	release   func()                 // gives back the connection's admission (see Server.admit)
 	connectBy time.Time              // the CONNECT frame must come before this
+	published bool                   // the last message held a SEND (readMessage keeps the stack)
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -227,7 +228,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
 	touch := func() { _ = conn.SetReadDeadline(c.readDeadline()) }
 	touch()
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong, touch))
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong, touch, &c.published))
 }
 
 func (c *stompConn) run(conn net.Conn, rd messageReader) {
@@ -251,6 +252,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			c.readFailed(err)
 			return
 		}
+		c.published = false
 		c.parser.Feed(msg)
 		for {
 			f, ok, err := c.parser.Next()
@@ -657,6 +659,7 @@ func (c *stompConn) onTxSend(f *stomp.Frame, txid string) bool {
 }
 
 func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
+	c.published = true
 	dest, ok := f.Get("destination")
 	if !ok || dest == "" {
 		c.fail(fmt.Errorf("%w: SEND needs a destination header", ErrBadRequest), f, 4000)

@@ -89,6 +89,8 @@ type wsConn struct {
 	w     *writer   // safe for concurrent use
 	subs  map[string]*hub.Subscription
 	rl    rateLimiter
+	// published: the last message handled was a publication (readMessage keeps the stack).
+	published bool
 
 	release func() // gives back the connection's admission (see Server.admit)
 }
@@ -174,7 +176,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
 	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
 	touch()
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch))
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch, &c.published))
 }
 
 func (c *wsConn) run(conn net.Conn, rd messageReader) {
@@ -198,6 +200,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 			c.readFailed(err)
 			return
 		}
+		c.published = false
 		c.handle(ctx, msg)
 	}
 }
@@ -401,6 +404,7 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 }
 
 func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
+	c.published = true
 	if !c.rl.allow(time.Now()) {
 		c.replyError(c.s.errRateLimited(), id, topic)
 		return

@@ -88,9 +88,10 @@ type messageReader interface {
 
 // newMessageReader returns the reader connections use. touch, when not nil, is called after
 // every frame, control frames included, so that a connection extends its read deadline for a
-// client that only answers pings.
-func newMessageReader(br *bufio.Reader, max int, pong func([]byte), touch func()) messageReader {
-	return &wsReader{br: br, max: max, pong: pong, touch: touch}
+// client that only answers pings. keep, when not nil, says whether the connection's last
+// message was a publication (see readMessage).
+func newMessageReader(br *bufio.Reader, max int, pong func([]byte), touch func(), keep *bool) messageReader {
+	return &wsReader{br: br, max: max, pong: pong, touch: touch, keep: keep}
 }
 
 // wsReader reads client messages: it checks each header against RFC 6455 with gobwas/ws's own
@@ -102,19 +103,50 @@ type wsReader struct {
 	max   int
 	pong  func(payload []byte) // queues a pong; called for each ping
 	touch func()               // called after each frame; may be nil
+	keep  *bool                // the connection publishes: wait keeping the stack; may be nil
 	hdr   [ws.MaxHeaderSize - 2]byte
 }
 
-// readMessage waits for input in a small frame of its own before reading: an idle
-// connection's reader goroutine is parked at this depth, and the runtime halves a goroutine's
-// stack at a GC only while less than a quarter of it is in use. The first frames' work (JSON,
-// a subscribe) grows a reader's stack to 8 KiB; parked any deeper, it would keep all of it.
+// readMessage waits for input, then reads. Where it waits decides what the reader goroutine's
+// stack costs: the runtime halves a parked goroutine's stack at a GC only while less than a
+// quarter of it is in use (2 KiB of 8, of which it counts 800 bytes as reserve). A message's
+// handling grows the stack to 8 KiB (JSON decoding, a subscribe, a publication's fan-out).
+//   - A connection that only listens waits in a small frame, so an idle reader gives the
+//     grown stack back and keeps 4 KiB.
+//   - One whose last message was a publication waits deeper, keeping the 8 KiB it publishes
+//     with: given back, it would be grown again by its next publication, and a server of busy
+//     publishers then holds more memory (stacks of both sizes in its pools) and copies stacks
+//     after every GC (BENCHMARKS.md, idle connections).
 func (r *wsReader) readMessage() (ws.OpCode, []byte, error) {
-	if _, err := r.br.Peek(1); err != nil {
+	var err error
+	if r.keep != nil && *r.keep {
+		err = r.waitKeepingStack()
+	} else {
+		_, err = r.br.Peek(1)
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	return r.read()
 }
+
+// waitKeepingStack waits for input with stackPad bytes of its frame below it: parked at least
+// that deep, the reader keeps an 8 KiB stack.
+//
+//go:noinline
+func (r *wsReader) waitKeepingStack() error {
+	var pad [stackPad]byte
+	_, err := r.br.Peek(1)
+	touchPad(pad[:])
+	return err
+}
+
+const stackPad = 1536
+
+// touchPad keeps pad, and with it the frame's size, from being optimised away.
+//
+//go:noinline
+func touchPad(pad []byte) { _ = pad[len(pad)-1] }
 
 func (r *wsReader) read() (ws.OpCode, []byte, error) {
 	var (
