@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -280,12 +279,7 @@ func (c *stompConn) readFailed(err error) {
 		c.fail(fmt.Errorf("%w: no CONNECT frame within %s of the upgrade (--first-frame-timeout)", ErrTimeout, s.lim.FirstFrameTimeout), nil, 4000)
 	case errors.Is(err, errFrameTooLarge):
 		c.fail(fmt.Errorf("%w: a frame over %d bytes (--max-frame)", hub.ErrTooLarge, s.lim.MaxFrame), nil, 1009)
-	case errors.Is(err, errProtocol), errors.Is(err, errInvalidUTF8), errors.Is(err, io.EOF):
-		r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
-		if refused {
-			s.m.Refused.WithLabelValues(metrics.STOMP, r.Code).Inc()
-		}
-		c.w.close(r, false)
+	case s.closeAfterRead(c.w, err): // a protocol error, invalid text or a close: closed
 	case errors.As(err, &ne) && ne.Timeout() && c.hbIn > 0:
 		c.w.close(ReasonHeartbeat, false)
 	}

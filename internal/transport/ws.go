@@ -216,14 +216,7 @@ func (c *wsConn) open(ctx context.Context) {
 }
 
 // readFailed closes the connection after a failed read, with the reason the client is told.
-func (c *wsConn) readFailed(err error) {
-	if r, refused := wsReadCloseReason(err, c.s.lim.MaxFrame); r.Code != "" {
-		if refused {
-			c.s.m.Refused.WithLabelValues(metrics.WS, r.Code).Inc()
-		}
-		c.w.close(r, false)
-	}
-}
+func (c *wsConn) readFailed(err error) { c.s.closeAfterRead(c.w, err) }
 
 // wsRequest is any client message of the native protocol.
 type wsRequest struct {

@@ -39,6 +39,20 @@ func wsReadCloseReason(err error, max int) (Reason, bool) {
 	return Reason{}, false
 }
 
+// closeAfterRead closes w as its reader's failure err calls for (wsReadCloseReason), counting a
+// refusal; it reports whether err was one that closes.
+func (s *Server) closeAfterRead(w *writer, err error) bool {
+	r, refused := wsReadCloseReason(err, s.lim.MaxFrame)
+	if r.Code == "" {
+		return false
+	}
+	if refused {
+		s.m.Refused.WithLabelValues(w.stats.transport, r.Code).Inc()
+	}
+	w.close(r, false)
+	return true
+}
+
 // appendWSHeader appends an unmasked (server to client) frame header.
 func appendWSHeader(dst []byte, op ws.OpCode, n int) []byte {
 	b0 := 0x80 | byte(op)
