@@ -59,7 +59,7 @@ func (r *RawConn) Subscribe(ctx context.Context, topic string) error {
 
 // Allow takes one of the connection's publish tokens (--msg-rate): an error when there is none.
 func (r *RawConn) Allow() error {
-	if !r.c.rl.allow(time.Now()) {
+	if !r.c.allowPublish() {
 		return r.c.s.errRateLimited()
 	}
 	return nil
@@ -396,9 +396,15 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 	return nil
 }
 
-func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
+// allowPublish takes one of the connection's publish tokens (--msg-rate), and marks the message
+// being handled as a publication, whose reader keeps its stack (readMessage).
+func (c *wsConn) allowPublish() bool {
 	c.published = true
-	if !c.rl.allow(time.Now()) {
+	return c.rl.allow(time.Now())
+}
+
+func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
+	if !c.allowPublish() {
 		c.replyError(c.s.errRateLimited(), id, topic)
 		return
 	}
