@@ -265,9 +265,21 @@ func (c *cell) connFailed(a *activity, err error) {
 // connAbandoned counts an attempt given up because the user left while it was under way.
 func (c *cell) connAbandoned(v *vu) { v.sh.update(func(k *counters) { k.connAbandoned++ }) }
 
-func (c *cell) connOpened(v *vu, took time.Duration) {
+// connOpened counts a connection that got to usable, and, apart from the total, the user's
+// first one in the run and an activity's reconnects (after a drop or a close by the server),
+// so that users, connections and reconnects stay separate counts.
+func (c *cell) connOpened(a *activity, took time.Duration) {
+	v := a.v
+	first := v.connected.CompareAndSwap(false, true)
+	again := a.opens.Add(1) > 1
 	v.sh.mu.Lock()
 	v.sh.c.connOpened++
+	if first {
+		v.sh.c.connUsers++
+	}
+	if again {
+		v.sh.c.connReconnects++
+	}
 	recordDur(v.sh.hist[histConnect], took)
 	v.sh.mu.Unlock()
 }
@@ -293,7 +305,7 @@ func backoff(n int) time.Duration {
 // lies in one of the receiver's windows (subscription confirmed at or before it; planned leave
 // at least the grace period after it), and it was sent before cut (the interrupt time minus
 // the grace period; math.MaxInt64 for a complete run).
-func (c *cell) delivery(cut int64) (expected, received int64) {
+func (c *cell) delivery(cut int64) (expected, received, unconfirmed int64) {
 	byGroup := make([][]int64, c.groups)
 	for _, v := range c.vus {
 		for i := range v.seq {
@@ -301,6 +313,8 @@ func (c *cell) delivery(cut int64) (expected, received int64) {
 			if p.state.Load() == pubOK && p.ts < cut {
 				byGroup[v.group] = append(byGroup[v.group], p.ts)
 				received += int64(p.recv.Load())
+			} else {
+				unconfirmed += int64(p.recv.Load())
 			}
 		}
 	}
@@ -319,7 +333,7 @@ func (c *cell) delivery(cut int64) (expected, received int64) {
 			expected += int64(hi - lo)
 		}
 	}
-	return expected, received
+	return expected, received, unconfirmed
 }
 
 // settle marks publications still waiting for an answer as failed: the run ended first.

@@ -50,6 +50,7 @@ func (c *cell) runChat(a *activity) {
 		a.talkUntil.Store(0)
 		a.leaving.Store(false)
 		a.sessDone.Store(false)
+		a.opens.Store(0) // a new session connects afresh: not a reconnect
 		v.resetStream()
 		if err := c.login(a); err != nil {
 			if !a.sleep(backoff(fails)) {

@@ -182,7 +182,7 @@ func TestNotifyAccounting(t *testing.T) {
 	if p1.recv.Load() != 1 || p2.recv.Load() != 1 || p4.recv.Load() != 0 {
 		t.Errorf("receipts %d %d %d, want 1 1 0", p1.recv.Load(), p2.recv.Load(), p4.recv.Load())
 	}
-	exp, rcv := c.delivery(math.MaxInt64)
+	exp, rcv, _ := c.delivery(math.MaxInt64)
 	if exp != 2 || rcv != 2 {
 		t.Errorf("expected %d received %d; want 2 and 2", exp, rcv)
 	}

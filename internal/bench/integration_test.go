@@ -82,6 +82,10 @@ func TestBenchAgainstRealServer(t *testing.T) {
 			if d.Expected == 0 || d.Ratio != 1 || d.Received != d.Expected || d.Duplicates != 0 || d.OutOfOrder != 0 || d.Gaps != 0 {
 				t.Errorf("delivery %+v; want every expected message once", d)
 			}
+			// Users, connections and reconnects are separate counts.
+			if c := r.Connections; c.Users != int64(r.Peak) || c.Opened != c.Users+c.Reconnects {
+				t.Errorf("connections %+v; want %d users, opened = users + reconnects", c, r.Peak)
+			}
 			if d.Latency.Count == 0 || d.Latency.P50 <= 0 || d.Latency.Max < d.Latency.P99 {
 				t.Errorf("delivery latency %+v", d.Latency)
 			}
@@ -105,8 +109,13 @@ func TestBenchAgainstRealServer(t *testing.T) {
 				sent += s.Sent[i]
 				received += s.Received[i]
 			}
-			if sent != r.Publish.Sent || received != d.Latency.Count {
-				t.Errorf("series sums: sent %d received %d; totals %d and %d", sent, received, r.Publish.Sent, d.Latency.Count)
+			// Latency covers exactly the receipts the ratio counts plus those of publications it
+			// leaves out (Unconfirmed); the series count every first receipt.
+			if d.Latency.Count != d.Received+d.Unconfirmed {
+				t.Errorf("latency over %d deliveries; received %d + unconfirmed %d", d.Latency.Count, d.Received, d.Unconfirmed)
+			}
+			if sent != r.Publish.Sent || received != d.Latency.Count+d.OutsideWindow {
+				t.Errorf("series sums: sent %d received %d; totals %d and %d + %d outside the window", sent, received, r.Publish.Sent, d.Latency.Count, d.OutsideWindow)
 			}
 			if !r.Server.Available || r.Server.RSSMaxBytes == 0 || r.Server.GoroutinesMax == 0 || r.Generator.RSSMaxBytes == 0 {
 				t.Errorf("usage: server %+v generator %+v", r.Server, r.Generator)
@@ -243,8 +252,11 @@ func TestBenchChatAndNotify(t *testing.T) {
 						received += s.Received[i]
 						logins += s.Logins[i]
 					}
-					if sent != r.Publish.Sent || received != d.Latency.Count || logins != l.Tried {
-						t.Errorf("series sums: sent %d received %d logins %d; totals %d, %d and %d", sent, received, logins, r.Publish.Sent, d.Latency.Count, l.Tried)
+					if d.Latency.Count != d.Received+d.Unconfirmed {
+						t.Errorf("latency over %d deliveries; received %d + unconfirmed %d", d.Latency.Count, d.Received, d.Unconfirmed)
+					}
+					if sent != r.Publish.Sent || received != d.Latency.Count+d.OutsideWindow || logins != l.Tried {
+						t.Errorf("series sums: sent %d received %d logins %d; totals %d (+ %d outside the window), %d and %d", sent, received, logins, r.Publish.Sent, d.Latency.Count, d.OutsideWindow, l.Tried)
 					}
 				})
 			}

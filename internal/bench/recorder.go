@@ -42,9 +42,12 @@ const (
 type counters struct {
 	connTried, connOpened, connFailed, connDropped int64
 	connAbandoned                                  int64 // the user left while connecting
+	connUsers                                      int64 // users' first connections in the run
+	connReconnects                                 int64 // an activity's connections after its first
 	pubSent, pubFailed                             int64
 	requests                                       int64 // HTTP requests completed
 	received                                       int64 // first receipts, whether expected or not
+	outsideWindow                                  int64 // first receipts outside the receiver's delivery window
 	duplicates, outOfOrder, gaps                   int64
 	bytesIn                                        int64
 	errors                                         int64 // failures of any kind
@@ -59,10 +62,13 @@ func (c *counters) add(o *counters) {
 	c.connFailed += o.connFailed
 	c.connDropped += o.connDropped
 	c.connAbandoned += o.connAbandoned
+	c.connUsers += o.connUsers
+	c.connReconnects += o.connReconnects
 	c.pubSent += o.pubSent
 	c.pubFailed += o.pubFailed
 	c.requests += o.requests
 	c.received += o.received
+	c.outsideWindow += o.outsideWindow
 	c.duplicates += o.duplicates
 	c.outOfOrder += o.outOfOrder
 	c.gaps += o.gaps
@@ -107,10 +113,15 @@ func (s *shard) observe(kind int, d time.Duration) {
 	s.mu.Unlock()
 }
 
-// delivered records one first receipt of a publication.
-func (s *shard) delivered(lat time.Duration, bytes int) {
+// delivered records one first receipt of a publication: its latency when it falls in the
+// receiver's delivery window (the deliveries the ratio can count), else it counts as outside.
+func (s *shard) delivered(lat time.Duration, bytes int, inWindow bool) {
 	s.mu.Lock()
-	recordDur(s.hist[histDelivery], lat)
+	if inWindow {
+		recordDur(s.hist[histDelivery], lat)
+	} else {
+		s.c.outsideWindow++
+	}
 	s.c.received++
 	s.c.bytesIn += int64(bytes)
 	s.mu.Unlock()

@@ -7,8 +7,10 @@ import (
 )
 
 // SchemaVersion is written into every results file so readers can refuse files they do not
-// understand.
-const SchemaVersion = 1
+// understand. Version 2 added connections.users and .reconnects, delivery.unconfirmed and
+// .outsideWindow, and recorded delivery latency only for receipts inside the receiver's window
+// (docs/bench.md, "results.json"); version 1 files still load.
+const SchemaVersion = 2
 
 // Results is the content of results.json: one run of `rtlab bench`, possibly a matrix of
 // transports × user levels. It is the only thing the report package reads.
@@ -152,12 +154,17 @@ type Saturation struct {
 }
 
 // Connections counts connection attempts. For polling transports a "connection" is a virtual
-// user's keep-alive HTTP connection.
+// user's keep-alive HTTP connection. Users, connections and reconnects are separate counts:
+// Opened = Users' first connections + Reconnects + later sessions' connections (chat).
 type Connections struct {
-	Tried   int64 `json:"tried"`
-	Opened  int64 `json:"opened"`
-	Failed  int64 `json:"failed"`
-	Dropped int64 `json:"dropped"` // opened, then closed by the server or the network before the user left
+	Tried  int64 `json:"tried"`
+	Opened int64 `json:"opened"`
+	// Users counts the users that opened at least one connection in the run; Reconnects the
+	// connections a user opened again within one stay (after a drop, or a close by the server).
+	Users      int64 `json:"users"`
+	Reconnects int64 `json:"reconnects"`
+	Failed     int64 `json:"failed"`
+	Dropped    int64 `json:"dropped"` // opened, then closed by the server or the network before the user left
 	// Abandoned attempts were under way when the user left (stages ramping down): neither
 	// opened nor failed. Tried = Opened + Failed + Abandoned.
 	Abandoned int64     `json:"abandoned"`
@@ -175,13 +182,21 @@ type Publish struct {
 
 // Delivery is what users feel: did every expected message arrive, in order, how fast.
 type Delivery struct {
-	Expected   int64     `json:"expected"` // receivers in the group at publish time, summed over publications
-	Received   int64     `json:"received"` // first receipts of expected messages
-	Duplicates int64     `json:"duplicates"`
-	OutOfOrder int64     `json:"outOfOrder"`
-	Gaps       int64     `json:"gaps"`    // server said history was gone
-	Ratio      float64   `json:"ratio"`   // Received / Expected (1 when Expected is 0)
-	Latency    Latencies `json:"latency"` // publisher's send time → receiver
+	Expected   int64   `json:"expected"` // receivers in the group at publish time, summed over publications
+	Received   int64   `json:"received"` // first receipts of expected messages
+	Duplicates int64   `json:"duplicates"`
+	OutOfOrder int64   `json:"outOfOrder"`
+	Gaps       int64   `json:"gaps"`  // server said history was gone
+	Ratio      float64 `json:"ratio"` // Received / Expected (1 when Expected is 0)
+	// Latency is publisher's send time → receiver over Received + Unconfirmed deliveries: first
+	// receipts inside the receiver's window. Unconfirmed are those of publications the ratio
+	// leaves out (the publisher saw the publish fail, or it fell in the grace period before an
+	// interrupt). OutsideWindow counts first receipts of publications sent before the
+	// receiver's window opened (while it subscribed) or after its cutoff (the grace before it
+	// leaves): in neither the ratio nor Latency.
+	Latency       Latencies `json:"latency"`
+	Unconfirmed   int64     `json:"unconfirmed"`
+	OutsideWindow int64     `json:"outsideWindow"`
 	// Other counts messages received outside the measurement: chat ENTER and LEAVE, and in the
 	// notify scenario the room traffic the members see. Not in Latency or MessagesPerSec.
 	Other int64 `json:"other,omitempty"`

@@ -429,15 +429,17 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	k := col.c
 	run.Connections = Connections{
 		Tried: k.connTried, Opened: k.connOpened, Failed: k.connFailed, Dropped: k.connDropped, Abandoned: k.connAbandoned,
+		Users: k.connUsers, Reconnects: k.connReconnects,
 		Connect: latencies(col.total[histConnect]), Errors: col.topErrors(10),
 	}
 	run.Publish = Publish{
 		Sent: k.pubSent, Failed: k.pubFailed, Latency: latencies(col.total[histPublish]),
 		Requests: k.requests,
 	}
-	exp, rcv := c.delivery(cut)
+	exp, rcv, unc := c.delivery(cut)
 	d := Delivery{
-		Expected: exp, Received: rcv, Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
+		Expected: exp, Received: rcv, Unconfirmed: unc, OutsideWindow: k.outsideWindow,
+		Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
 		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
 		Histogram: histogramBuckets(col.total[histDelivery]),
 	}

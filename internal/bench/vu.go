@@ -65,8 +65,9 @@ type vu struct {
 
 	token atomic.Pointer[string] // login token of the current session
 
-	act  atomic.Pointer[activity] // current activity; nil when the user is not active
-	done chan struct{}            // closed when the last activity's goroutine has ended
+	act       atomic.Pointer[activity] // current activity; nil when the user is not active
+	connected atomic.Bool              // it has opened a connection in this run
+	done      chan struct{}            // closed when the last activity's goroutine has ended
 
 	// Receiver state, owned by the goroutine running the current activity.
 	last    uint64   // highest offset seen (servers that give offsets), where a resume starts
@@ -84,6 +85,7 @@ type activity struct {
 	cancel   context.CancelFunc
 	leave    int64        // planned leave time (Unix ns)
 	estab    atomic.Int64 // when the subscription was first confirmed (Unix ns); 0 before
+	opens    atomic.Int32 // connections opened; every one after the first is a reconnect
 	stopping atomic.Bool
 
 	// The delivery window of the current session: receipts of publications whose intended
@@ -303,11 +305,14 @@ func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 	case ooo:
 		v.sh.update(func(c *counters) { c.outOfOrder++ })
 	}
-	v.sh.delivered(time.Duration(now-d.ts), size)
-	if a.inWindow(d.ts) {
-		if p := v.c.pubRecord(d.vu, d.seq); p != nil {
-			p.recv.Add(1)
-		}
+	// Latency is recorded only for receipts the delivery ratio can count: in the receiver's
+	// window, of a publication on record. One sent while the receiver subscribed or after its
+	// cutoff (the grace before it leaves) counts as outside the window, in neither.
+	p := v.c.pubRecord(d.vu, d.seq)
+	in := p != nil && a.inWindow(d.ts)
+	v.sh.delivered(time.Duration(now-d.ts), size, in)
+	if in {
+		p.recv.Add(1)
 	}
 }
 

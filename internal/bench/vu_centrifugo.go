@@ -114,7 +114,7 @@ func (d *cfWSDriver) session(a *activity) (opened bool) {
 			case m.connect:
 				opened = true
 				answerPings = m.pong
-				c.connOpened(v, time.Since(start))
+				c.connOpened(a, time.Since(start))
 				sub := appendCfSubscribe(make([]byte, 0, 192), v.topic, a.estab.Load() != 0, v.last, v.epoch)
 				if err := a.writeFrame(ws.OpText, sub); err != nil {
 					return end(fmt.Errorf("centrifugo: subscribe: %w", err))

@@ -61,7 +61,7 @@ func (d *pollDriver) run(a *activity) {
 				c.connAbandoned(v)
 				return
 			}
-			c.connOpened(v, time.Since(start))
+			c.connOpened(a, time.Since(start))
 			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
 			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
 		}

@@ -186,7 +186,7 @@ func (c *cell) openSSE(a *activity, target []byte, extra, what string) (lines *b
 		return nil, false
 	}
 	a.noDeadline()
-	c.connOpened(v, time.Since(start))
+	c.connOpened(a, time.Since(start))
 	if head.chunked {
 		br = bufio.NewReaderSize(httputil.NewChunkedReader(br), streamBufSize)
 	}

@@ -221,7 +221,7 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 				}
 			case stomp.CmdConnected:
 				opened = true
-				c.connOpened(v, time.Since(start))
+				c.connOpened(a, time.Since(start))
 				if err := d.subscribe(a); err != nil {
 					c.connDropped(a, fmt.Errorf("stomp: SUBSCRIBE: %w", err))
 					return true

@@ -61,7 +61,7 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 		return false
 	}
 	defer a.endStream(s)
-	c.connOpened(v, time.Since(start))
+	c.connOpened(a, time.Since(start))
 
 	sub := append(make([]byte, 0, 128), `{"op":"subscribe","topic":"`...)
 	sub = append(sub, v.topic...)

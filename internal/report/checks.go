@@ -122,3 +122,24 @@ func fmtShare(v float64) string {
 	}
 	return strconv.FormatFloat(p, 'g', 2, 64) + " %"
 }
+
+// latencySet names the deliveries the latency figures cover when they are not exactly those
+// the ratio counts (empty when they are): receipts of publications whose publish failed, or of
+// an interrupted run's last seconds, are measured for latency but left out of the ratio.
+// Receipts outside the receivers' windows are in neither, and said so.
+func latencySet(r *bench.Run) string {
+	d := r.Delivery
+	var s []string
+	if d.Unconfirmed > 0 {
+		s = append(s, fmt.Sprintf("latency is over %s deliveries: the %s the ratio counts and %s of publications it leaves out (their publish failed, or they were sent in the grace period before an interrupt)",
+			fmtInt(d.Latency.Count), fmtInt(d.Received), fmtInt(d.Unconfirmed)))
+	}
+	if d.Unconfirmed == 0 && d.OutsideWindow == 0 && d.Latency.Count != d.Received && d.Latency.Count > 0 {
+		// Results from before the sets were told apart (schema 1).
+		s = append(s, fmt.Sprintf("latency is over %s deliveries, the ratio counts %s (this results file does not say which the others were)", fmtInt(d.Latency.Count), fmtInt(d.Received)))
+	}
+	if d.OutsideWindow > 0 {
+		s = append(s, fmt.Sprintf("%s receipts of publications sent while the receiver subscribed or after its cutoff are in neither the ratio nor the latency", fmtInt(d.OutsideWindow)))
+	}
+	return strings.Join(s, "; ")
+}

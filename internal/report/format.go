@@ -159,3 +159,20 @@ func joinNames(names []string) string {
 		return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 	}
 }
+
+// fmtTimes formats a ratio with two significant digits however small or large, so a tiny ratio
+// never reads "0.00×": 0.00059×, 0.50×, 1.0×, 12×, 1,700×.
+func fmtTimes(x float64) string {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return strconv.FormatFloat(x, 'g', 2, 64) + "×"
+	}
+	exp := int(math.Floor(math.Log10(math.Abs(x))))
+	if r := math.Round(x/math.Pow(10, float64(exp-1))) * math.Pow(10, float64(exp-1)); math.Abs(r) >= math.Pow(10, float64(exp+1)) {
+		exp++ // 9.96 rounds to 10
+	}
+	if exp >= 1 {
+		p := math.Pow(10, float64(exp-1))
+		return fmtFixed(math.Round(x/p)*p, 0) + "×"
+	}
+	return strconv.FormatFloat(x, 'f', 1-exp, 64) + "×"
+}

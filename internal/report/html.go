@@ -438,6 +438,9 @@ func extrasOf(levelID string, p pair, color string) extraView {
 		for _, n := range s.r.Notes {
 			x.Notes = append(x.Notes, sideText{Side: side, Text: n})
 		}
+		if l := latencySet(s.r); l != "" {
+			x.Notes = append(x.Notes, sideText{Side: side, Text: l})
+		}
 		for _, e := range s.r.Connections.Errors {
 			x.Errors = append(x.Errors, errorRow{Side: side, Label: e.Label, N: fmtInt(e.N)})
 		}

@@ -26,7 +26,7 @@ func Load(path string) (*bench.Results, error) {
 }
 
 // decode parses and validates results. The schema field is checked on its own first, so a file
-// from a newer rtlab gets "schema 2" rather than a type error about a field that moved.
+// from a newer rtlab gets "schema 3" rather than a type error about a field that moved.
 func decode(data []byte) (*bench.Results, error) {
 	var head struct {
 		Schema *int `json:"schema"`
@@ -37,8 +37,10 @@ func decode(data []byte) (*bench.Results, error) {
 	switch {
 	case head.Schema == nil:
 		return nil, errors.New("not an rtlab results file (no \"schema\" field)")
-	case *head.Schema != bench.SchemaVersion:
-		return nil, fmt.Errorf("results schema version %d, this rtlab reads version %d", *head.Schema, bench.SchemaVersion)
+	case *head.Schema < 1 || *head.Schema > bench.SchemaVersion:
+		// Version 1 lacks fields version 2 added (they read as 0) and its latency covered
+		// receipts outside the delivery windows too; it is still worth reading.
+		return nil, fmt.Errorf("results schema version %d, this rtlab reads versions 1 to %d", *head.Schema, bench.SchemaVersion)
 	}
 	var r bench.Results
 	if err := json.Unmarshal(data, &r); err != nil {

@@ -45,7 +45,7 @@ func TestLoadErrors(t *testing.T) {
 		content string
 		want    []string // in the error, besides the file name
 	}{
-		{"newer.json", `{"schema": 2, "runs": []}`, []string{"schema version 2", "reads version 1"}},
+		{"newer.json", `{"schema": 3, "runs": []}`, []string{"schema version 3", "reads versions 1 to 2"}},
 		{"older.json", `{"schema": 0}`, []string{"schema version 0"}},
 		{"noschema.json", `{"runs": []}`, []string{"not an rtlab results file"}},
 		{"truncated.json", "{\n  \"schema\": 1,\n  \"runs\": [\n", []string{"malformed results", "unexpected end of JSON input"}},

@@ -289,7 +289,7 @@ var (
 	mP50    = metric{key: "delivery.p50", label: "p50 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P50 })}
 	mP99    = metric{key: "delivery.p99", label: "p99 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P99 })}
 	mMax    = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.Max })}
-	mOpened = metric{key: "conn.opened", label: "conn ok", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
+	mOpened = metric{key: "conn.opened", label: "conns opened", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
 	mFailed = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Failed })}
 	// mPubFail counts the publishes the server refused or that failed: the delivery ratio is
 	// over what was accepted, so these are losses it does not show.
@@ -422,6 +422,8 @@ func detailSections() []section {
 		{"Connections", []metric{
 			{key: "conn.tried", label: "tried", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Tried })},
 			{key: "conn.opened", label: "opened", unit: unitCount, better: neutral, value: mOpened.value},
+			{key: "conn.users", label: "users connected", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Users })},
+			{key: "conn.reconnects", label: "reconnects", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Reconnects })},
 			{key: "conn.failed", label: "failed", unit: unitCount, better: lowerBetter, value: mFailed.value},
 			{key: "conn.dropped", label: "dropped", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Dropped })},
 		}},
@@ -436,6 +438,8 @@ func detailSections() []section {
 		{"Delivery", []metric{
 			{key: "delivery.expected", label: "expected", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Expected })},
 			{key: "delivery.received", label: "received", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Received })},
+			{key: "delivery.unconfirmed", label: "received, publish failed", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Unconfirmed })},
+			{key: "delivery.outsideWindow", label: "received outside the window", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.OutsideWindow })},
 			mLost,
 			{key: mRatio.key, label: "ratio", unit: unitRatio, better: higherBetter, value: mRatio.value},
 			mDups,

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -55,6 +56,10 @@ type cellFigure struct {
 	v      float64
 	spread float64
 	rounds int
+	// lo and hi bound the samples the cell shows of itself (its per-second values at the peak,
+	// or its rounds' values); n counts them, 0 when there are none.
+	lo, hi float64
+	n      int
 }
 
 // cellFigures groups runs into cells (their key without the round) and returns m's figure of
@@ -81,20 +86,41 @@ func cellFigures(m metric, runs []*bench.Run) []cellFigure {
 			continue
 		}
 		f := cellFigure{name: transportLabel(k), v: vs[0], spread: math.Inf(1), rounds: len(vs)}
+		samples := vs
 		if len(vs) > 1 {
 			f.v, f.spread = median(vs), slices.Max(vs)-slices.Min(vs)
-		} else if ps := perSecond(m, byKey[k][0]); len(ps) >= minSpreadSeconds {
-			f.spread = iqr(ps)
+		} else {
+			samples = perSecond(m, byKey[k][0])
+			if len(samples) >= minSpreadSeconds {
+				f.spread = iqr(samples)
+			}
+		}
+		if f.n = len(samples); f.n > 0 {
+			f.lo, f.hi = slices.Min(samples), slices.Max(samples)
 		}
 		out = append(out, f)
 	}
 	return out
 }
 
-// apart reports whether two cells differ by more than either one's own spread: only then does
-// the verdict say one was lower.
+// apart reports whether two cells differ beyond the noise they show of themselves: only then
+// does the verdict say one was lower. They do when one is at least twice the other and their
+// samples do not overlap (every second of one below every second of the other), however short
+// the run; else when they are further apart than either one's own spread (the interquartile
+// range of minSpreadSeconds or more seconds at the peak, or the range over rounds).
 func apart(a, b cellFigure) bool {
-	return math.Abs(a.v-b.v) > max(a.spread, b.spread)
+	return separated(a, b) || math.Abs(a.v-b.v) > max(a.spread, b.spread)
+}
+
+// separated reports whether a and b are 2× apart or more with samples that do not overlap.
+func separated(a, b cellFigure) bool {
+	if a.v > b.v {
+		a, b = b, a
+	}
+	if a.n == 0 || b.n == 0 || a.v < 0 || b.v < 2*a.v {
+		return false
+	}
+	return a.hi < b.lo
 }
 
 // iqr is the interquartile range of xs (linear interpolation between order statistics).
@@ -123,15 +149,20 @@ func lowHigh(fs []cellFigure) (lo, hi cellFigure) {
 	return lo, hi
 }
 
-// spreadText says how large the spread that hid a difference was: "the runs' own spread (up to
-// 2.1 ms from second to second)", or that a run was too short to tell.
+// spreadText says what hid a difference: the runs' own spread ("up to 2.1 ms from second to
+// second"), the spread over rounds, or seconds too few to tell, with how many there were.
 func spreadText(m metric, lo, hi cellFigure) string {
 	s := max(lo.spread, hi.spread)
 	switch {
-	case math.IsInf(s, 1):
-		return "too few seconds at the peak to tell a difference from noise"
-	case lo.rounds > 1 || hi.rounds > 1:
+	case !math.IsInf(s, 1) && (lo.rounds > 1 || hi.rounds > 1):
 		return "within the spread over rounds (up to " + m.formatWithUnit(s) + ")"
+	case !math.IsInf(s, 1):
+		return "within the runs' own spread (up to " + m.formatWithUnit(s) + " between seconds at the peak)"
+	case lo.n == 0 || hi.n == 0:
+		return "too few seconds at the peak to tell a difference from noise"
+	case lo.hi >= hi.lo && lo.lo <= hi.hi:
+		return fmt.Sprintf("their seconds at the peak overlap (%s–%s and %s–%s), and %d and %d seconds are too few to tell more",
+			m.format(lo.lo), m.format(lo.hi), m.format(hi.lo), m.formatWithUnit(hi.hi), lo.n, hi.n)
 	}
-	return "within the runs' own spread (up to " + m.formatWithUnit(s) + " between seconds at the peak)"
+	return fmt.Sprintf("under 2× apart, and %d and %d seconds at the peak are too few (%d needed) to tell that from noise", lo.n, hi.n, minSpreadSeconds)
 }

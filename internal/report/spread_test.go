@@ -33,14 +33,23 @@ func TestVerdictWithinSpread(t *testing.T) {
 		want, not []string
 	}{
 		{"apart", []*bench.Run{spreadRun("ws", 30, 5, 10, 0.5), spreadRun("sse", 30, 8, 20, 0.5)},
-			[]string{"WebSocket had the lower p99 (5.00 ms vs 8.00 ms)", "SSE cost the most server CPU (20.0 % avg), WebSocket the least (10.0 %)"}, nil},
+			[]string{"WebSocket had the lower p99 (5.00 ms vs 8.00 ms, 1.6× the lowest)", "SSE cost the most server CPU (20.0 % avg), WebSocket the least (10.0 %, 2.0× lower)"}, nil},
 		{"within the spread", []*bench.Run{spreadRun("ws", 30, 5.75, 1.25, 2), spreadRun("sse", 30, 4.94, 1.2, 2)},
 			[]string{"no clear difference in p99 (4.94 ms to 5.75 ms: within the runs' own spread (up to 4.00 ms between seconds at the peak))",
 				"no clear difference in server CPU (1.2 % to 1.2 % avg: within the runs' own spread (up to 4.0 % between seconds at the peak))"},
 			[]string{"had the lower p99", "cost the most"}},
 		{"too short", []*bench.Run{spreadRun("ws", 4, 5, 10, 0), spreadRun("sse", 4, 8, 20, 0)},
-			[]string{"no clear difference in p99 (5.00 ms to 8.00 ms: too few seconds at the peak to tell a difference from noise)"},
+			[]string{"no clear difference in p99 (5.00 ms to 8.00 ms: under 2× apart, and 4 and 4 seconds at the peak are too few (5 needed) to tell that from noise)"},
 			[]string{"had the lower p99"}},
+		// 2× apart with seconds that do not overlap is a difference however short the run.
+		{"short but 2× apart", []*bench.Run{spreadRun("ws", 3, 5, 10, 1), spreadRun("sse", 3, 12, 30, 1)},
+			[]string{"WebSocket had the lower p99 (5.00 ms vs 12.0 ms, 2.4× the lowest)", "SSE cost the most server CPU (30.0 % avg), WebSocket the least (10.0 %, 3.0× lower)"},
+			[]string{"no clear difference", "too few"}},
+		{"short, 2× apart, overlapping", []*bench.Run{spreadRun("ws", 3, 5, 10, 4), spreadRun("sse", 3, 12, 30, 4)},
+			[]string{"no clear difference in p99 (5.00 ms to 12.0 ms: their seconds at the peak overlap (1.00–9.00 and 8.00–16.0 ms), and 3 and 3 seconds are too few to tell more)"},
+			[]string{"had the lower p99"}},
+		{"no seconds at the peak", []*bench.Run{spreadRun("ws", 0, 5, 10, 0), spreadRun("sse", 0, 50, 30, 0)},
+			[]string{"no clear difference in p99 (5.00 ms to 50.0 ms: too few seconds at the peak to tell a difference from noise)"}, nil},
 	} {
 		got := verdict(100, tt.runs)
 		for _, w := range tt.want {

@@ -25,7 +25,7 @@ func Summary(w io.Writer, r *bench.Results) {
 	flagged := false
 	for _, l := range levelsOf(r) {
 		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
-		rows := [][]string{{"transport", "users", "conn ok", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
+		rows := [][]string{{"transport", "users", "conns", "reconn", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
 		// The broker server's CPU, when any run of the level measured one.
 		brokers := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.BrokerServer.Available })
 		if brokers {
@@ -74,6 +74,7 @@ func Summary(w io.Writer, r *bench.Results) {
 				name,
 				fmtInt(int64(run.Peak)),
 				fmtInt(run.Connections.Opened),
+				fmtInt(run.Connections.Reconnects),
 				failed,
 				ratio,
 				pubFail,
@@ -115,6 +116,9 @@ func Summary(w io.Writer, r *bench.Results) {
 			}
 			if c := crossed(run); len(c) > 0 {
 				fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
+			}
+			if l := latencySet(run); l != "" {
+				fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
 			}
 		}
 		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))

@@ -61,7 +61,7 @@ func TestSummary(t *testing.T) {
 	for _, want := range []string{
 		"location scenario · 2 transports × 2 user levels",
 		"\n100 users\n", "\n1,000 users\n",
-		"transport", "conn ok", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "srv RSS", "KiB/user", "gen CPU%",
+		"transport", "conns", "reconn", "failed", "ratio %", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "srv RSS", "KiB/user", "gen CPU%",
 		"verdict: At 100 users every transport delivered ≥99.9 %",
 		"verdict: At 1,000 users short polling delivered only 99.80 %",
 		"generator saturated: latency figures for WebSocket at 1,000 users may be the generator's, not the server's",

@@ -218,9 +218,25 @@ func rankText(m metric, runs []*bench.Run, what, lower, lowest, highest string) 
 	case !apart(lo, hi):
 		return fmt.Sprintf("no clear difference in %s (%s to %s%s: %s)", what, m.formatWithUnit(lo.v), m.formatWithUnit(hi.v), over, spreadText(m, lo, hi))
 	case len(figs) == 2:
-		return fmt.Sprintf("%s %s %s (%s vs %s%s)", lo.name, lower, what, m.formatWithUnit(lo.v), m.formatWithUnit(hi.v), over)
+		return fmt.Sprintf("%s %s %s (%s vs %s, %s%s)", lo.name, lower, what, m.formatWithUnit(lo.v), m.formatWithUnit(hi.v), timesText(lo.v, hi.v), over)
 	}
-	return fmt.Sprintf("%s %s %s (%s), %s %s (%s%s)", lo.name, lowest, what, m.formatWithUnit(lo.v), hi.name, highest, m.formatWithUnit(hi.v), over)
+	return fmt.Sprintf("%s %s %s (%s), %s %s (%s, %s%s)", lo.name, lowest, what, m.formatWithUnit(lo.v), hi.name, highest, m.formatWithUnit(hi.v), timesText(lo.v, hi.v), over)
+}
+
+// timesLower says how many times lower lo is than hi ("4.0× lower"), or "none" when lo is 0.
+func timesLower(lo, hi float64) string {
+	if lo <= 0 {
+		return "none"
+	}
+	return fmtTimes(hi/lo) + " lower"
+}
+
+// timesText says how many times hi is lo ("575× the lowest"), or "lowest 0" when lo is 0.
+func timesText(lo, hi float64) string {
+	if lo <= 0 {
+		return "against 0"
+	}
+	return fmtTimes(hi/lo) + " the lowest"
 }
 
 // cpuText says which cell cost the most server CPU and which the least, when that is clear.
@@ -238,7 +254,7 @@ func cpuText(runs []*bench.Run) string {
 	case !apart(lo, hi):
 		return fmt.Sprintf("no clear difference in server CPU (%s to %s avg: %s)", mSrvCPU.format(lo.v), mSrvCPU.format(hi.v), spreadText(mSrvCPU, lo, hi))
 	}
-	return fmt.Sprintf("%s cost the most server CPU (%s avg), %s the least (%s)", hi.name, mSrvCPU.format(hi.v), lo.name, mSrvCPU.format(lo.v))
+	return fmt.Sprintf("%s cost the most server CPU (%s avg), %s the least (%s, %s)", hi.name, mSrvCPU.format(hi.v), lo.name, mSrvCPU.format(lo.v), timesLower(lo.v, hi.v))
 }
 
 // machineSaturation says during which runs the whole machine's CPU was saturated and whose CPU
@@ -309,10 +325,10 @@ func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
 		var rs []string
 		for ; i < len(cells) && cells[i].transport == t && cells[i].kind == kind; i++ {
 			xs := ratios[cells[i]]
-			s := fmt.Sprintf("%s %.1f×", brokerLabel(cells[i].broker), median(xs))
+			s := brokerLabel(cells[i].broker) + " " + fmtTimes(median(xs))
 			var notes []string
 			if len(xs) > 1 {
-				notes = append(notes, fmt.Sprintf("%.1f–%.1f×", slices.Min(xs), slices.Max(xs)))
+				notes = append(notes, strings.TrimSuffix(fmtTimes(slices.Min(xs)), "×")+"–"+fmtTimes(slices.Max(xs)))
 			}
 			if multi && len(xs) < b { // a round where this broker measured nothing
 				notes = append(notes, fmt.Sprintf("%d round%s", len(xs), plural(len(xs))))
@@ -396,9 +412,9 @@ func againstRTLab(runs []*bench.Run) []string {
 			if len(xs) == 0 {
 				continue
 			}
-			s := fmt.Sprintf("%s %.2f×", f.name, median(xs))
+			s := f.name + " " + fmtTimes(median(xs))
 			if len(xs) > 1 {
-				s += fmt.Sprintf(" (%.2f–%.2f×)", slices.Min(xs), slices.Max(xs))
+				s += " (" + strings.TrimSuffix(fmtTimes(slices.Min(xs)), "×") + "–" + fmtTimes(slices.Max(xs)) + ")"
 			}
 			fs = append(fs, s)
 		}

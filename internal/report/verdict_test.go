@@ -15,8 +15,8 @@ func TestVerdict(t *testing.T) {
 	got := verdict(l.users, l.runs)
 	for _, want := range []string{
 		"At 1,000 users short polling delivered only 99.80 %, the others ≥99.9 %",
-		"WebSocket had the lowest p99 (12.6 ms), short polling the highest (50.4 ms)",
-		"short polling cost the most server CPU (88.0 % avg), WebSocket the least (22.0 %)",
+		"WebSocket had the lowest p99 (12.6 ms), short polling the highest (50.4 ms, 4.0× the lowest)",
+		"short polling cost the most server CPU (88.0 % avg), WebSocket the least (22.0 %, 4.0× lower)",
 		"failed connections: short polling 12",
 		"the generator was saturated during WebSocket",
 	} {
@@ -116,7 +116,7 @@ func TestVerdictAgainstMemoryWithoutSteal(t *testing.T) {
 	runs := []*bench.Run{run("memory", 9, quiet(3)), run("redis", 6, nil), run("nats", 40, quiet(7.5))}
 	got := verdict(5000, runs)
 	for _, want := range []string{
-		"WebSocket p99 against memory's: Redis 0.7× and NATS 4.4×",
+		"WebSocket p99 against memory's: Redis 0.67× and NATS 4.4×",
 		"WebSocket p99 on seconds free of steal against memory's: Redis 2.0× and NATS 2.5×",
 	} {
 		if !strings.Contains(got, want) {
@@ -187,9 +187,9 @@ func TestAgainstRTLab(t *testing.T) {
 	}
 	got := verdict(1000, runs)
 	for _, want := range []string{
-		"WebSocket, rtlab against Centrifugo in the same round, median over 2 rounds: CPU per delivered message 0.65× (0.60–0.70×), RSS per connection 0.26× (0.25–0.27×) and p99 0.82× (0.64–1.00×)",
+		"WebSocket, rtlab against Centrifugo in the same round, median over 2 rounds: CPU per delivered message 0.65× (0.60–0.70×), RSS per connection 0.26× (0.25–0.27×) and p99 0.82× (0.64–1.0×)",
 		"STOMP, rtlab against RabbitMQ: CPU per delivered message 0.10×, RSS per connection 0.10× and p99 0.25×",
-		"WebSocket on Redis, rtlab against Centrifugo: CPU per delivered message 0.75×, RSS per connection 0.30× and p99 1.00×",
+		"WebSocket on Redis, rtlab against Centrifugo: CPU per delivered message 0.75×, RSS per connection 0.30× and p99 1.0×",
 		// Each server against its own memory run.
 		"WebSocket · rtlab p99 against memory's in the same round, median over 2 rounds: Redis 1.7× (1 round)",
 		"WebSocket · Centrifugo p99 against memory's in the same round, median over 2 rounds: Redis 1.1× (1 round)",
