@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/k6export"
 	"github.com/rtlab/rtlab/internal/report"
 )
 
@@ -86,6 +87,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	peerCache := fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
 	prepare := fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
 	thresholds := fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
+	exportK6 := fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
 	csv := fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
 	fs.rule(atLeast(1), "group-size", "talks")
 	fs.rule(atLeast(0), "groups", "room-size")
@@ -147,6 +149,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if *prepare {
 		return prepareServers(o, stdout, stderr)
+	}
+	if *exportK6 != "" {
+		return exportScripts(*exportK6, o, stdout, stderr)
 	}
 	dir := *out
 	if dir == "" {
@@ -353,4 +358,26 @@ func writeResults(dir string, res *bench.Results) error {
 		return fmt.Errorf("writing report: %w", err)
 	}
 	return nil
+}
+
+// exportScripts is --export-k6: the workload of each user level as k6 scripts in dir (in
+// dir/<users>-users when there are several levels).
+func exportScripts(dir string, o *bench.Options, stdout, stderr io.Writer) int {
+	for _, peak := range o.Users {
+		d := dir
+		if len(o.Users) > 1 {
+			d = filepath.Join(dir, strconv.Itoa(peak)+"-users")
+		}
+		command := strings.Join(o.Args, " ")
+		written, skipped, err := k6export.Write(d, o, peak, command)
+		if err != nil {
+			fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "k6 scripts for %d users in %s: %s (k6 run -e BASE=http://host:port %s; see README.md)\n", peak, d, strings.Join(written, ", "), written[0])
+		if len(skipped) > 0 {
+			fmt.Fprintf(stdout, "  not written: %s (k6 has no streaming HTTP client)\n", strings.Join(skipped, ", "))
+		}
+	}
+	return 0
 }

@@ -222,3 +222,18 @@ func TestServerMatrix(t *testing.T) {
 		t.Errorf("rtlab alone: key %q, want ws", k)
 	}
 }
+
+// TestWorkloadMatchesCell checks that the workload handed to an exported k6 script has the
+// groups and publish phases the bench's own users get.
+func TestWorkloadMatchesCell(t *testing.T) {
+	c := testCellEvery(t, 40, 4, 3*time.Second)
+	w := c.opts.WorkloadFor(40)
+	if w.Groups != c.groups || w.Peak != 40 || len(w.Phases) != len(c.vus) {
+		t.Fatalf("workload groups %d peak %d phases %d; cell %d groups, %d users", w.Groups, w.Peak, len(w.Phases), c.groups, len(c.vus))
+	}
+	for i, v := range c.vus {
+		if w.Phases[i] != v.phase {
+			t.Fatalf("user %d: phase %s, the cell's %s", i, w.Phases[i], v.phase)
+		}
+	}
+}
