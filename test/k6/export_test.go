@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -140,7 +141,8 @@ func logUsage(t *testing.T, who string, ps *os.ProcessState) {
 	if !ok {
 		return
 	}
+	users, _ := strconv.Atoi(secondOpinion()[1])
 	cpu := ps.UserTime() + ps.SystemTime()
-	t.Logf("%s: CPU %.1f s (%.1f ms per user), peak RSS %.0f MiB (%.0f KiB per user)",
-		who, cpu.Seconds(), cpu.Seconds()*1000/1000, float64(ru.Maxrss)/1024, float64(ru.Maxrss)/1000)
+	t.Logf("%s: CPU %.1f s (%.2f ms per user), peak RSS %.0f MiB (%.0f KiB per user)",
+		who, cpu.Seconds(), cpu.Seconds()*1000/float64(users), float64(ru.Maxrss)/1024, float64(ru.Maxrss)/float64(users))
 }
