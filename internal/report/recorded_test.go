@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestVerdictOnRecordedRuns checks the verdict on two recorded runs whose verdicts read wrong:
-// rtlab bench --users 10000 (all five transports, the default stages, so only a few seconds at
-// the peak) and --server rtlab,rabbitmq,spring --transport stomp --users 5000.
+// TestVerdictOnRecordedRuns checks the verdict on two runs whose verdicts read wrong: rtlab
+// bench --users 10000 (all five transports, the default stages, so only a few seconds at the
+// peak) and --server rtlab,rabbitmq,spring --transport stomp --users 5000. The fixtures carry
+// the figures those runs printed; their per-second series are rebuilt around them (schema 1).
 func TestVerdictOnRecordedRuns(t *testing.T) {
 	for _, tt := range []struct {
 		file      string
