@@ -123,11 +123,20 @@ func newStateStore(ctx context.Context, cfg Config) (state.Store, error) {
 		}
 		return st, nil
 	case "redis", "rediss":
-		return state.OpenRedis(ctx, cfg.Broker, "rtlab")
+		return asStore(state.OpenRedis(ctx, cfg.Broker, "rtlab"))
 	case "nats":
-		return state.OpenNATS(ctx, cfg.Broker, "rtlab-state")
+		return asStore(state.OpenNATS(ctx, cfg.Broker, "rtlab-state"))
 	case "amqp", "amqps":
-		return state.OpenAMQP(ctx, cfg.Broker, "rtlab.state")
+		return asStore(state.OpenAMQP(ctx, cfg.Broker, "rtlab.state"))
 	}
 	return nil, fmt.Errorf("--broker %q: no state store for it", redactedURL(cfg.Broker))
+}
+
+// asStore is s as a state.Store, or a nil interface when err is set: returned directly, a nil
+// *AMQP would be a non-nil Store whose Close panics on the error path.
+func asStore[S state.Store](s S, err error) (state.Store, error) {
+	if err != nil {
+		return nil, fmt.Errorf("--broker: %w", err)
+	}
+	return s, nil
 }

@@ -2,6 +2,9 @@ package brokertest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,6 +92,14 @@ func StartNATS(tb testing.TB) *Server {
 // rabbitmq-server is not installed.
 func StartRabbit(tb testing.TB) *Server {
 	tb.Helper()
+	return StartRabbitVhosts(tb, 0)
+}
+
+// StartRabbitVhosts is StartRabbit with vhosts more, named v1..vN, each a fresh, empty broker
+// for the guest user (VhostURL names them): a test that needs many fresh brokers pays for one
+// boot. They are created at boot from a definitions file.
+func StartRabbitVhosts(tb testing.TB, vhosts int) *Server {
+	tb.Helper()
 	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server" // the Debian wrapper in /usr/sbin would su to the rabbitmq user
 	if _, err := os.Stat(bin); err != nil {
 		bin = lookPath(tb, "rabbitmq-server", "apt-get install rabbitmq-server")
@@ -100,6 +111,9 @@ func StartRabbit(tb testing.TB) *Server {
 	dir := s.dir
 	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
 		tb.Fatal(err)
+	}
+	if vhosts > 0 {
+		writeRabbitDefinitions(tb, dir, vhosts)
 	}
 	s.argv = []string{bin}
 	s.env = []string{
@@ -135,6 +149,52 @@ func StartRabbit(tb testing.TB) *Server {
 	s.extra = append(s.extra, e)
 	waitPort(tb, net.JoinHostPort("127.0.0.1", strconv.Itoa(epmdPort)), 5*time.Second, nil)
 	return s.launch()
+}
+
+// VhostURL is the URL of s's vhost vN (see StartRabbitVhosts).
+func (s *Server) VhostURL(n int) string { return s.URL + "v" + strconv.Itoa(n) }
+
+// writeRabbitDefinitions writes dir/rabbitmq.conf loading definitions with the guest user, the
+// default vhost and v1..vN, guest allowed everything on each.
+func writeRabbitDefinitions(tb testing.TB, dir string, vhosts int) {
+	salt := []byte{1, 2, 3, 4}
+	sum := sha256.Sum256(append(append([]byte{}, salt...), "guest"...))
+	type perm struct {
+		User      string `json:"user"`
+		Vhost     string `json:"vhost"`
+		Configure string `json:"configure"`
+		Write     string `json:"write"`
+		Read      string `json:"read"`
+	}
+	type vhost struct {
+		Name string `json:"name"`
+	}
+	defs := struct {
+		Users  []map[string]any `json:"users"`
+		Vhosts []vhost          `json:"vhosts"`
+		Perms  []perm           `json:"permissions"`
+	}{Users: []map[string]any{{"name": "guest", "tags": []string{"administrator"},
+		"password_hash":     base64.StdEncoding.EncodeToString(append(salt, sum[:]...)),
+		"hashing_algorithm": "rabbit_password_hashing_sha256"}}}
+	for i := 0; i <= vhosts; i++ {
+		name := "/"
+		if i > 0 {
+			name = "v" + strconv.Itoa(i)
+		}
+		defs.Vhosts = append(defs.Vhosts, vhost{name})
+		defs.Perms = append(defs.Perms, perm{"guest", name, ".*", ".*", ".*"})
+	}
+	b, err := json.Marshal(defs)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "definitions.json"), b, 0o644)
+	}
+	if err == nil {
+		conf := "definitions.import_backend = local_filesystem\ndefinitions.local.path = " + filepath.Join(dir, "definitions.json") + "\n"
+		err = os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // newServer returns a Server named name, not started, on a free loopback port (returned too)
