@@ -36,8 +36,10 @@ func TestNodesStartTogether(t *testing.T) {
 				errs[i] = err
 			}()
 		}
+		t0 := time.Now()
 		close(start)
 		wg.Wait()
+		up := time.Since(t0)
 		for _, a := range apps {
 			if a != nil {
 				sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -46,6 +48,7 @@ func TestNodesStartTogether(t *testing.T) {
 			}
 		}
 		cancel()
+		t.Logf("trial %d: up in %v, down in %v", trial, up.Round(time.Millisecond), (time.Since(t0) - up).Round(time.Millisecond))
 		for i, err := range errs {
 			if err != nil {
 				t.Errorf("trial %d: node %d of %d: %v", trial, i+1, nodes, fmt.Sprint(err))

@@ -60,6 +60,9 @@ type amqpRecord struct {
 
 var _ Store = (*AMQP)(nil)
 
+// errReopen fails the catch-up marker of a store still opening whose connection was lost.
+var errReopen = errors.New("reconnected while opening")
+
 // OpenAMQP connects, declares the stream queue and folds it up to its current end.
 func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
 	a := &AMQP{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
@@ -79,15 +82,12 @@ func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
 	a.cancel = cancel
 	go a.run(rctx)
 	// Fold up to now: append a marker and wait for it.
-	// A marker lost with a connection closed at start (see run) is sent again.
 	for {
-		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := a.append(tctx, amqpRecord{Op: "mark"})
-		tcancel()
+		_, err := a.append(ctx, amqpRecord{Op: "mark"})
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if !errors.Is(err, errReopen) || ctx.Err() != nil {
 			_ = a.Close()
 			return nil, fmt.Errorf("state: amqp: catch up with %s: %w", queue, err)
 		}
@@ -125,13 +125,15 @@ func (a *AMQP) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if a.opened.Load() {
-			// While opening, the catch-up marker keeps waiting instead: several nodes
-			// starting at once on a fresh broker race to declare the stream, and the losers
-			// see it without a leader for a moment (RESOURCE_ERROR "Stream not found",
-			// INTERNAL_ERROR), which closes the connection.
-			a.failWaiters(fmt.Errorf("state: amqp: connection lost: %v", err))
+		lost := fmt.Errorf("state: amqp: connection lost: %v", err)
+		if !a.opened.Load() {
+			// Several nodes starting at once on a fresh broker race to declare the stream,
+			// and the losers see it without a leader for a moment (RESOURCE_ERROR "Stream
+			// not found", INTERNAL_ERROR), which closes the connection: the catch-up marker,
+			// perhaps lost with it, is sent again.
+			lost = fmt.Errorf("%w: %v", errReopen, err)
 		}
+		a.failWaiters(lost)
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -238,6 +240,9 @@ func (a *AMQP) append(ctx context.Context, r amqpRecord) (uint64, error) {
 	a.pubMu.Unlock()
 	if err != nil {
 		a.dropWaiter(r.Seq)
+		if !a.opened.Load() {
+			return 0, fmt.Errorf("state: amqp: %w: %v", errReopen, err)
+		}
 		return 0, fmt.Errorf("state: amqp: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
