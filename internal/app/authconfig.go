@@ -110,7 +110,12 @@ func (a *App) setupAuth(ctx context.Context, revoked *auth.Revocations) (*auth.V
 
 // newStateStore opens the shared state of the configured broker: a bbolt file of its own under
 // --data-dir for the memory broker (memory without one), the broker itself otherwise.
+//
+// With topics sharded over several servers, the state lives on the first.
 func newStateStore(ctx context.Context, cfg Config) (state.Store, error) {
+	if urls := strings.Fields(cfg.Broker); len(urls) > 1 {
+		cfg.Broker = urls[0]
+	}
 	scheme, _, _ := strings.Cut(cfg.Broker, "://")
 	switch scheme {
 	case "memory":

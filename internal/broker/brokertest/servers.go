@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,6 +48,8 @@ type Server struct {
 	cmd    *exec.Cmd     // running process; nil when stopped; guarded by mu
 	waited chan struct{} // closed when cmd exits; guarded by mu
 	extra  []*exec.Cmd   // helper processes (epmd) stopped at cleanup
+
+	members []*Server // a group's servers (StartRedisShards), which its methods act on together
 }
 
 // StartRedis starts redis-server with persistence off: a restart loses every key, which is what
@@ -61,6 +64,25 @@ func StartRedis(tb testing.TB) *Server {
 	s.URL = "redis://" + s.Addr + "/0"
 	return s.launch()
 }
+
+// StartRedisShards starts n independent redis-servers as StartRedis does, as one Server whose
+// URL lists theirs, space-separated (what --broker takes for Redis sharded by topic), and
+// whose Stop, Start, Hang and Wake act on all of them.
+func StartRedisShards(tb testing.TB, n int) *Server {
+	tb.Helper()
+	g := &Server{Name: "redis", tb: tb}
+	urls := make([]string, n)
+	for i := range n {
+		m := StartRedis(tb)
+		g.members = append(g.members, m)
+		urls[i] = m.URL
+	}
+	g.Addr, g.URL = g.members[0].Addr, strings.Join(urls, " ")
+	return g
+}
+
+// Members returns the servers of a group made by StartRedisShards, nil for a single server.
+func (s *Server) Members() []*Server { return s.members }
 
 // StartRedisAOF starts redis-server with an append-only file fsynced on every write, as
 // docs/brokers.md advises for durable topics: a restart keeps every key.
@@ -225,6 +247,12 @@ func (s *Server) launch() *Server {
 // Start starts the server process and waits until it accepts connections.
 func (s *Server) Start() {
 	s.tb.Helper()
+	if s.members != nil {
+		for _, m := range s.members {
+			m.Start()
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -257,6 +285,12 @@ func (s *Server) Start() {
 
 // Stop stops the server gracefully (SIGTERM, then SIGKILL after 30 s) and waits for it to exit.
 func (s *Server) Stop() {
+	if s.members != nil {
+		for _, m := range s.members {
+			m.Stop()
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -294,6 +328,12 @@ func (s *Server) Wake() {
 }
 
 func (s *Server) signal(sig syscall.Signal) {
+	if s.members != nil {
+		for _, m := range s.members {
+			m.signal(sig)
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
