@@ -442,9 +442,10 @@ func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(stri
 	return a, fmt.Sprintf("%v, keeping %v", st, ret), nil
 }
 
-// newExternalBroker connects to the broker cfg.Broker names: one URL, or several,
-// space-separated (a comma separates brokers in rtlab bench's list), each an independent server of the same kind, over which topics are sharded
-// by a consistent hash of their names (internal/broker/shard).
+// newExternalBroker connects to the broker cfg.Broker names: one URL, or several of one kind,
+// space-separated (a comma separates brokers in rtlab bench's list): independent servers (or
+// RabbitMQ vhosts) over which topics are sharded by a consistent hash of their names
+// (internal/broker/shard), so each orders only its topics.
 func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
 	urls := strings.Fields(cfg.Broker)
 	if len(urls) == 1 {
@@ -457,11 +458,21 @@ func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.
 		}
 		return nil, err
 	}
+	first, _, _ := strings.Cut(urls[0], "://")
 	for i, u := range urls {
-		if scheme, _, _ := strings.Cut(u, "://"); scheme != "redis" && scheme != "rediss" {
-			return fail(fmt.Errorf("--broker %q: a list shards topics over independent Redis servers: want \"redis://host:port/db redis://host:port/db …\"", redactedURL(cfg.Broker)))
+		if scheme, _, _ := strings.Cut(u, "://"); scheme != first {
+			return fail(fmt.Errorf("--broker %q: shards are servers of one kind: want \"redis://host:port/db redis://host:port/db …\" (or nats://…, amqp://…)", redactedURL(cfg.Broker)))
 		}
-		b, err := openBroker(ctx, cfg, u, policy, prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(i + 1)}, reg))
+		scfg := cfg
+		if i > 0 {
+			// Each RabbitMQ shard has a sequencer of its own, perhaps on this node: the next port.
+			if host, port, err := net.SplitHostPort(cfg.AMQPDirect); err == nil && port != "0" {
+				if p, err := strconv.Atoi(port); err == nil {
+					scfg.AMQPDirect = net.JoinHostPort(host, strconv.Itoa(p+i))
+				}
+			}
+		}
+		b, err := openBroker(ctx, scfg, u, policy, prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(i + 1)}, reg))
 		if err != nil {
 			return fail(fmt.Errorf("%w (shard %d)", err, i+1))
 		}

@@ -66,19 +66,37 @@ func StartRedis(tb testing.TB) *Server {
 }
 
 // StartRedisShards starts n independent redis-servers as StartRedis does, as one Server whose
-// URL lists theirs, space-separated (what --broker takes for Redis sharded by topic), and
+// URL lists theirs, space-separated (what --broker takes for topics sharded over servers), and
 // whose Stop, Start, Hang and Wake act on all of them.
-func StartRedisShards(tb testing.TB, n int) *Server {
+func StartRedisShards(tb testing.TB, n int) *Server { return StartShards(tb, n, StartRedis) }
+
+// StartShards is StartRedisShards for any kind of server start starts.
+func StartShards(tb testing.TB, n int, start func(testing.TB) *Server) *Server {
 	tb.Helper()
-	g := &Server{Name: "redis", tb: tb}
+	var members []*Server
 	urls := make([]string, n)
 	for i := range n {
-		m := StartRedis(tb)
-		g.members = append(g.members, m)
+		m := start(tb)
+		members = append(members, m)
 		urls[i] = m.URL
 	}
-	g.Addr, g.URL = g.members[0].Addr, strings.Join(urls, " ")
-	return g
+	return group(members, urls)
+}
+
+// RabbitVhostShards is a Server whose URL lists n vhosts of one RabbitMQ (started by
+// StartRabbitVhosts with at least n), space-separated: topics sharded over vhosts, each with a
+// sequencer of its own.
+func RabbitVhostShards(s *Server, n int) *Server {
+	urls := make([]string, n)
+	for i := range n {
+		urls[i] = s.VhostURL(i + 1)
+	}
+	return group([]*Server{s}, urls)
+}
+
+func group(members []*Server, urls []string) *Server {
+	return &Server{Name: members[0].Name, tb: members[0].tb, Durable: members[0].Durable, members: members,
+		Addr: members[0].Addr, URL: strings.Join(urls, " ")}
 }
 
 // Members returns the servers of a group made by StartRedisShards, nil for a single server.

@@ -2,23 +2,40 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/broker/nats"
 	"github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// open makes a node on the space-separated Redis URLs, as --broker does.
+// open makes a node on the space-separated URLs, as --broker does.
 func open(urls, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
 	var shards []hub.Broker
 	for _, u := range strings.Fields(urls) {
-		b, err := redis.New(context.Background(), u, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+		var (
+			b   hub.Broker
+			err error
+		)
+		switch {
+		case strings.HasPrefix(u, "redis://"):
+			b, err = redis.New(context.Background(), u, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+		case strings.HasPrefix(u, "nats://"):
+			b, err = nats.New(context.Background(), u, nats.Config{Stream: ns, Policy: policy, Logger: brokertest.Logger()})
+		default:
+			b, err = amqp.New(context.Background(), u, amqp.Config{Name: ns, Policy: policy, MaxBytes: 64 << 20, Logger: brokertest.Logger()})
+		}
 		if err != nil {
 			for _, s := range shards {
 				_ = s.Close()
@@ -55,6 +72,57 @@ func TestConformance(t *testing.T) {
 		return eachShard(srv, func(c *goredis.Client) error { return c.FlushAll(context.Background()).Err() })
 	})
 	h.NewNodeVia = nil
+	brokertest.Run(t, h)
+}
+
+// TestConformanceNATS: topics sharded over three independent NATS servers, each ordering its
+// own, pass the suite.
+func TestConformanceNATS(t *testing.T) {
+	srv := brokertest.StartShards(t, 3, brokertest.StartNATS)
+	h := brokertest.External(srv, open, func(ns string) error {
+		for _, m := range srv.Members() {
+			nc, err := natsgo.Connect(m.URL)
+			if err != nil {
+				return err
+			}
+			js, err := jetstream.New(nc)
+			if err == nil {
+				err = js.DeleteStream(context.Background(), ns)
+			}
+			nc.Close()
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	h.NewNodeVia = nil
+	brokertest.Run(t, h)
+}
+
+// TestConformanceAMQP: topics sharded over three vhosts of one RabbitMQ, each with a sequencer
+// of its own, pass the suite.
+func TestConformanceAMQP(t *testing.T) {
+	srv := brokertest.RabbitVhostShards(brokertest.StartRabbitVhosts(t, 3), 3)
+	h := brokertest.External(srv, open, func(ns string) error {
+		for _, u := range strings.Fields(srv.URL) {
+			conn, err := amqp091.Dial(u)
+			if err != nil {
+				return err
+			}
+			ch, err := conn.Channel()
+			if err == nil {
+				_, err = ch.QueueDelete(ns+".log", false, false, false)
+			}
+			_ = conn.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h.NewNodeVia = nil
+	h.FlushKeepsHistory = true
 	brokertest.Run(t, h)
 }
 
