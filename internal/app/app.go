@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	natsbroker "github.com/rtlab/rtlab/internal/broker/nats"
 	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
+	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/state"
@@ -440,9 +442,48 @@ func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(stri
 	return a, fmt.Sprintf("%v, keeping %v", st, ret), nil
 }
 
-// newExternalBroker connects to the broker cfg.Broker names.
+// newExternalBroker connects to the broker cfg.Broker names: one URL, or several of one kind,
+// space-separated (a comma separates brokers in rtlab bench's list): independent servers (or
+// RabbitMQ vhosts) over which topics are sharded by a consistent hash of their names
+// (internal/broker/shard), so each orders only its topics.
 func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
-	raw, log := cfg.Broker, cfg.Logger
+	urls := strings.Fields(cfg.Broker)
+	if len(urls) == 1 {
+		return openBroker(ctx, cfg, cfg.Broker, policy, reg)
+	}
+	var shards []hub.Broker
+	fail := func(err error) (hub.Broker, error) {
+		for _, s := range shards {
+			_ = s.Close()
+		}
+		return nil, err
+	}
+	first, _, _ := strings.Cut(urls[0], "://")
+	for i, u := range urls {
+		if scheme, _, _ := strings.Cut(u, "://"); scheme != first {
+			return fail(fmt.Errorf("--broker %q: shards are servers of one kind: want \"redis://host:port/db redis://host:port/db …\" (or nats://…, amqp://…)", redactedURL(cfg.Broker)))
+		}
+		scfg := cfg
+		if i > 0 {
+			// Each RabbitMQ shard has a sequencer of its own, perhaps on this node: the next port.
+			if host, port, err := net.SplitHostPort(cfg.AMQPDirect); err == nil && port != "0" {
+				if p, err := strconv.Atoi(port); err == nil {
+					scfg.AMQPDirect = net.JoinHostPort(host, strconv.Itoa(p+i))
+				}
+			}
+		}
+		b, err := openBroker(ctx, scfg, u, policy, prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(i + 1)}, reg))
+		if err != nil {
+			return fail(fmt.Errorf("%w (shard %d)", err, i+1))
+		}
+		shards = append(shards, b)
+	}
+	return shard.New(shards)
+}
+
+// openBroker connects to the broker at raw, one URL.
+func openBroker(ctx context.Context, cfg Config, raw string, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
+	log := cfg.Logger
 	scheme, _, _ := strings.Cut(raw, "://")
 	var (
 		b   hub.Broker
@@ -467,6 +508,12 @@ func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.
 
 // redactedURL is a broker URL fit for logs: its password, if any, replaced by "xxxxx".
 func redactedURL(s string) string {
+	if parts := strings.Fields(s); len(parts) > 1 {
+		for i, p := range parts {
+			parts[i] = redactedURL(p)
+		}
+		return strings.Join(parts, " ")
+	}
 	if u, err := url.Parse(s); err == nil && u.User != nil {
 		return u.Redacted()
 	}

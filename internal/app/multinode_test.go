@@ -36,6 +36,7 @@ func TestMultiNode(t *testing.T) {
 		durable bool // history survives a server restart
 	}{
 		{"redis", brokertest.StartRedis, false},
+		{"redis-shards", func(tb testing.TB) *brokertest.Server { return brokertest.StartRedisShards(tb, 3) }, false},
 		{"nats", brokertest.StartNATS, true},
 		{"amqp", brokertest.StartRabbit, true},
 	} {

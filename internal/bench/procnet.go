@@ -20,6 +20,9 @@ var defaultPorts = map[string]int{"redis": 6379, "rediss": 6379, "nats": 4222, "
 // /proc/net/tcp and tcp6, and the socket among the processes' open files. It returns "" for
 // memory, a remote host, or a process it may not read.
 func brokerPID(rawURL string) string {
+	if strings.ContainsAny(rawURL, " \t") {
+		return "" // several servers, topics sharded over them: one process would not be the broker's CPU
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil || defaultPorts[u.Scheme] == 0 {
 		return ""

@@ -75,8 +75,25 @@ type HistoryResult struct {
 
 // HistoryPolicy says how much history a topic keeps.
 type HistoryPolicy struct {
-	Size int           // publications kept; zero means 100
-	TTL  time.Duration // how long each is kept; zero means 10 minutes, negative forever
+	Size int           // publications kept; zero means DefaultHistorySize
+	TTL  time.Duration // how long each is kept; zero means DefaultHistoryTTL, negative forever
+}
+
+// The history a zero HistoryPolicy means.
+const (
+	DefaultHistorySize = 100
+	DefaultHistoryTTL  = 10 * time.Minute
+)
+
+// Resolved is p with its zero fields set to their defaults, in one place for every broker.
+func (p HistoryPolicy) Resolved() HistoryPolicy {
+	if p.Size <= 0 {
+		p.Size = DefaultHistorySize
+	}
+	if p.TTL == 0 {
+		p.TTL = DefaultHistoryTTL
+	}
+	return p
 }
 
 // Unavailable is the error a broker returns while it cannot serve (its server is unreachable,

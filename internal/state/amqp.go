@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -32,6 +33,7 @@ type AMQP struct {
 	pubCh  *amqp.Channel // guarded by pubMu
 	cancel context.CancelFunc
 	done   chan struct{}
+	opened atomic.Bool // caught up once: from then on a lost connection fails waiting writers
 
 	mu      sync.Mutex
 	recs    map[string]map[string]Record // guarded by mu
@@ -58,21 +60,40 @@ type amqpRecord struct {
 
 var _ Store = (*AMQP)(nil)
 
+// errReopen fails the catch-up marker of a store still opening whose connection was lost.
+var errReopen = errors.New("reconnected while opening")
+
 // OpenAMQP connects, declares the stream queue and folds it up to its current end.
 func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
 	a := &AMQP{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
 		recs: make(map[string]map[string]Record), waiters: make(map[uint64]chan amqpResult), done: make(chan struct{})}
-	if err := a.connect(); err != nil {
-		return nil, err
+	for {
+		err := a.connect()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond): // see run: declaring races at a fresh start
+		}
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	go a.run(rctx)
 	// Fold up to now: append a marker and wait for it.
-	if _, err := a.append(ctx, amqpRecord{Op: "mark"}); err != nil {
-		_ = a.Close()
-		return nil, fmt.Errorf("state: amqp: catch up with %s: %w", queue, err)
+	for {
+		_, err := a.append(ctx, amqpRecord{Op: "mark"})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errReopen) || ctx.Err() != nil {
+			_ = a.Close()
+			return nil, fmt.Errorf("state: amqp: catch up with %s: %w", queue, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	a.opened.Store(true)
 	return a, nil
 }
 
@@ -104,8 +125,15 @@ func (a *AMQP) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		_ = err
-		a.failWaiters(fmt.Errorf("state: amqp: connection lost: %v", err))
+		lost := fmt.Errorf("state: amqp: connection lost: %v", err)
+		if !a.opened.Load() {
+			// Several nodes starting at once on a fresh broker race to declare the stream,
+			// and the losers see it without a leader for a moment (RESOURCE_ERROR "Stream
+			// not found", INTERNAL_ERROR), which closes the connection: the catch-up marker,
+			// perhaps lost with it, is sent again.
+			lost = fmt.Errorf("%w: %v", errReopen, err)
+		}
+		a.failWaiters(lost)
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -212,6 +240,9 @@ func (a *AMQP) append(ctx context.Context, r amqpRecord) (uint64, error) {
 	a.pubMu.Unlock()
 	if err != nil {
 		a.dropWaiter(r.Seq)
+		if !a.opened.Load() {
+			return 0, fmt.Errorf("state: amqp: %w: %v", errReopen, err)
+		}
 		return 0, fmt.Errorf("state: amqp: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {

@@ -2,6 +2,9 @@ package brokertest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,6 +48,8 @@ type Server struct {
 	cmd    *exec.Cmd     // running process; nil when stopped; guarded by mu
 	waited chan struct{} // closed when cmd exits; guarded by mu
 	extra  []*exec.Cmd   // helper processes (epmd) stopped at cleanup
+
+	members []*Server // a group's servers (StartRedisShards), which its methods act on together
 }
 
 // StartRedis starts redis-server with persistence off: a restart loses every key, which is what
@@ -58,6 +64,43 @@ func StartRedis(tb testing.TB) *Server {
 	s.URL = "redis://" + s.Addr + "/0"
 	return s.launch()
 }
+
+// StartRedisShards starts n independent redis-servers as StartRedis does, as one Server whose
+// URL lists theirs, space-separated (what --broker takes for topics sharded over servers), and
+// whose Stop, Start, Hang and Wake act on all of them.
+func StartRedisShards(tb testing.TB, n int) *Server { return StartShards(tb, n, StartRedis) }
+
+// StartShards is StartRedisShards for any kind of server start starts.
+func StartShards(tb testing.TB, n int, start func(testing.TB) *Server) *Server {
+	tb.Helper()
+	var members []*Server
+	urls := make([]string, n)
+	for i := range n {
+		m := start(tb)
+		members = append(members, m)
+		urls[i] = m.URL
+	}
+	return group(members, urls)
+}
+
+// RabbitVhostShards is a Server whose URL lists n vhosts of one RabbitMQ (started by
+// StartRabbitVhosts with at least n), space-separated: topics sharded over vhosts, each with a
+// sequencer of its own.
+func RabbitVhostShards(s *Server, n int) *Server {
+	urls := make([]string, n)
+	for i := range n {
+		urls[i] = s.VhostURL(i + 1)
+	}
+	return group([]*Server{s}, urls)
+}
+
+func group(members []*Server, urls []string) *Server {
+	return &Server{Name: members[0].Name, tb: members[0].tb, Durable: members[0].Durable, members: members,
+		Addr: members[0].Addr, URL: strings.Join(urls, " ")}
+}
+
+// Members returns the servers of a group made by StartRedisShards, nil for a single server.
+func (s *Server) Members() []*Server { return s.members }
 
 // StartRedisAOF starts redis-server with an append-only file fsynced on every write, as
 // docs/brokers.md advises for durable topics: a restart keeps every key.
@@ -89,6 +132,14 @@ func StartNATS(tb testing.TB) *Server {
 // rabbitmq-server is not installed.
 func StartRabbit(tb testing.TB) *Server {
 	tb.Helper()
+	return StartRabbitVhosts(tb, 0)
+}
+
+// StartRabbitVhosts is StartRabbit with vhosts more, named v1..vN, each a fresh, empty broker
+// for the guest user (VhostURL names them): a test that needs many fresh brokers pays for one
+// boot. They are created at boot from a definitions file.
+func StartRabbitVhosts(tb testing.TB, vhosts int) *Server {
+	tb.Helper()
 	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server" // the Debian wrapper in /usr/sbin would su to the rabbitmq user
 	if _, err := os.Stat(bin); err != nil {
 		bin = lookPath(tb, "rabbitmq-server", "apt-get install rabbitmq-server")
@@ -100,6 +151,9 @@ func StartRabbit(tb testing.TB) *Server {
 	dir := s.dir
 	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
 		tb.Fatal(err)
+	}
+	if vhosts > 0 {
+		writeRabbitDefinitions(tb, dir, vhosts)
 	}
 	s.argv = []string{bin}
 	s.env = []string{
@@ -137,6 +191,52 @@ func StartRabbit(tb testing.TB) *Server {
 	return s.launch()
 }
 
+// VhostURL is the URL of s's vhost vN (see StartRabbitVhosts).
+func (s *Server) VhostURL(n int) string { return s.URL + "v" + strconv.Itoa(n) }
+
+// writeRabbitDefinitions writes dir/rabbitmq.conf loading definitions with the guest user, the
+// default vhost and v1..vN, guest allowed everything on each.
+func writeRabbitDefinitions(tb testing.TB, dir string, vhosts int) {
+	salt := []byte{1, 2, 3, 4}
+	sum := sha256.Sum256(append(append([]byte{}, salt...), "guest"...))
+	type perm struct {
+		User      string `json:"user"`
+		Vhost     string `json:"vhost"`
+		Configure string `json:"configure"`
+		Write     string `json:"write"`
+		Read      string `json:"read"`
+	}
+	type vhost struct {
+		Name string `json:"name"`
+	}
+	defs := struct {
+		Users  []map[string]any `json:"users"`
+		Vhosts []vhost          `json:"vhosts"`
+		Perms  []perm           `json:"permissions"`
+	}{Users: []map[string]any{{"name": "guest", "tags": []string{"administrator"},
+		"password_hash":     base64.StdEncoding.EncodeToString(append(salt, sum[:]...)),
+		"hashing_algorithm": "rabbit_password_hashing_sha256"}}}
+	for i := 0; i <= vhosts; i++ {
+		name := "/"
+		if i > 0 {
+			name = "v" + strconv.Itoa(i)
+		}
+		defs.Vhosts = append(defs.Vhosts, vhost{name})
+		defs.Perms = append(defs.Perms, perm{"guest", name, ".*", ".*", ".*"})
+	}
+	b, err := json.Marshal(defs)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "definitions.json"), b, 0o644)
+	}
+	if err == nil {
+		conf := "definitions.import_backend = local_filesystem\ndefinitions.local.path = " + filepath.Join(dir, "definitions.json") + "\n"
+		err = os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // newServer returns a Server named name, not started, on a free loopback port (returned too)
 // with its own data directory.
 func newServer(tb testing.TB, name string, startUp time.Duration) (*Server, int) {
@@ -165,6 +265,12 @@ func (s *Server) launch() *Server {
 // Start starts the server process and waits until it accepts connections.
 func (s *Server) Start() {
 	s.tb.Helper()
+	if s.members != nil {
+		for _, m := range s.members {
+			m.Start()
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -197,6 +303,12 @@ func (s *Server) Start() {
 
 // Stop stops the server gracefully (SIGTERM, then SIGKILL after 30 s) and waits for it to exit.
 func (s *Server) Stop() {
+	if s.members != nil {
+		for _, m := range s.members {
+			m.Stop()
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -234,6 +346,12 @@ func (s *Server) Wake() {
 }
 
 func (s *Server) signal(sig syscall.Signal) {
+	if s.members != nil {
+		for _, m := range s.members {
+			m.signal(sig)
+		}
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {

@@ -224,12 +224,10 @@ func Policies(retention hub.HistoryPolicy, durableSize int, policy func(topic st
 			retention.TTL = def.TTL
 		}
 	}
-	if retention.Size <= 0 {
-		retention.Size = 100
+	if retention.TTL < 0 {
+		retention.TTL = 0 // the log's retention expires: a durable log is configured apart
 	}
-	if retention.TTL <= 0 {
-		retention.TTL = 10 * time.Minute
-	}
+	retention = retention.Resolved()
 	return retention, func(topic string) hub.HistoryPolicy {
 		p := retention
 		if policy != nil {
