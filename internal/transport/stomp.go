@@ -74,6 +74,9 @@ type stompSub struct {
 // stompRedelivery marks a redelivery in the writer queue.
 type stompRedelivery struct{ *stompSub }
 
+// Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
+func (k *stompSub) Pace(pull func(budget int) bool) { k.c.w.pace(pull) }
+
 func (k *stompSub) Deliver(p *hub.Publication) {
 	if guardRefuses(k.guard, k.c.w, p) {
 		return

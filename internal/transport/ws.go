@@ -103,6 +103,9 @@ type wsSink struct {
 	guard    Guard // the policy's check before each delivery; nil: none
 }
 
+// Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
+func (k *wsSink) Pace(pull func(budget int) bool) { k.c.w.pace(pull) }
+
 func (k *wsSink) Deliver(p *hub.Publication) {
 	if guardRefuses(k.guard, k.c.w, p) {
 		return
