@@ -77,14 +77,14 @@ type writer struct {
 	deadline time.Time
 
 	mu         sync.Mutex
-	queue      []item // guarded by mu
-	spare      []item // guarded by mu; reused to avoid allocating a queue per batch
-	queued     int    // approximate bytes queued; guarded by mu
-	running    bool   // a writer goroutine is active; guarded by mu
-	closing    bool   // no more items accepted; guarded by mu
-	closeAfter bool   // close the conn once the queue is written; guarded by mu
+	queue      []item                  // guarded by mu
+	spare      []item                  // guarded by mu; reused to avoid allocating a queue per batch
+	queued     int                     // approximate bytes queued; guarded by mu
+	running    bool                    // a writer goroutine is active; guarded by mu
+	closing    bool                    // no more items accepted; guarded by mu
+	closeAfter bool                    // close the conn once the queue is written; guarded by mu
 	pullers    []func(budget int) bool // subscriptions catching up (pace); guarded by mu
-	reason     Reason // why it closed; set once; guarded by mu
+	reason     Reason                  // why it closed; set once; guarded by mu
 	closed     chan struct{}
 
 	authMu sync.Mutex
