@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -93,6 +94,9 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, max int) ([]byte, erro
 		return nil, fmt.Errorf("%w: body over %d bytes", hub.ErrTooLarge, max)
 	case err != nil || len(raw) == 0 || raw[0] != '{':
 		return nil, fmt.Errorf("%w: body must be a JSON object", transport.ErrBadRequest)
+	case !utf8.Valid(raw):
+		// Decoding would store its invalid bytes as U+FFFD.
+		return nil, fmt.Errorf("%w: body is not valid UTF-8", transport.ErrBadRequest)
 	}
 	return raw, nil
 }

@@ -5,6 +5,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -163,6 +164,21 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 	// carries it, so it is refused here, once per publication, for every route.
 	if !utf8.Valid(req.Data) || !utf8.ValidString(req.Sender) || !utf8.ValidString(req.Type) {
 		return nil, ErrBadText
+	}
+	if err := checkName("type", req.Type); err != nil {
+		return nil, err
+	}
+	if err := checkName("sender", req.Sender); err != nil {
+		return nil, err
+	}
+	if bytes.ContainsAny(req.Data, "\r\n") {
+		// Raw line breaks can only be whitespace between JSON tokens; without them the data is
+		// one line, as SSE's data: field needs.
+		var b bytes.Buffer
+		if err := json.Compact(&b, req.Data); err != nil {
+			return nil, ErrBadData
+		}
+		req.Data = b.Bytes()
 	}
 	p, err := h.broker.Publish(ctx, req)
 	if err != nil {

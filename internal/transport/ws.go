@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
@@ -310,6 +311,11 @@ func (c *wsConn) refresh(token string) {
 // decodeRequest parses and checks one client message of the native protocol into req. On error
 // req still carries whatever id and topic could be read, for the error reply.
 func decodeRequest(msg []byte, req *wsRequest) error {
+	if !utf8.Valid(msg) {
+		// A binary frame is not checked as a text frame is, and decoding would turn its
+		// invalid bytes into U+FFFD: refused instead, as everywhere else.
+		return fmt.Errorf("%w: message is not valid UTF-8", ErrBadRequest)
+	}
 	if err := json.Unmarshal(msg, req); err != nil {
 		*req = wsRequest{}
 		return fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
@@ -357,7 +363,7 @@ func isProtocolOp(msg []byte) bool {
 
 // AsJSON returns msg if it is JSON, else msg as a JSON string.
 func AsJSON(msg []byte) json.RawMessage {
-	if json.Valid(msg) {
+	if json.Valid(msg) || !utf8.Valid(msg) { // invalid UTF-8 stays as it is, for the hub to refuse
 		return msg
 	}
 	b, _ := json.Marshal(string(msg))
