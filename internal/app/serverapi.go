@@ -22,6 +22,7 @@ import (
 //	POST /api/server/disconnect  {"user","reason"?,"reconnect"?}     → {"user","disconnected"}
 //	POST /api/server/presence    {"topic"}                          → {"topic","clients","users"}
 //	POST /api/server/history     {"topic","since"?,"epoch"?,"limit"?} → as GET /api/poll
+//	POST /api/server/rooms       {"room","owner","invited"?}         → the room's member list
 //
 // It bypasses the policy: a backend may publish on notify/{user} and read any topic. Without
 // --api-key every route answers 404.
@@ -48,6 +49,7 @@ func (a *App) serverRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/server/disconnect", a.serverAPI(a.apiDisconnect))
 	mux.HandleFunc("POST /api/server/presence", a.serverAPI(a.apiPresence))
 	mux.HandleFunc("POST /api/server/history", a.serverAPI(a.apiHistory))
+	mux.HandleFunc("POST /api/server/rooms", a.serverAPI(a.apiRoom))
 }
 
 // serverAPI checks the key and decodes the JSON body for h.
@@ -202,4 +204,21 @@ func publicationsJSON(ps []*hub.Publication) []json.RawMessage {
 		out[i] = p.JSON()
 	}
 	return out
+}
+
+// apiRoom creates the members-only room chat/{room} owned by owner, with invited users, or
+// takes over an open room of that name: the backend's word on who may be in it.
+func (a *App) apiRoom(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Room    string   `json:"room"`
+		Owner   string   `json:"owner"`
+		Invited []string `json:"invited"`
+	}
+	if err := decodeInto(body, &req); err != nil {
+		return nil, err
+	}
+	if err := a.chat.create(ctx, req.Room, req.Owner, req.Invited); err != nil {
+		return nil, err
+	}
+	return a.chat.info(ctx, req.Room)
 }
