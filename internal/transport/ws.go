@@ -301,6 +301,15 @@ func (c *wsConn) refresh(token string) {
 		return
 	}
 	c.ident = id
+	// Subscriptions the new token no longer allows (narrower rtlab.subscribe) end, each with
+	// its error, before the answer.
+	for topic, sub := range c.subs {
+		if _, err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
+			c.s.hub.Unsubscribe(sub)
+			delete(c.subs, topic)
+			c.replyError(err, nil, topic)
+		}
+	}
 	ans := map[string]any{"op": "refreshed"}
 	if !id.Expires.IsZero() {
 		ans["expires"] = id.Expires.UTC().Format(time.RFC3339)
