@@ -320,14 +320,17 @@ func (c *wsConn) refresh(token string) {
 // decodeRequest parses and checks one client message of the native protocol into req. On error
 // req still carries whatever id and topic could be read, for the error reply.
 func decodeRequest(msg []byte, req *wsRequest) error {
-	if !utf8.Valid(msg) {
-		// A binary frame is not checked as a text frame is, and decoding would turn its
-		// invalid bytes into U+FFFD: refused instead, as everywhere else.
-		return fmt.Errorf("%w: message is not valid UTF-8", ErrBadRequest)
-	}
 	if err := json.Unmarshal(msg, req); err != nil {
 		*req = wsRequest{}
 		return fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+	}
+	if !utf8.Valid(msg) {
+		// A binary frame is not checked as a text frame is, and decoding turned its invalid
+		// bytes into U+FFFD: refused instead, as everywhere else.
+		if !utf8.Valid(req.ID) {
+			req.ID = nil
+		}
+		return fmt.Errorf("%w: message is not valid UTF-8", ErrBadRequest)
 	}
 	switch req.Op {
 	case "subscribe", "unsubscribe", "history":
