@@ -198,3 +198,33 @@ func TestTextRefusedNotMangled(t *testing.T) {
 	}
 	check(t, b, 5)
 }
+
+// TestRemovedMemberHearsNoPresence: bob, removed from a members-only room he watches the
+// presence of, hears nothing of who comes in after: the next presence event closes his
+// connection (forbidden) instead of reaching him.
+func TestRemovedMemberHearsNoPresence(t *testing.T) {
+	p := authed(t, "--api-key", apiKey)
+	b := servertest.StartBystander(t, p, "news/presence", mint(t, "bystander", time.Hour), 20*time.Millisecond)
+	hc := tt.Dialer{Header: http.Header{"Authorization": {"apikey " + apiKey}}}
+	if code, body := hc.Call(t, "POST", p.URL()+"/api/server/rooms", `{"room":"board","owner":"ann","invited":["bob","carol"]}`); code != 200 {
+		t.Fatalf("server API creates chat/board: %d %s", code, body)
+	}
+	ann := mint(t, "ann", time.Hour)
+	bob := tt.DialWS(t, p.WS("/api/ws?access_token="+mint(t, "bob", time.Hour)))
+	bob.Until(`"connected"`, 5*time.Second)
+	bob.Send(`{"op":"subscribe","topic":"chat/board","presence":true}`)
+	bob.Until(`"op":"presence"`, 5*time.Second)
+	if code, body := call(t, p, "DELETE", "/api/chat/board/members/bob", ann, ""); code != 200 {
+		t.Fatalf("ann removes bob: %d %s", code, body)
+	}
+	bob.Until(`"REMOVE"`, 5*time.Second) // he hears that he was removed
+	carol := tt.DialWS(t, p.WS("/api/ws?access_token="+mint(t, "carol", time.Hour)))
+	carol.Until(`"connected"`, 5*time.Second)
+	carol.Send(`{"op":"subscribe","topic":"chat/board"}`)
+	carol.Until(`"subscribed"`, 5*time.Second)
+	said := expectClose(t, bob, 4003)
+	if strings.Contains(said, `"carol"`) || !strings.Contains(said, `"forbidden"`) {
+		t.Fatalf("removed bob was told %q", said)
+	}
+	check(t, b, 5)
+}
