@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,7 +10,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -226,5 +230,39 @@ func TestRemovedMemberHearsNoPresence(t *testing.T) {
 	if strings.Contains(said, `"carol"`) || !strings.Contains(said, `"forbidden"`) {
 		t.Fatalf("removed bob was told %q", said)
 	}
+	check(t, b, 5)
+}
+
+// TestArchiveNotPoisoned: with --archive on PostgreSQL, a publication with a NUL in its type or
+// sender (on a durable topic, in open dev mode and through the server API) once stopped the
+// archive for good: the writer retried the batch forever. Such names are now refused at the
+// door (400), the store sets aside any row it refuses (internal/archive's TestPoisonRowSetAside),
+// and everyone else's messages are archived.
+func TestArchiveNotPoisoned(t *testing.T) {
+	pg := brokertest.StartPostgres(t)
+	p := servertest.Start(t, bin, "--archive", pg.URL, "--durable", "chat/,log/", "--api-key", apiKey)
+	b := servertest.StartBystander(t, p, "news/archive", "", 20*time.Millisecond)
+	hc := tt.Dialer{Header: http.Header{"Authorization": {"apikey " + apiKey}}}
+	if code, body := hc.Call(t, "POST", p.URL()+"/api/server/publish", `{"topic":"log/x","data":{},"sender":"eve\u0000"}`); code != http.StatusBadRequest {
+		t.Fatalf("server API, NUL in sender: %d %s", code, body)
+	}
+	if code, body := call(t, p, "POST", "/api/publish/log/x?type=A%00B", "", `{}`); code != http.StatusBadRequest {
+		t.Fatalf("NUL in type: %d %s", code, body)
+	}
+	for i := range 10 {
+		if code, body := call(t, p, "POST", "/api/publish/log/x", "", fmt.Sprintf(`{"n":%d}`, i)); code != 200 {
+			t.Fatalf("publish %d: %d %s", i, code, body)
+		}
+	}
+	db, err := pgx.Connect(context.Background(), pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	eventually.True(t, 10*time.Second, "10 publications archived", func() bool {
+		var n int
+		err := db.QueryRow(context.Background(), `SELECT count(*) FROM rtlab_archive WHERE topic = 'log/x'`).Scan(&n)
+		return err == nil && n == 10
+	})
 	check(t, b, 5)
 }
