@@ -3,6 +3,8 @@ package transport_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -134,3 +136,27 @@ func TestSlowReaderToldWhy(t *testing.T) {
 		}
 	}, tt.Streaming...)
 }
+
+// TestSSECutOffIsHTTP: an SSE stream cut off as a slow consumer before its head was written
+// still answers HTTP: the status line and headers come first, then event: disconnect. (The
+// goodbye used to replace the head, and the client read "disconnect" as its status line.)
+func TestSSECutOffIsHTTP(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{QueueBytes: 4096}})
+	big := `{"pad":"` + strings.Repeat("x", 8000) + `"}`
+	if _, err := s.Hub.Publish(context.Background(), hub.PublishRequest{Topic: "cut", Data: []byte(big)}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/sse?topic=cut&since=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n") || !strings.Contains(string(got), "event: disconnect") {
+		t.Fatalf("answer %q", firstBytes(got, 300))
+	}
+}
+
+func firstBytes(b []byte, n int) []byte { return b[:min(len(b), n)] }
