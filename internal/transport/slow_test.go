@@ -160,3 +160,34 @@ func TestSSECutOffIsHTTP(t *testing.T) {
 }
 
 func firstBytes(b []byte, n int) []byte { return b[:min(len(b), n)] }
+
+// TestSSEManyTopicsResume: an SSE stream resuming six topics at once, each with more backlog
+// than a quarter of the queue (6 × 20 × 30 KB = 3.6 MB against 1 MiB), receives it all: the
+// catch-ups share the queue instead of each queueing its first part at once.
+func TestSSEManyTopicsResume(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{QueueBytes: 1 << 20}})
+	data := []byte(`{"pad":"` + strings.Repeat("x", 30<<10) + `"}`)
+	var q, tok []string
+	for i := range 6 {
+		topic := fmt.Sprintf("many%d", i)
+		for range 20 {
+			if _, err := s.Hub.Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, tok = append(q, "topic="+topic), append(tok, topic+"=0:")
+	}
+	c := tt.OpenSSE(t, s.URL+"/api/sse?"+strings.Join(q, "&")+"&lastEventId="+strings.Join(tok, ","))
+	for n := 0; n < 120; {
+		line, err := c.Line(10 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d of 120: %v", n, err)
+		}
+		switch {
+		case strings.HasPrefix(line, "event: disconnect"), strings.HasPrefix(line, "event: gap"):
+			t.Fatalf("after %d of 120: %s", n, line)
+		case strings.HasPrefix(line, "data: {"):
+			n++
+		}
+	}
+}

@@ -156,11 +156,16 @@ func (w *writer) send(it item) bool {
 // sendRaw queues pre-encoded bytes.
 func (w *writer) sendRaw(b []byte) bool { return w.send(item{raw: b}) }
 
-// pace takes a subscription's catch-up (hub.PacedSink): a first part at once, the rest as the
-// queue drains, so a replay of any size flows at the client's pace instead of overflowing the
+// pace takes a subscription's catch-up (hub.PacedSink): a first part at once (so a short replay
+// is queued before anything the caller queues next), the rest as the queue drains, so a replay of any size flows at the client's pace instead of overflowing the
 // queue. Only a client that stops reading is cut off (send).
 func (w *writer) pace(pull func(budget int) bool) {
-	if !pull(w.pullBudget()) {
+	w.mu.Lock()
+	// At once only when nothing else is catching up and the queue is low: several
+	// subscriptions resuming together (an SSE stream of many topics) share the queue instead.
+	now := !w.closing && len(w.pullers) == 0 && w.queued <= w.pullBudget()
+	w.mu.Unlock()
+	if now && !pull(w.pullBudget()) {
 		return
 	}
 	w.mu.Lock()
