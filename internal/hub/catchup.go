@@ -47,33 +47,46 @@ func reachesTop(r ReadResult) bool {
 	return last.Epoch != r.Top.Epoch || last.Offset >= r.Top.Offset
 }
 
+// catchUpLocked returns the subscription's catch-up state, made on first use: a live
+// subscription holds none.
+func (s *Subscription) catchUpLocked() *catchUp {
+	if s.cu == nil {
+		s.cu = new(catchUp)
+	}
+	return s.cu
+}
+
 // bufferLocked keeps a live publication that arrived before the subscription caught up.
 func (s *Subscription) bufferLocked(p *Publication) {
-	if s.bufLost {
+	cu := s.catchUpLocked()
+	if cu.bufLost {
 		return // to be read from history anyway
 	}
-	s.bufBytes += approxBytes(p)
-	if s.bufBytes > maxCatchUpBuffer {
-		clear(s.buf)
-		s.buf, s.bufBytes, s.bufLost = nil, 0, true
+	cu.bufBytes += approxBytes(p)
+	if cu.bufBytes > maxCatchUpBuffer {
+		clear(cu.buf)
+		cu.buf, cu.bufBytes, cu.bufLost = nil, 0, true
 		return
 	}
-	s.buf = append(s.buf, p)
+	cu.buf = append(cu.buf, p)
 }
 
 // caughtUpLocked reports whether the replay is delivered up to where the buffer takes over.
 func (s *Subscription) caughtUpLocked() bool {
-	return len(s.pending) == 0 && s.atTop && !s.bufLost
+	cu := s.cu
+	return cu == nil || (len(cu.pending) == 0 && cu.atTop && !cu.bufLost)
 }
 
 // goLiveLocked delivers what was buffered and switches to live delivery. A buffer that does not
 // follow on from the replay means history no longer held what lies between: deliverLocked tells
 // the sink.
 func (s *Subscription) goLiveLocked() {
-	for _, p := range s.buf {
-		s.deliverLocked(p)
+	if s.cu != nil {
+		for _, p := range s.cu.buf {
+			s.deliverLocked(p)
+		}
+		s.cu = nil
 	}
-	s.catchUp = catchUp{}
 	s.live.Store(true)
 }
 
@@ -83,14 +96,15 @@ func (s *Subscription) pull(budget int) bool {
 	for {
 		s.mu.Lock()
 		if s.closed.Load() || s.live.Load() {
-			s.catchUp = catchUp{}
+			s.cu = nil
 			s.mu.Unlock()
 			return false
 		}
-		for len(s.pending) > 0 && budget > 0 {
-			p := s.pending[0]
-			s.pending[0] = nil
-			s.pending = s.pending[1:]
+		cu := s.catchUpLocked()
+		for len(cu.pending) > 0 && budget > 0 {
+			p := cu.pending[0]
+			cu.pending[0] = nil
+			cu.pending = cu.pending[1:]
 			budget -= approxBytes(p)
 			s.deliverLocked(p)
 		}
@@ -99,12 +113,12 @@ func (s *Subscription) pull(budget int) bool {
 			s.mu.Unlock()
 			return false
 		}
-		if len(s.pending) > 0 || budget <= 0 {
+		if len(cu.pending) > 0 || budget <= 0 {
 			s.mu.Unlock()
 			return true
 		}
 		// Read on from where the sink is. A dropped buffer is read again from history too.
-		s.bufLost = false
+		cu.bufLost = false
 		from := s.last
 		s.mu.Unlock()
 		page, atTop, ok := s.readPage(from)
@@ -116,7 +130,7 @@ func (s *Subscription) pull(budget int) bool {
 			s.mu.Unlock()
 			return false
 		}
-		s.pending, s.atTop = page, atTop
+		cu.pending, cu.atTop = page, atTop
 		s.mu.Unlock()
 	}
 }

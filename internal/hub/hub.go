@@ -299,7 +299,7 @@ type Subscription struct {
 
 	mu    sync.Mutex
 	start ReadResult // the first page of what Start replays; guarded by mu
-	catchUp
+	cu    *catchUp   // until live; nil when there is nothing to catch up; guarded by mu
 
 	// last is the position of the last publication handed to the sink. Before live it is
 	// guarded by mu; after, it is owned by the topic's delivery (deliverMu).
@@ -370,14 +370,16 @@ func (s *Subscription) start0() {
 	s.mu.Lock()
 	first := s.start
 	s.start = ReadResult{}
-	s.pending = first.Publications
-	if len(s.pending) > 0 {
+	if s.cu != nil || len(first.Publications) > 0 || !reachesTop(first) {
+		cu := s.catchUpLocked() // made already when publications were buffered
+		cu.pending, cu.atTop = first.Publications, reachesTop(first)
+	}
+	if len(first.Publications) > 0 {
 		// The replay starts where history does; when that is past what the client asked for,
 		// its answer already said so (Recovered false), so no gap is reported for it.
-		p := s.pending[0]
+		p := first.Publications[0]
 		s.last = Position{Offset: p.Offset - 1, Epoch: p.Epoch}
 	}
-	s.atTop = reachesTop(first)
 	if s.caughtUpLocked() {
 		s.goLiveLocked() // the common case: nothing to replay
 		s.mu.Unlock()
