@@ -112,3 +112,35 @@ func resumeAll(t *testing.T, p *servertest.Proc, k tt.Kind, bl backlog) {
 		}
 	}
 }
+
+// TestResumeWhilePublishing: publications that arrive while a client catches up follow the
+// backlog in order, each once, on every streaming transport.
+func TestResumeWhilePublishing(t *testing.T) {
+	p := servertest.Start(t, bin)
+	b := servertest.StartBystander(t, p, "news/live-bystander", "", 20*time.Millisecond)
+	for _, k := range []tt.Kind{tt.WS, tt.STOMP, tt.SSE, tt.LongPoll} {
+		t.Run(string(k), func(t *testing.T) {
+			bl := fillBig(t, p, "news/live-"+string(k), 20, 60<<10)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				hc := httpFrom("127.0.0.4") // an address of its own: --http-pub-rate is per address
+				for i := range 30 {
+					res, err := hc.Post(p.URL()+"/api/publish/"+bl.topic, "application/json", strings.NewReader(string(padded(20<<10, fmt.Sprintf(`"live":%d`, i)))))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					res.Body.Close()
+					if res.StatusCode != 200 {
+						t.Errorf("live publish %d: %d", i, res.StatusCode)
+						return
+					}
+				}
+			}()
+			resumeAll(t, p, k, backlog{topic: bl.topic, n: bl.n + 30})
+			<-done
+		})
+	}
+	check(t, b, 5)
+}
