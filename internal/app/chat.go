@@ -250,24 +250,29 @@ func classify(c transport.Client, req hub.PublishRequest) (typ, name string, f c
 }
 
 // enter records name as a member of topic, creating the room (owned by name) when it is new.
-// A members-only room admits only its owner, invited users and those the backend names; a
-// backend naming the room in a user's token makes it members-only.
+// A members-only room admits only its owner, invited users and those the backend names. Only
+// the backend creates one (a token naming its owner in rtlab.own, or the server API): a first
+// ENTER would otherwise let anyone squat a name the backend will hand out.
 func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name string) (roomRecord, error) {
 	g := grantsOf(c)
 	byClaim := g != nil && g.InRoom(topic)
+	owns := g != nil && g.Owns(topic)
 	return cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
-		if !exists {
+		switch {
+		case !exists && (byClaim || cr.privateByPrefix(topic)) && !owns:
+			return fmt.Errorf("%w: %s is members-only and does not exist yet: the application's backend creates it (a token naming its owner in rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic)
+		case !exists:
 			*rec = roomRecord{Owner: name, Members: map[string]int64{}, Private: byClaim, Created: time.Now().UnixMilli()}
+		case byClaim && !rec.Private && owns:
+			rec.claim(name) // an open room of a name the backend owns: the backend's word wins
+		case byClaim && !rec.Private:
+			return fmt.Errorf("%w: %s is named members-only by your token but is an open room (owner %s): the backend's owner takes it over (rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic, rec.Owner)
 		}
 		private := rec.Private || cr.privateByPrefix(topic)
 		if !rec.admits(name, g, topic, private) {
 			return fmt.Errorf("%w: %s is members-only; its owner (%s) may invite %s", transport.ErrForbidden, topic, rec.Owner, name)
 		}
 		changed := !exists
-		if byClaim && !rec.Private {
-			rec.makePrivate()
-			changed = true
-		}
 		if _, in := rec.Members[name]; !in {
 			if len(rec.Members) >= cr.cfg.maxMembers {
 				return fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.maxMembers)
@@ -280,6 +285,45 @@ func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name 
 		}
 		return nil
 	})
+}
+
+// create makes chat/{name} a members-only room of owner with invited users, as the backend
+// says (the server API): a new room, or one that was open, whose members are then only these.
+func (cr *chatRooms) create(ctx context.Context, name, owner string, invited []string) error {
+	topic := "chat/" + name
+	if err := hub.ValidateTopic(topic); err != nil {
+		return err
+	}
+	if len(invited) > cr.cfg.maxMembers {
+		return fmt.Errorf("%w: %d invited users, at most %d", transport.ErrBadRequest, len(invited), cr.cfg.maxMembers)
+	}
+	for _, u := range append([]string{owner}, invited...) {
+		if err := auth.ValidUser(u); err != nil {
+			return fmt.Errorf("%w: %v", transport.ErrBadRequest, err)
+		}
+	}
+	_, err := cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
+		if !exists {
+			*rec = roomRecord{Members: map[string]int64{}, Created: time.Now().UnixMilli()}
+		} else if rec.Private && rec.Owner == owner {
+			rec.Invited = slices.Compact(slices.Sorted(slices.Values(append(rec.Invited, invited...))))
+			if len(rec.Invited) > cr.cfg.maxMembers {
+				return fmt.Errorf("%w: %s would have %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.maxMembers)
+			}
+			return nil
+		}
+		rec.claim(owner)
+		rec.Invited = slices.Compact(slices.Sorted(slices.Values(invited)))
+		return nil
+	})
+	return err
+}
+
+// claim makes the room members-only and owner's alone, as the backend says: whoever was in it
+// as an open room is not admitted unless the backend names them too.
+func (r *roomRecord) claim(owner string) {
+	r.Owner, r.Private, r.Invited = owner, true, nil
+	clear(r.Members)
 }
 
 // makePrivate makes the room members-only, inviting whoever is in it now.

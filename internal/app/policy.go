@@ -53,7 +53,7 @@ func (p *policy) AuthenticateToken(tok string) (transport.Identity, error) {
 		return transport.Identity{}, fmt.Errorf("%w: %v", transport.ErrUnauthorized, err)
 	}
 	id := transport.Identity{User: c.User, Expires: c.Expires, Session: c.ID}
-	if c.Grants.Subscribe != nil || c.Grants.Publish != nil || c.Grants.Rooms != nil {
+	if c.Grants.Subscribe != nil || c.Grants.Publish != nil || c.Grants.Rooms != nil || c.Grants.Own != nil {
 		id.Grants = &c.Grants
 	}
 	return id, nil

@@ -264,15 +264,21 @@ func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 // TestSeedChatMembersOnlyRoom: in a members-only room the implicit ENTER is refused to a user
 // the room does not admit, and so is the message.
 func TestSeedChatMembersOnlyRoom(t *testing.T) {
-	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.PrivateRooms = []string{"chat/private/"} })
+	s := startServer(t, func(c *Config) {
+		c.Auth.Secret, c.APIKey, c.PrivateRooms = testSecret, "backend-key", []string{"chat/private/"}
+	})
 	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	// A members-only room is the backend's to create.
+	if code := do2(t, s, "POST", "/api/server/rooms", "apikey backend-key", `{"room":"private/x","owner":"ann"}`, nil); code != 200 {
+		t.Fatalf("server API creates the room: %d", code)
+	}
 	send := func(c *tt.STOMPConn) {
 		c.Send("SEND\ndestination:/pub/chat/message/private/x\ncontent-type:application/json\n\n{\"sender\":\"won11111\",\"message\":\"Hello STOMP!\"}\x00")
 	}
 	a := tt.DialSTOMP(t, s.ws("/stomp/chat"))
 	a.Send("CONNECT\naccept-version:1.2\npasscode:" + ann + "\n\n\x00")
 	a.Expect("CONNECTED")
-	send(a) // ann creates the room: she owns it
+	send(a) // ann, its owner, enters with her first message
 	eventually.True(t, 5*time.Second, "ann's message", func() bool { return len(chatHistory(t, s, "private/x", ann)) == 2 })
 	b := tt.DialSTOMP(t, s.ws("/stomp/chat"))
 	b.Send("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -21,6 +22,7 @@ import (
 //	POST /api/server/disconnect  {"user","reason"?,"reconnect"?}     → {"user","disconnected"}
 //	POST /api/server/presence    {"topic"}                          → {"topic","clients","users"}
 //	POST /api/server/history     {"topic","since"?,"epoch"?,"limit"?} → as GET /api/poll
+//	POST /api/server/rooms       {"room","owner","invited"?}         → the room's member list
 //
 // It bypasses the policy: a backend may publish on notify/{user} and read any topic. Without
 // --api-key every route answers 404.
@@ -47,6 +49,7 @@ func (a *App) serverRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/server/disconnect", a.serverAPI(a.apiDisconnect))
 	mux.HandleFunc("POST /api/server/presence", a.serverAPI(a.apiPresence))
 	mux.HandleFunc("POST /api/server/history", a.serverAPI(a.apiHistory))
+	mux.HandleFunc("POST /api/server/rooms", a.serverAPI(a.apiRoom))
 }
 
 // serverAPI checks the key and decodes the JSON body for h.
@@ -93,6 +96,9 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, max int) ([]byte, erro
 		return nil, fmt.Errorf("%w: body over %d bytes", hub.ErrTooLarge, max)
 	case err != nil || len(raw) == 0 || raw[0] != '{':
 		return nil, fmt.Errorf("%w: body must be a JSON object", transport.ErrBadRequest)
+	case !utf8.Valid(raw):
+		// Decoding would store its invalid bytes as U+FFFD.
+		return nil, fmt.Errorf("%w: body is not valid UTF-8", transport.ErrBadRequest)
 	}
 	return raw, nil
 }
@@ -198,4 +204,21 @@ func publicationsJSON(ps []*hub.Publication) []json.RawMessage {
 		out[i] = p.JSON()
 	}
 	return out
+}
+
+// apiRoom creates the members-only room chat/{room} owned by owner, with invited users, or
+// takes over an open room of that name: the backend's word on who may be in it.
+func (a *App) apiRoom(ctx context.Context, body []byte) (any, error) {
+	var req struct {
+		Room    string   `json:"room"`
+		Owner   string   `json:"owner"`
+		Invited []string `json:"invited"`
+	}
+	if err := decodeInto(body, &req); err != nil {
+		return nil, err
+	}
+	if err := a.chat.create(ctx, req.Room, req.Owner, req.Invited); err != nil {
+		return nil, err
+	}
+	return a.chat.info(ctx, req.Room)
 }

@@ -23,10 +23,15 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
+// ErrRefused is wrapped by a Store's Write when the store refused the data itself.
+var ErrRefused = errors.New("archive: refused by the store")
+
 // Store is where archived publications are kept. Implementations are safe for concurrent use.
 type Store interface {
 	// Write stores the publications whose (topic, epoch, offset) is not stored yet and returns
 	// how many were new. Publications carry Topic, Epoch, Offset, Time, Sender, Type and Data.
+	// An error wrapping ErrRefused means the store refused what it was given (a row it cannot
+	// hold), not that it is unavailable: the same write would fail again.
 	Write(ctx context.Context, pubs []*hub.Publication) (int, error)
 	// Count returns how many offsets in [from, to] of topic's epoch are stored.
 	Count(ctx context.Context, topic, epoch string, from, to uint64) (int, error)

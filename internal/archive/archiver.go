@@ -236,7 +236,7 @@ func (a *Archiver) writeLoop(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		n, err := a.cfg.Store.Write(wctx, batch)
+		n, err := a.write(wctx, batch)
 		cancel()
 		if err != nil {
 			a.m.errors.Inc()
@@ -275,6 +275,31 @@ func (a *Archiver) writeLoop(ctx context.Context) {
 			failedSince, backoff = time.Time{}, 0
 		}
 	}
+}
+
+// write writes batch. When the store refuses it, the publications are written one at a time
+// and those it refuses are set aside (counted, logged), so one bad row never stops the archive:
+// retrying it would fail forever and hold up everything queued after it.
+func (a *Archiver) write(ctx context.Context, batch []*hub.Publication) (int, error) {
+	n, err := a.cfg.Store.Write(ctx, batch)
+	if !errors.Is(err, ErrRefused) {
+		return n, err
+	}
+	n = 0
+	for _, p := range batch {
+		w, err := a.cfg.Store.Write(ctx, []*hub.Publication{p})
+		switch {
+		case errors.Is(err, ErrRefused):
+			a.m.refused.Inc()
+			a.log.Warn("archive: publication refused by the store, set aside", "topic", p.Topic,
+				"epoch", p.Epoch, "offset", p.Offset, "err", err)
+		case err != nil:
+			return n, err // unavailable now: the batch is retried (what was written is kept once)
+		default:
+			n += w
+		}
+	}
+	return n, nil
 }
 
 // sweepLoop sweeps at start, every Sweep, and when the writer recovers.
@@ -401,7 +426,7 @@ func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) 
 	}
 	if n < len(due) {
 		for i := 0; i < len(due); i += a.cfg.Batch {
-			w, err := a.cfg.Store.Write(ctx, due[i:min(i+a.cfg.Batch, len(due))])
+			w, err := a.write(ctx, due[i:min(i+a.cfg.Batch, len(due))])
 			if err != nil {
 				a.m.errors.Inc()
 				return fmt.Errorf("archive: catch up %s: %w", topic, err)
@@ -448,6 +473,7 @@ type metrics struct {
 	pageSeconds prometheus.Histogram
 	written     *prometheus.CounterVec
 	errors      prometheus.Counter
+	refused     prometheus.Counter
 	dropped     prometheus.Counter
 	missed      prometheus.Counter
 	pruned      prometheus.Counter
@@ -466,6 +492,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Publications stored in the archive by this node: live (acknowledged here) or catchup (found missing by a sweep)."}, []string{"path"}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_write_errors_total",
 			Help: "Archive writes that failed (retried)."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_refused_total",
+			Help: "Publications the archive's store refused (a NUL in text, say): set aside and logged, the rest goes on."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_dropped_total",
 			Help: "Publications not queued because the queue was full; left to the sweeps."}),
 		missed: prometheus.NewCounter(prometheus.CounterOpts{Name: "rtlab_archive_missed_total",
@@ -478,7 +506,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while archive writes succeed."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.lag, m.pageSeconds, m.written, m.errors, m.dropped, m.missed, m.pruned, m.queued, m.ready)
+		reg.MustRegister(m.lag, m.pageSeconds, m.written, m.errors, m.refused, m.dropped, m.missed, m.pruned, m.queued, m.ready)
 	}
 	return m
 }

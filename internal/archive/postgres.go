@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,6 +141,12 @@ func (p *Postgres) Write(ctx context.Context, pubs []*hub.Publication) (int, err
 	written := 0
 	ins.Exec(func(tag pgconn.CommandTag) error { written = int(tag.RowsAffected()); return nil })
 	if err := p.pool.SendBatch(ctx, &b).Close(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")) {
+			// Data exception or integrity violation (a NUL in text, say): the server is up and
+			// refuses these rows.
+			return 0, fmt.Errorf("archive: write %d publications: %w: %w", n, ErrRefused, err)
+		}
 		return 0, fmt.Errorf("archive: write %d publications: %w", n, err)
 	}
 	p.mu.Lock()

@@ -72,16 +72,19 @@ type Claims struct {
 // polls, member lists); the user's own notify/{sub} stays readable. Publish, when present, is
 // the only topics the user may publish on. Rooms are members-only chat rooms the user belongs to
 // on the backend's word: the room becomes members-only when such a user uses it, and the user
-// is admitted without the owner's invitation. Absent lists restrict nothing.
+// is admitted without the owner's invitation. Own are members-only rooms the user owns on the
+// backend's word: the only way besides the server API to create a members-only room (its first
+// ENTER creates it), or to take over an open room of that name. Absent lists restrict nothing.
 type Grants struct {
 	Subscribe []string `json:"subscribe,omitempty"`
 	Publish   []string `json:"publish,omitempty"`
 	Rooms     []string `json:"rooms,omitempty"`
+	Own       []string `json:"own,omitempty"`
 }
 
 // validate checks the lists' sizes and patterns.
 func (g *Grants) validate() error {
-	for name, list := range map[string][]string{"subscribe": g.Subscribe, "publish": g.Publish, "rooms": g.Rooms} {
+	for name, list := range map[string][]string{"subscribe": g.Subscribe, "publish": g.Publish, "rooms": g.Rooms, "own": g.Own} {
 		if len(list) > MaxPatterns {
 			return fmt.Errorf("rtlab.%s has %d patterns, at most %d", name, len(list), MaxPatterns)
 		}
@@ -102,8 +105,11 @@ func (g *Grants) MayRead(topic string) bool {
 // MayPublish reports whether the grants let the user publish on topic (nil Publish: yes).
 func (g *Grants) MayPublish(topic string) bool { return g.Publish == nil || MatchAny(g.Publish, topic) }
 
-// InRoom reports whether the backend named topic as a members-only room of the user.
-func (g *Grants) InRoom(topic string) bool { return MatchAny(g.Rooms, topic) }
+// InRoom reports whether the backend named topic as a members-only room of the user (owned or not).
+func (g *Grants) InRoom(topic string) bool { return MatchAny(g.Rooms, topic) || g.Owns(topic) }
+
+// Owns reports whether the backend named the user owner of the members-only room topic.
+func (g *Grants) Owns(topic string) bool { return MatchAny(g.Own, topic) }
 
 // ValidPattern checks a topic pattern: 1–200 characters of topic characters and '*', where
 // '*' matches within one segment (as path.Match), and a pattern ending in "**" after a '/'

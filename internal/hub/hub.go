@@ -5,6 +5,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -164,6 +165,21 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 	if !utf8.Valid(req.Data) || !utf8.ValidString(req.Sender) || !utf8.ValidString(req.Type) {
 		return nil, ErrBadText
 	}
+	if err := checkName("type", req.Type); err != nil {
+		return nil, err
+	}
+	if err := checkName("sender", req.Sender); err != nil {
+		return nil, err
+	}
+	if bytes.ContainsAny(req.Data, "\r\n") {
+		// Raw line breaks can only be whitespace between JSON tokens; without them the data is
+		// one line, as SSE's data: field needs.
+		var b bytes.Buffer
+		if err := json.Compact(&b, req.Data); err != nil {
+			return nil, ErrBadData
+		}
+		req.Data = b.Bytes()
+	}
 	p, err := h.broker.Publish(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("hub: publish to %s: %w", req.Topic, err)
@@ -278,12 +294,12 @@ type Subscription struct {
 	topic *topic
 	sink  Sink
 
-	live   atomic.Bool // set by Start; after it, deliveries skip mu
+	live   atomic.Bool // set once caught up; after it, deliveries skip mu
 	closed atomic.Bool
 
 	mu    sync.Mutex
-	buf   []*Publication // publications that arrived before Start; guarded by mu
-	start ReadResult     // what Start replays; guarded by mu
+	start ReadResult // the first page of what Start replays; guarded by mu
+	cu    *catchUp   // until live; nil when there is nothing to catch up; guarded by mu
 
 	// last is the position of the last publication handed to the sink. Before live it is
 	// guarded by mu; after, it is owned by the topic's delivery (deliverMu).
@@ -296,10 +312,10 @@ type Subscription struct {
 // Topic returns the subscription's topic name.
 func (s *Subscription) Topic() string { return s.topic.name }
 
-// Subscribe registers sink for the topic and reads what it should replay. The subscription
-// buffers live publications until Start, so the transport can tell its client the outcome
-// (ReadResult: recovered or not, position) before the replay. Call Start next, then
-// Unsubscribe when done.
+// Subscribe registers sink for the topic and reads what it should replay (a first page of at
+// most opts.Limit publications, or CatchUpPage for a PacedSink). The subscription buffers live publications until
+// it has caught up (Start), so the transport can tell its client the outcome (ReadResult:
+// recovered or not, position) before the replay. Call Start next, then Unsubscribe when done.
 func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOptions) (*Subscription, ReadResult, error) {
 	if h.closed.Load() {
 		return nil, ReadResult{}, ErrClosed
@@ -317,8 +333,11 @@ func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOp
 	t.mu.Unlock()
 
 	// Attached before reading, so nothing published after the read can be missed: it is either
-	// in the history answer or buffered (duplicates are dropped by offset in Start).
-	opts.Limit = 0
+	// in history or buffered (duplicates are dropped by offset). A paced sink reads its replay a
+	// page at a time; any other gets all that is retained at once, as one consistent read.
+	if _, paced := sink.(PacedSink); paced && opts.Limit <= 0 {
+		opts.Limit = CatchUpPage
+	}
 	res, err := h.read(ctx, name, opts)
 	if err != nil {
 		h.remove(s)
@@ -338,8 +357,9 @@ func (h *Hub) Subscribe(ctx context.Context, name string, sink Sink, opts ReadOp
 	return s, res, nil
 }
 
-// Start hands the replay and then everything buffered since Subscribe to the sink, and switches
-// the subscription to live delivery.
+// Start replays what the subscription resumes from, then everything buffered since Subscribe,
+// and switches the subscription to live delivery. A PacedSink is handed the replay as its queue
+// drains (catchup.go); any other sink gets it all before Start returns.
 func (s *Subscription) Start() {
 	s.start0()
 	s.hub.pres.started(s)
@@ -348,21 +368,30 @@ func (s *Subscription) Start() {
 // start0 is Start without presence.
 func (s *Subscription) start0() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.start.Publications) > 0 {
+	first := s.start
+	s.start = ReadResult{}
+	if s.cu != nil || len(first.Publications) > 0 || !reachesTop(first) {
+		cu := s.catchUpLocked() // made already when publications were buffered
+		cu.pending, cu.atTop = first.Publications, reachesTop(first)
+	}
+	if len(first.Publications) > 0 {
 		// The replay starts where history does; when that is past what the client asked for,
 		// its answer already said so (Recovered false), so no gap is reported for it.
-		first := s.start.Publications[0]
-		s.last = Position{Offset: first.Offset - 1, Epoch: first.Epoch}
+		p := first.Publications[0]
+		s.last = Position{Offset: p.Offset - 1, Epoch: p.Epoch}
 	}
-	for _, p := range s.start.Publications {
-		s.deliverLocked(p)
+	if s.caughtUpLocked() {
+		s.goLiveLocked() // the common case: nothing to replay
+		s.mu.Unlock()
+		return
 	}
-	for _, p := range s.buf {
-		s.deliverLocked(p)
+	s.mu.Unlock()
+	if ps, ok := s.sink.(PacedSink); ok {
+		ps.Pace(s.pull)
+		return
 	}
-	s.buf, s.start = nil, ReadResult{}
-	s.live.Store(true)
+	for s.pull(math.MaxInt) {
+	}
 }
 
 // deliver is called by the topic's fan-out, sequentially per topic.
@@ -378,7 +407,7 @@ func (s *Subscription) deliver(p *Publication) {
 	if s.live.Load() {
 		s.deliverLocked(p)
 	} else {
-		s.buf = append(s.buf, p)
+		s.bufferLocked(p)
 	}
 	s.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/memory"
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -340,5 +341,59 @@ func TestSubscriptionCountedFromItsStart(t *testing.T) {
 	h.Unsubscribe(early)
 	if n := h.Stats().Subscriptions.Load(); n != 0 {
 		t.Fatalf("%d subscriptions after Unsubscribe", n)
+	}
+}
+
+// pacedCollector is a PacedSink that pulls its catch-up in small parts from a goroutine of its
+// own, as a connection's writer does while its client reads.
+type pacedCollector struct {
+	collector
+	done chan struct{}
+}
+
+func (c *pacedCollector) Pace(pull func(int) bool) {
+	go func() {
+		for pull(1) { // one publication at a time: as slow as a catch-up gets
+			time.Sleep(50 * time.Microsecond)
+		}
+		close(c.done)
+	}()
+}
+
+// TestPacedCatchUpKeepsLiveOrder: a subscription resuming 3,000 publications is handed them a
+// part at a time, and what is published meanwhile (more than the catch-up buffer holds, so part
+// of it is read again from history) follows in order, each publication once.
+func TestPacedCatchUpKeepsLiveOrder(t *testing.T) {
+	h := newHub(t, 10000)
+	ctx := context.Background()
+	publish(t, h, "paced", 3000)
+	c := &pacedCollector{done: make(chan struct{})}
+	sub, res, err := h.Subscribe(ctx, "paced", c, hub.ReadOptions{Recover: true})
+	if err != nil || !res.Recovered || len(res.Publications) != hub.CatchUpPage {
+		t.Fatalf("subscribe: %v %+v (%d publications)", err, res.Recovered, len(res.Publications))
+	}
+	defer h.Unsubscribe(sub)
+	sub.Start()
+	big := json.RawMessage(`"` + strings.Repeat("x", 20<<10) + `"`)
+	for range 200 { // 4 MB while catching up
+		if _, err := h.Publish(ctx, hub.PublishRequest{Topic: "paced", Data: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("catch-up did not end")
+	}
+	publish(t, h, "paced", 10) // live
+	eventually.Within(5*time.Second, func() bool { return len(c.get()) >= 3210 })
+	offs := c.get()
+	for i, o := range offs {
+		if o != uint64(i+1) {
+			t.Fatalf("delivery %d is offset %d", i, o)
+		}
+	}
+	if len(offs) != 3210 {
+		t.Fatalf("%d deliveries, want 3210", len(offs))
 	}
 }

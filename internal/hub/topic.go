@@ -16,7 +16,19 @@ var (
 	ErrBadData  = errors.New("hub: data is not valid JSON")
 	ErrBadText  = errors.New("hub: text is not valid UTF-8")
 	ErrNotReady = errors.New("hub: broker not ready")
+	ErrBadName  = errors.New("hub: control character in a name")
 )
+
+// checkName refuses a publication's type or sender holding a control character (NUL, line
+// breaks, DEL...): such names break logs, headers and the archive's SQL.
+func checkName(field, s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: %s holds byte 0x%02x at %d", ErrBadName, field, c, i)
+		}
+	}
+	return nil
+}
 
 // ValidateTopic reports whether name is a valid topic: 1–200 characters of [A-Za-z0-9_.:@/-].
 // The error says which character is wrong, because users mostly get this from typos.

@@ -28,7 +28,7 @@ func errorCode(err error) (string, int) {
 		return "bad_topic", http.StatusBadRequest
 	case errors.Is(err, hub.ErrTooLarge):
 		return "too_large", http.StatusRequestEntityTooLarge
-	case errors.Is(err, hub.ErrBadData), errors.Is(err, hub.ErrBadText), errors.Is(err, ErrBadRequest):
+	case errors.Is(err, hub.ErrBadData), errors.Is(err, hub.ErrBadText), errors.Is(err, hub.ErrBadName), errors.Is(err, ErrBadRequest):
 		return "bad_request", http.StatusBadRequest
 	case errors.Is(err, ErrUnauthorized):
 		return "unauthorized", http.StatusUnauthorized

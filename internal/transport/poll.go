@@ -140,11 +140,53 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, 
 		return res, false
 	}
 	defer release()
-	if res, err = s.poll(r.Context(), topic, opts, wait); err != nil {
+	ctx, done := s.waitAuthorized(r)
+	defer done()
+	if res, err = s.poll(ctx, topic, opts, wait); err != nil {
+		if cause := context.Cause(ctx); cause != nil && r.Context().Err() == nil {
+			err = cause // the token expired or was revoked while waiting
+		}
 		s.WriteError(w, r, err)
 		return res, false
 	}
 	return res, true
+}
+
+// longPollWait is a waiting long poll, for CloseSessions.
+type longPollWait struct {
+	ident  Identity
+	cancel context.CancelCauseFunc
+}
+
+// waitAuthorized returns the context of a long poll's wait: it ends when the request's token
+// expires or is revoked (logout), with an ErrUnauthorized cause, so that the poll answers 401
+// instead of publications its token no longer covers. done releases it.
+func (s *Server) waitAuthorized(r *http.Request) (context.Context, func()) {
+	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
+	ctx, cancel := context.WithCancelCause(r.Context())
+	lp := &longPollWait{ident: ident, cancel: cancel}
+	var expiry *time.Timer
+	if !ident.Expires.IsZero() {
+		expiry = time.AfterFunc(time.Until(ident.Expires), func() {
+			cancel(fmt.Errorf("%w: %s", ErrUnauthorized, ReasonTokenExpired.Text))
+		})
+	}
+	if ident.Session != "" {
+		s.mu.Lock()
+		s.polls[lp] = struct{}{}
+		s.mu.Unlock()
+	}
+	return ctx, func() {
+		if expiry != nil {
+			expiry.Stop()
+		}
+		if ident.Session != "" {
+			s.mu.Lock()
+			delete(s.polls, lp)
+			s.mu.Unlock()
+		}
+		cancel(nil)
+	}
 }
 
 // HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.

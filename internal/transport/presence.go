@@ -83,14 +83,23 @@ func (k *wsSink) PresenceInfo() hub.ClientInfo {
 func (k *wsSink) WatchPresence() bool { return k.watch }
 
 func (k *wsSink) Presence(topic string, clients []hub.ClientInfo) {
+	if presenceRefused(k.guard, k.c.w, topic) {
+		return
+	}
 	k.c.w.sendRaw(appendWSText(nil, withOp("presence", presenceJSON(topic, clients, nil))))
 }
 
 func (k *wsSink) Join(topic string, c hub.ClientInfo) {
+	if presenceRefused(k.guard, k.c.w, topic) {
+		return
+	}
 	k.c.w.sendRaw(appendWSText(nil, withOp("join", presenceJSON(topic, nil, &c))))
 }
 
 func (k *wsSink) Leave(topic string, c hub.ClientInfo) {
+	if presenceRefused(k.guard, k.c.w, topic) {
+		return
+	}
 	k.c.w.sendRaw(appendWSText(nil, withOp("leave", presenceJSON(topic, nil, &c))))
 }
 
@@ -103,6 +112,9 @@ func (k *sseSink) PresenceInfo() hub.ClientInfo {
 func (k *sseSink) WatchPresence() bool { return k.c.watch }
 
 func (k *sseSink) event(name string, body []byte) {
+	if presenceRefused(k.guard, k.c.w, k.c.topics[k.idx]) {
+		return
+	}
 	k.c.w.sendRaw(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, body))
 }
 
@@ -126,6 +138,9 @@ func (k *stompSub) PresenceInfo() hub.ClientInfo {
 func (k *stompSub) WatchPresence() bool { return k.watch }
 
 func (k *stompSub) presenceFrame(kind string, body []byte) {
+	if presenceRefused(k.guard, k.c.w, k.topic) {
+		return
+	}
 	k.c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
 		{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.id},
 		{Key: "message-id", Value: k.id + ":presence"}, {Key: "presence", Value: kind},
@@ -241,4 +256,14 @@ func (c *stompConn) stompUser() string {
 		return *u
 	}
 	return ""
+}
+
+// presenceRefused runs a subscription's guard before a presence event, as before a
+// publication: who is in a room is for those it admits, so a member removed from it hears no
+// more joins and leaves (the connection closes, forbidden, at the first one).
+func presenceRefused(g Guard, w *writer, topic string) bool {
+	if g == nil {
+		return false
+	}
+	return guardRefuses(g, w, &hub.Publication{Topic: topic})
 }

@@ -180,11 +180,12 @@ type Server struct {
 	nextID   atomic.Uint64
 	closing  atomic.Bool
 	mu       sync.Mutex
-	conns    map[*writer]struct{} // guarded by mu
-	admitted int                  // streaming connections admitted; guarded by mu
-	perIP    map[string]int       // admitted connections per client address; guarded by mu
-	draining chan struct{}        // closed at shutdown: long polls return at once
-	wg       sync.WaitGroup       // connection goroutines
+	conns    map[*writer]struct{}       // guarded by mu
+	polls    map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
+	admitted int                        // streaming connections admitted; guarded by mu
+	perIP    map[string]int             // admitted connections per client address; guarded by mu
+	draining chan struct{}              // closed at shutdown: long polls return at once
+	wg       sync.WaitGroup             // connection goroutines
 	stop     chan struct{}
 }
 
@@ -197,7 +198,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
 		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
-		conns:   make(map[*writer]struct{}), perIP: make(map[string]int),
+		conns:   make(map[*writer]struct{}), perIP: make(map[string]int), polls: make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 	}
 	go s.keepalive()
@@ -391,11 +392,18 @@ func (s *Server) CloseSessions(match func(Identity) bool, r Reason) int {
 			hit = append(hit, w)
 		}
 	}
+	n := len(hit)
+	for lp := range s.polls {
+		if match(lp.ident) {
+			lp.cancel(fmt.Errorf("%w: %s", ErrUnauthorized, r.Text))
+			n++
+		}
+	}
 	s.mu.Unlock()
 	for _, w := range hit {
 		w.close(r, false)
 	}
-	return len(hit)
+	return n
 }
 
 // bindIdentity records a connection's identity and arms the timer that closes it when the

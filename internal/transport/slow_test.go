@@ -3,6 +3,8 @@ package transport_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +135,59 @@ func TestSlowReaderToldWhy(t *testing.T) {
 			t.Fatal("the slow reader was never cut off")
 		}
 	}, tt.Streaming...)
+}
+
+// TestSSECutOffIsHTTP: an SSE stream cut off as a slow consumer before its head was written
+// still answers HTTP: the status line and headers come first, then event: disconnect. (The
+// goodbye used to replace the head, and the client read "disconnect" as its status line.)
+func TestSSECutOffIsHTTP(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{QueueBytes: 4096}})
+	big := `{"pad":"` + strings.Repeat("x", 8000) + `"}`
+	if _, err := s.Hub.Publish(context.Background(), hub.PublishRequest{Topic: "cut", Data: []byte(big)}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/sse?topic=cut&since=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n") || !strings.Contains(string(got), "event: disconnect") {
+		t.Fatalf("answer %q", firstBytes(got, 300))
+	}
+}
+
+func firstBytes(b []byte, n int) []byte { return b[:min(len(b), n)] }
+
+// TestSSEManyTopicsResume: an SSE stream resuming six topics at once, each with more backlog
+// than a quarter of the queue (6 × 20 × 30 KB = 3.6 MB against 1 MiB), receives it all: the
+// catch-ups share the queue instead of each queueing its first part at once.
+func TestSSEManyTopicsResume(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{QueueBytes: 1 << 20}})
+	data := []byte(`{"pad":"` + strings.Repeat("x", 30<<10) + `"}`)
+	var q, tok []string
+	for i := range 6 {
+		topic := fmt.Sprintf("many%d", i)
+		for range 20 {
+			if _, err := s.Hub.Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, tok = append(q, "topic="+topic), append(tok, topic+"=0:")
+	}
+	c := tt.OpenSSE(t, s.URL+"/api/sse?"+strings.Join(q, "&")+"&lastEventId="+strings.Join(tok, ","))
+	for n := 0; n < 120; {
+		line, err := c.Line(10 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d of 120: %v", n, err)
+		}
+		switch {
+		case strings.HasPrefix(line, "event: disconnect"), strings.HasPrefix(line, "event: gap"):
+			t.Fatalf("after %d of 120: %s", n, line)
+		case strings.HasPrefix(line, "data: {"):
+			n++
+		}
+	}
 }

@@ -40,6 +40,9 @@ type sseSink struct {
 	guard Guard // the policy's check before each delivery; nil: none
 }
 
+// Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
+func (k *sseSink) Pace(pull func(budget int) bool) { k.c.w.pace(pull) }
+
 func (k *sseSink) Deliver(p *hub.Publication) {
 	if guardRefuses(k.guard, k.c.w, p) {
 		return
@@ -235,9 +238,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
 		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
-	// The stream ends at the token's expiry with event: disconnect (token_expired); an
-	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
-	s.bindIdentity(c.w, ident)
+	c.w.ident = ident // its expiry is armed once the head is queued (run)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
@@ -245,12 +246,12 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), release)
+	go c.run(conn, ident, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), release)
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
 // nothing published after that; then it replays and waits for the client to leave.
-func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte, release func()) {
+func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Position, head []byte, release func()) {
 	s := c.s
 	defer s.wg.Done()
 	defer release()
@@ -287,8 +288,12 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		}
 		subs = append(subs, started{idx: i, sub: sub, res: res, opts: opts})
 	}
-	// The head goes first; the connection is tracked (keepalive, shutdown) only after it.
-	c.w.sendRaw(append(head, failed...))
+	// The head goes first, and is written even if the stream is cut off at once: every answer
+	// is valid HTTP. The connection is tracked (keepalive, shutdown) only after it.
+	c.w.send(item{raw: append(head, failed...), sub: keepItem})
+	// The stream ends at the token's expiry with event: disconnect (token_expired); an
+	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
+	s.bindIdentity(c.w, ident)
 	if len(subs) == 0 {
 		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
 		c.w.close(Reason{Code: "unavailable", Text: "no topic could be subscribed, retry", Reconnect: true}, true)

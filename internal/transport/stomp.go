@@ -74,6 +74,9 @@ type stompSub struct {
 // stompRedelivery marks a redelivery in the writer queue.
 type stompRedelivery struct{ *stompSub }
 
+// Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
+func (k *stompSub) Pace(pull func(budget int) bool) { k.c.w.pace(pull) }
+
 func (k *stompSub) Deliver(p *hub.Publication) {
 	if guardRefuses(k.guard, k.c.w, p) {
 		return
@@ -482,12 +485,34 @@ func (c *stompConn) onRefresh(f *stomp.Frame) bool {
 		return false
 	}
 	c.ident = id
+	c.dropRefused()
 	if id.Expires.IsZero() {
 		c.receipt(f)
 	} else {
 		c.receipt(f, stomp.Header{Key: "expires", Value: id.Expires.UTC().Format(time.RFC3339)})
 	}
 	return true
+}
+
+// dropRefused ends the subscriptions a refreshed token no longer allows (narrower
+// rtlab.subscribe grants): each is told with a MESSAGE carrying header unsubscribed:forbidden
+// and the reason, and receives nothing more.
+func (c *stompConn) dropRefused() {
+	for id, k := range c.subs {
+		_, err := c.s.policy.CanSubscribe(c.client(), k.topic)
+		if err == nil {
+			continue
+		}
+		c.s.hub.Unsubscribe(k.sub)
+		delete(c.subs, id)
+		code, _ := errorCode(err)
+		body, _ := json.Marshal(map[string]any{"topic": k.topic, "code": code, "reason": reasonText(err)})
+		c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
+			{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.id},
+			{Key: "message-id", Value: k.id + ":unsubscribed"}, {Key: "unsubscribed", Value: code},
+			{Key: "reason", Value: reasonText(err)}, {Key: "content-type", Value: "application/json"},
+		}, Body: body})
+	}
 }
 
 func parseHeartBeat(v string) (time.Duration, time.Duration, error) {

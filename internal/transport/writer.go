@@ -60,6 +60,10 @@ type item struct {
 	raw []byte
 }
 
+// keepItem marks a raw item that is written even when the backlog is dropped (close without
+// flush): the head of an HTTP response, without which the goodbye after it is not HTTP.
+var keepItem any = new(struct{ keep bool })
+
 // writer owns the write side of one connection. Everyone else queues; a single goroutine,
 // started when the queue becomes non-empty and gone when it drains, writes everything queued
 // in one Write. Idle connections therefore cost no goroutine and no buffer on this side.
@@ -73,13 +77,14 @@ type writer struct {
 	deadline time.Time
 
 	mu         sync.Mutex
-	queue      []item // guarded by mu
-	spare      []item // guarded by mu; reused to avoid allocating a queue per batch
-	queued     int    // approximate bytes queued; guarded by mu
-	running    bool   // a writer goroutine is active; guarded by mu
-	closing    bool   // no more items accepted; guarded by mu
-	closeAfter bool   // close the conn once the queue is written; guarded by mu
-	reason     Reason // why it closed; set once; guarded by mu
+	queue      []item                  // guarded by mu
+	spare      []item                  // guarded by mu; reused to avoid allocating a queue per batch
+	queued     int                     // approximate bytes queued; guarded by mu
+	running    bool                    // a writer goroutine is active; guarded by mu
+	closing    bool                    // no more items accepted; guarded by mu
+	closeAfter bool                    // close the conn once the queue is written; guarded by mu
+	pullers    []func(budget int) bool // subscriptions catching up (pace); guarded by mu
+	reason     Reason                  // why it closed; set once; guarded by mu
 	closed     chan struct{}
 
 	authMu sync.Mutex
@@ -151,6 +156,52 @@ func (w *writer) send(it item) bool {
 // sendRaw queues pre-encoded bytes.
 func (w *writer) sendRaw(b []byte) bool { return w.send(item{raw: b}) }
 
+// pace takes a subscription's catch-up (hub.PacedSink): a first part at once (so a short replay
+// is queued before anything the caller queues next), the rest as the queue drains, so a replay of any size flows at the client's pace instead of overflowing the
+// queue. Only a client that stops reading is cut off (send).
+func (w *writer) pace(pull func(budget int) bool) {
+	w.mu.Lock()
+	// At once only when nothing else is catching up and the queue is low: several
+	// subscriptions resuming together (an SSE stream of many topics) share the queue instead.
+	now := !w.closing && len(w.pullers) == 0 && w.queued <= w.pullBudget()
+	w.mu.Unlock()
+	if now && !pull(w.pullBudget()) {
+		return
+	}
+	w.mu.Lock()
+	if !w.closing {
+		w.pullers = append(w.pullers, pull)
+		w.startLocked()
+	}
+	w.mu.Unlock()
+}
+
+// pullBudget is how much a catch-up queues at a time: a quarter of the queue, so that live
+// publications still find room.
+func (w *writer) pullBudget() int { return max(w.limits.QueueBytes/4, 1) }
+
+// pull lets each catch-up queue its next part; those that are done are dropped. Called by the
+// writer goroutine, without mu.
+func (w *writer) pull() {
+	w.mu.Lock()
+	ps := w.pullers
+	w.pullers = nil
+	w.mu.Unlock()
+	budget := max(w.pullBudget()/len(ps), 1)
+	more := ps[:0]
+	for _, pull := range ps {
+		if pull(budget) {
+			more = append(more, pull)
+		}
+	}
+	clear(ps[len(more):])
+	w.mu.Lock()
+	if !w.closing {
+		w.pullers = append(more, w.pullers...)
+	}
+	w.mu.Unlock()
+}
+
 // sendPong queues the answer to a WebSocket ping.
 func (w *writer) sendPong(payload []byte) { w.sendRaw(wsPong(payload)) }
 
@@ -172,9 +223,16 @@ func (w *writer) close(r Reason, flush bool) {
 	}
 	w.closing = true
 	w.reason = r
+	w.pullers = nil
 	if !flush {
-		clear(w.queue)
-		w.queue = w.queue[:0]
+		kept := w.queue[:0]
+		for _, it := range w.queue {
+			if it.sub == keepItem {
+				kept = append(kept, it)
+			}
+		}
+		clear(w.queue[len(kept):])
+		w.queue = kept
 		w.queued = 0
 	}
 	bye := w.f.goodbye(r)
@@ -230,7 +288,17 @@ func (w *writer) run() {
 	}()
 	for {
 		w.mu.Lock()
+		if len(w.pullers) > 0 && w.queued <= w.pullBudget() {
+			// Catch-ups go on while the queue is low, whatever else is queued with them.
+			w.mu.Unlock()
+			w.pull()
+			w.mu.Lock()
+		}
 		if len(w.queue) == 0 {
+			if len(w.pullers) > 0 {
+				w.mu.Unlock() // a catch-up whose part queued nothing (refused by its guard)
+				continue
+			}
 			w.running = false
 			after := w.closeAfter
 			w.mu.Unlock()
@@ -275,6 +343,7 @@ func (w *writer) run() {
 			if !w.closing {
 				w.closing, w.reason = true, r
 			}
+			w.pullers = nil
 			w.running = false
 			w.mu.Unlock()
 			w.shut()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
@@ -102,6 +103,9 @@ type wsSink struct {
 	watch    bool  // the client asked for the topic's presence (joins and leaves)
 	guard    Guard // the policy's check before each delivery; nil: none
 }
+
+// Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
+func (k *wsSink) Pace(pull func(budget int) bool) { k.c.w.pace(pull) }
 
 func (k *wsSink) Deliver(p *hub.Publication) {
 	if guardRefuses(k.guard, k.c.w, p) {
@@ -297,6 +301,15 @@ func (c *wsConn) refresh(token string) {
 		return
 	}
 	c.ident = id
+	// Subscriptions the new token no longer allows (narrower rtlab.subscribe) end, each with
+	// its error, before the answer.
+	for topic, sub := range c.subs {
+		if _, err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
+			c.s.hub.Unsubscribe(sub)
+			delete(c.subs, topic)
+			c.replyError(err, nil, topic)
+		}
+	}
 	ans := map[string]any{"op": "refreshed"}
 	if !id.Expires.IsZero() {
 		ans["expires"] = id.Expires.UTC().Format(time.RFC3339)
@@ -310,6 +323,14 @@ func decodeRequest(msg []byte, req *wsRequest) error {
 	if err := json.Unmarshal(msg, req); err != nil {
 		*req = wsRequest{}
 		return fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+	}
+	if !utf8.Valid(msg) {
+		// A binary frame is not checked as a text frame is, and decoding turned its invalid
+		// bytes into U+FFFD: refused instead, as everywhere else.
+		if !utf8.Valid(req.ID) {
+			req.ID = nil
+		}
+		return fmt.Errorf("%w: message is not valid UTF-8", ErrBadRequest)
 	}
 	switch req.Op {
 	case "subscribe", "unsubscribe", "history":
@@ -354,7 +375,7 @@ func isProtocolOp(msg []byte) bool {
 
 // AsJSON returns msg if it is JSON, else msg as a JSON string.
 func AsJSON(msg []byte) json.RawMessage {
-	if json.Valid(msg) {
+	if json.Valid(msg) || !utf8.Valid(msg) { // invalid UTF-8 stays as it is, for the hub to refuse
 		return msg
 	}
 	b, _ := json.Marshal(string(msg))

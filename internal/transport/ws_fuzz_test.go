@@ -48,7 +48,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// FuzzRawFrame: a raw socket's frame is either a protocol op or, through AsJSON, valid JSON.
+// FuzzRawFrame: a raw socket's frame is either a protocol op or, through AsJSON, valid JSON;
+// bytes that are not UTF-8 stay as they are, for the hub to refuse (never turned into U+FFFD).
 func FuzzRawFrame(f *testing.F) {
 	for _, s := range append(wsSeeds, "hello", `{"x":1}`, "\xff\xfe", `{"op":"subscribe"`) {
 		f.Add([]byte(s))
@@ -57,7 +58,11 @@ func FuzzRawFrame(f *testing.F) {
 		if isProtocolOp(msg) {
 			return
 		}
-		if out := AsJSON(msg); !json.Valid(out) {
+		if out := AsJSON(msg); !utf8.Valid(msg) {
+			if !bytes.Equal(out, msg) {
+				t.Fatalf("AsJSON(%q) = %q: invalid UTF-8 changed", msg, out)
+			}
+		} else if !json.Valid(out) {
 			t.Fatalf("AsJSON(%q) = %q, not JSON", msg, out)
 		}
 	})
