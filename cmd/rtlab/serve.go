@@ -16,6 +16,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rtlab/rtlab/internal/app"
+	"github.com/rtlab/rtlab/internal/transport"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -53,7 +54,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&lim.MaxConns, "max-conns", 10000, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
 	fs.IntVar(&lim.MaxConnsPerIP, "max-conns-per-ip", 100, "streaming connections and waiting long polls per client address (-1 = unlimited)")
 	origins := fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, and with auth on only to loopback clients)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, only to requests straight from loopback)")
+	fs.BoolVar(&cfg.Dev, "dev", false, "open dev mode (no --auth-*) also serves other machines; without it only requests straight from loopback are served")
+	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For gives the client's address (empty: none)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	fs.IntVar(&cfg.Location.Groups, "location-groups", 1000, "location groups whose latest positions are kept for GET /cur/{group}")
@@ -126,6 +129,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
+	}
+	var err error
+	if cfg.TrustedProxies, err = transport.ParseProxies(*proxies); err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: --trusted-proxies %s\n", err)
+		return 2
 	}
 	cfg.PresenceOff = !*presence
 	cfg.Version = version

@@ -164,6 +164,9 @@ type Config struct {
 	STOMPDests STOMPDests
 	Metrics    *metrics.Metrics
 	Logger     *slog.Logger
+	// Proxies are the reverse proxies whose X-Forwarded-For gives the client's address for the
+	// per-address limits (clientaddr.go).
+	Proxies Proxies
 }
 
 // Server holds the transports' shared state: the connections it must close at shutdown.
@@ -176,6 +179,7 @@ type Server struct {
 	m       *metrics.Metrics
 	log     *slog.Logger
 	pubRate *keyedLimiter // HTTP publishes per user or address
+	proxies Proxies
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -196,6 +200,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
+		proxies: cfg.Proxies,
 		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		conns:   make(map[*writer]struct{}), perIP: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
