@@ -122,3 +122,32 @@ func TestServeRedisUnreachable(t *testing.T) {
 		t.Errorf("err %v, stderr %q; want exit 2 and one line matching %s", err, stderr.String(), want)
 	}
 }
+
+// TestServeEnv: every flag also reads RTLAB_<NAME>; a bad value there gets the same one line,
+// naming the variable; the command line wins over the environment.
+func TestServeEnv(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"RTLAB_MAX_FRAME", "-5", `$RTLAB_MAX_FRAME "-5": want a whole number, at least 1`},
+		{"RTLAB_QUEUE_BYTES", "1MiB", `$RTLAB_QUEUE_BYTES "1MiB": want a whole number, at least 1`},
+		{"RTLAB_LOG_LEVEL", "loud", `$RTLAB_LOG_LEVEL "loud": want debug, info, warn or error`},
+		{"RTLAB_DEV", "maybe", `$RTLAB_DEV "maybe": want true or false`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"serve", "--data-dir", ""}, &stdout, &stderr)
+			if want := "rtlab serve: " + tc.want + "\n"; code != 2 || stderr.String() != want {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+			}
+		})
+	}
+	cmd := rtlabCmd(t, "serve", "--addr", "127.0.0.1:0", "--max-frame", "2048")
+	cmd.Env = append(cmd.Env, "RTLAB_DATA_DIR=", "RTLAB_HISTORY_SIZE=7", "RTLAB_MAX_FRAME=-5", "RTLAB_TRUSTED_PROXIES=10.0.0.0/8")
+	line := servertest.StartUntil(t, cmd, `msg="rtlab serving"`, 30*time.Second)
+	t.Cleanup(func() { servertest.Interrupt(cmd) })
+	for _, want := range []string{"history_size=7", "max_frame=2048", `durable="off (all history in memory)"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("start line %q: want %s", line, want)
+		}
+	}
+}

@@ -127,14 +127,15 @@ type App struct {
 
 // New builds the server from cfg without starting it.
 func New(cfg Config) (*App, error) {
+	d := Defaults()
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8080"
+		cfg.Addr = d.Addr
 	}
 	if cfg.Broker == "" {
-		cfg.Broker = "memory"
+		cfg.Broker = d.Broker
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 5 * time.Second
+		cfg.ShutdownTimeout = d.ShutdownTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -143,7 +144,7 @@ func New(cfg Config) (*App, error) {
 		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
 	}
 	if cfg.DurableHistory <= 0 {
-		cfg.DurableHistory = 1000
+		cfg.DurableHistory = d.DurableHistory
 	}
 	cfg.Seed.fill()
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
@@ -243,13 +244,13 @@ func New(cfg Config) (*App, error) {
 		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
 	}
 	if cfg.ChatMaxBytes <= 0 {
-		cfg.ChatMaxBytes = 4 << 10
+		cfg.ChatMaxBytes = d.ChatMaxBytes
 	}
 	if cfg.ChatMaxMembers <= 0 {
-		cfg.ChatMaxMembers = 1000
+		cfg.ChatMaxMembers = d.ChatMaxMembers
 	}
 	if cfg.ChatIdle <= 0 {
-		cfg.ChatIdle = 10 * time.Minute
+		cfg.ChatIdle = d.ChatIdle
 	}
 	a.notes = newNotifications(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
@@ -368,7 +369,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	started.Store(true)
 	lim := a.tr.Limits()
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
-		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
+		"history_size", orDefault(a.cfg.HistorySize, Defaults().HistorySize), "history_ttl", durOrDefault(a.cfg.HistoryTTL, Defaults().HistoryTTL),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "http_pub_rate", lim.HTTPPubRate,
 		"max_conns", lim.MaxConns, "max_conns_per_ip", lim.MaxConnsPerIP, "tls", a.cfg.TLSCert != "", "auth", a.authMode(),
