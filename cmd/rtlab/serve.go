@@ -151,11 +151,35 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // before the server says it serves
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, hup, a, cfg.Logger)
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// reloadOnHUP rereads the TLS certificate on each SIGHUP until ctx ends. Without TLS the signal
+// is logged and ignored: by default it would end the process without the graceful shutdown.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			switch err := a.ReloadTLS(); {
+			case errors.Is(err, app.ErrNoTLS):
+				log.Info("SIGHUP ignored: " + err.Error())
+			case err != nil:
+				log.Error("SIGHUP", "err", err)
+			default:
+				log.Info("SIGHUP: TLS certificate reloaded")
+			}
+		}
+	}
 }
 
 // explainBusy replaces bbolt's "timeout" when another process holds a file of dataDir with

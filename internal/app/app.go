@@ -123,6 +123,7 @@ type App struct {
 	metrics   *metrics.Metrics
 	handler   http.Handler
 	admin     http.Handler // /metrics and /lab when they have a listener of their own (AdminAddr)
+	cert      *certHolder  // the TLS certificate, reread by ReloadTLS; nil without TLS
 }
 
 // New builds the server from cfg without starting it.
@@ -150,10 +151,13 @@ func New(cfg Config) (*App, error) {
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
+	var cert *tls.Certificate
 	if cfg.TLSCert != "" {
-		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+		c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
+		cert = &c
 	}
 	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
 	durableHistory := hub.HistoryPolicy{Size: cfg.DurableHistory, TTL: -1}
@@ -218,7 +222,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		_ = b.Close()
 		if arch != nil {
@@ -330,8 +334,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		if a.cfg.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, a.cfg.TLSCert, a.cfg.TLSKey)
+		if a.cert != nil {
+			srv.TLSConfig = &tls.Config{GetCertificate: a.cert.get, MinVersion: tls.VersionTLS12}
+			errc <- srv.ServeTLS(ln, "", "")
 			return
 		}
 		errc <- srv.Serve(ln)
