@@ -151,3 +151,20 @@ func TestServeEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: `rtlab version` prints a semantic version and the commit, and CHANGELOG.md has
+// a section for that version.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("rtlab version: exit %d", code)
+	}
+	m := regexp.MustCompile(`^rtlab (\d+\.\d+\.\d+) \(commit \S+\)\n$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("rtlab version printed %q; want rtlab X.Y.Z (commit C)", stdout.String())
+	}
+	log, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil || !strings.Contains(string(log), "\n## "+m[1]+"\n") {
+		t.Errorf("CHANGELOG.md has no section ## %s (%v)", m[1], err)
+	}
+}
