@@ -9,7 +9,9 @@ import (
 
 // certHolder serves the TLS certificate in force, so that SIGHUP can replace it (a renewed
 // certificate) without a restart; connections already open keep theirs.
-type certHolder struct{ cur atomic.Pointer[tls.Certificate] }
+type certHolder struct {
+	cur atomic.Pointer[tls.Certificate]
+}
 
 func newCertHolder(c *tls.Certificate) *certHolder {
 	if c == nil {
