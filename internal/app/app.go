@@ -141,9 +141,7 @@ func New(cfg Config) (*App, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HistorySize < 0 || cfg.HistorySize > 1_000_000 {
-		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
-	}
+	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
 	if cfg.DurableHistory <= 0 {
 		cfg.DurableHistory = d.DurableHistory
 	}
