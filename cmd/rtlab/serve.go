@@ -23,6 +23,108 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("rtlab serve", func(w io.Writer) { fmt.Fprint(w, "usage: rtlab serve [flags]\n\nflags:\n") })
 	fs.env = "RTLAB_"
 	var cfg app.Config
+	x := serveFlagTable(fs, &cfg)
+	if code, ok := fs.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	if len(fs.positional) > 0 {
+		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.positional[0])
+		return 2
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(*x.logLevel)) // checked by its rule
+	cfg.PrivateRooms, cfg.Durable, cfg.AllowedOrigins = commaList(*x.privateRooms), commaList(*x.durable), commaList(*x.origins)
+	cfg.TrustedProxies, _ = transport.ParseProxies(*x.proxies) // checked by its rule
+	cfg.PresenceOff = !*x.presence
+	cfg.Version = version
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis logs through a logger of its own, process-wide, to stderr: a refused dial would
+	// print a line of its own before ours says the same.
+	redis.SetLogger(redisLogger{cfg.Logger})
+	a, err := app.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: %v\n", explainBusy(err, cfg.DataDir))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // before the server says it serves
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, hup, a, cfg.Logger)
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// commaList is a comma-separated flag's items, trimmed, without empty ones.
+func commaList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// reloadOnHUP rereads the TLS certificate on each SIGHUP until ctx ends. Without TLS the signal
+// is logged and ignored: by default it would end the process without the graceful shutdown.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			switch err := a.ReloadTLS(); {
+			case errors.Is(err, app.ErrNoTLS):
+				log.Info("SIGHUP ignored: " + err.Error())
+			case err != nil:
+				log.Error("SIGHUP", "err", err)
+			default:
+				log.Info("SIGHUP: TLS certificate reloaded")
+			}
+		}
+	}
+}
+
+// explainBusy replaces bbolt's "timeout" when another process holds a file of dataDir with
+// which process that is.
+func explainBusy(err error, dataDir string) error {
+	if dataDir == "" || !errors.Is(err, berrors.ErrTimeout) {
+		return err
+	}
+	for _, name := range []string{"rtlab.db", "state.db", "archive.db"} {
+		path := filepath.Join(dataDir, name)
+		if who := lockHolder(path); who != "" {
+			return fmt.Errorf("--data-dir %s: %s is in use by another process, %s; stop it, or give this server another --data-dir", dataDir, path, who)
+		}
+	}
+	return fmt.Errorf("--data-dir %s: its files are locked by another process (another rtlab serve on this directory?); stop it, or give this server another --data-dir (%w)", dataDir, err)
+}
+
+// redisLogger sends go-redis's own log lines to the server's log at debug level: what they
+// report (a refused dial, a dropped connection) reaches the operator through the broker's
+// errors and the server's own warnings.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// serveExtras are the serve flags that are not a field of app.Config as given: lists and
+// switches turned into the Config after parsing.
+type serveExtras struct {
+	logLevel                                *string
+	origins, proxies, privateRooms, durable *string
+	presence                                *bool
+}
+
+// serveFlagTable defines every serve flag with its default (from app.Defaults) and its rule:
+// the one place a serve setting is stated; -h and docs/serve.md show this table.
+func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	lim := &cfg.Limits
 	d := app.Defaults() // every default, stated once
 	dl := d.Limits
@@ -109,99 +211,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.rule(hostPort(false), "addr")
 	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
 	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
-	if code, ok := fs.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	if len(fs.positional) > 0 {
-		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.positional[0])
-		return 2
-	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(logLevel)) // checked by its rule
-	for _, p := range strings.Split(*privateRooms, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.PrivateRooms = append(cfg.PrivateRooms, p)
-		}
-	}
-	for _, p := range strings.Split(*durable, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.Durable = append(cfg.Durable, p)
-		}
-	}
-	for _, o := range strings.Split(*origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
-		}
-	}
-	var err error
-	if cfg.TrustedProxies, err = transport.ParseProxies(*proxies); err != nil {
-		fmt.Fprintf(stderr, "rtlab serve: --trusted-proxies %s\n", err)
-		return 2
-	}
-	cfg.PresenceOff = !*presence
-	cfg.Version = version
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	// go-redis logs through a logger of its own, process-wide, to stderr: a refused dial would
-	// print a line of its own before ours says the same.
-	redis.SetLogger(redisLogger{cfg.Logger})
-	a, err := app.New(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "rtlab serve: %v\n", explainBusy(err, cfg.DataDir))
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP) // before the server says it serves
-	defer signal.Stop(hup)
-	go reloadOnHUP(ctx, hup, a, cfg.Logger)
-	if err := a.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-// reloadOnHUP rereads the TLS certificate on each SIGHUP until ctx ends. Without TLS the signal
-// is logged and ignored: by default it would end the process without the graceful shutdown.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, log *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			switch err := a.ReloadTLS(); {
-			case errors.Is(err, app.ErrNoTLS):
-				log.Info("SIGHUP ignored: " + err.Error())
-			case err != nil:
-				log.Error("SIGHUP", "err", err)
-			default:
-				log.Info("SIGHUP: TLS certificate reloaded")
-			}
-		}
-	}
-}
-
-// explainBusy replaces bbolt's "timeout" when another process holds a file of dataDir with
-// which process that is.
-func explainBusy(err error, dataDir string) error {
-	if dataDir == "" || !errors.Is(err, berrors.ErrTimeout) {
-		return err
-	}
-	for _, name := range []string{"rtlab.db", "state.db", "archive.db"} {
-		path := filepath.Join(dataDir, name)
-		if who := lockHolder(path); who != "" {
-			return fmt.Errorf("--data-dir %s: %s is in use by another process, %s; stop it, or give this server another --data-dir", dataDir, path, who)
-		}
-	}
-	return fmt.Errorf("--data-dir %s: its files are locked by another process (another rtlab serve on this directory?); stop it, or give this server another --data-dir (%w)", dataDir, err)
-}
-
-// redisLogger sends go-redis's own log lines to the server's log at debug level: what they
-// report (a refused dial, a dropped connection) reaches the operator through the broker's
-// errors and the server's own warnings.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+	fs.rule(rule{func(v any) bool { _, err := transport.ParseProxies(v.(string)); return err == nil },
+		"comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)"}, "trusted-proxies")
+	return serveExtras{logLevel: &logLevel, origins: origins, proxies: proxies, privateRooms: privateRooms, durable: durable, presence: presence}
 }

@@ -56,6 +56,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--msg-burst", "-1"}, `--msg-burst "-1": want a whole number, at least 0`},
 		{[]string{"--presence=maybe"}, `--presence "maybe": want true or false`},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},
+		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies "10.0.0.0/33": want comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)`},
 		{[]string{"--addr"}, `--addr needs a value: want host:port, such as 127.0.0.1:8080 or :8080`},
 		{[]string{"--no-such-flag"}, `unknown flag --no-such-flag (rtlab serve -h lists the flags)`},
 		{[]string{"stray"}, `unexpected argument "stray"; all settings are flags (rtlab serve -h)`},
