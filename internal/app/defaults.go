@@ -18,8 +18,8 @@ func Defaults() Config {
 		Addr:            "127.0.0.1:8080",
 		Broker:          "memory",
 		AMQPDirect:      "127.0.0.1:0",
-		HistorySize:     100,
-		HistoryTTL:      10 * time.Minute, // the memory broker's own default too
+		HistorySize:     hub.DefaultHistory.Size,
+		HistoryTTL:      hub.DefaultHistory.TTL,
 		HistoryMaxBytes: DefaultHistoryMaxBytes,
 		Limits:          transport.DefaultLimits(),
 		Seed:            SeedConfig{LongTimeout: 10 * time.Second, SSETimeout: 30 * time.Second},

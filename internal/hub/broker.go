@@ -75,8 +75,23 @@ type HistoryResult struct {
 
 // HistoryPolicy says how much history a topic keeps.
 type HistoryPolicy struct {
-	Size int           // publications kept; zero means 100
-	TTL  time.Duration // how long each is kept; zero means 10 minutes, negative forever
+	Size int           // publications kept; zero means DefaultHistory's
+	TTL  time.Duration // how long each is kept; zero means DefaultHistory's, negative forever
+}
+
+// DefaultHistory is the history a topic keeps when its policy says nothing (--history-size,
+// --history-ttl), stated once for every broker.
+var DefaultHistory = HistoryPolicy{Size: 100, TTL: 10 * time.Minute}
+
+// Filled is p with its zero fields taken from DefaultHistory.
+func (p HistoryPolicy) Filled() HistoryPolicy {
+	if p.Size <= 0 {
+		p.Size = DefaultHistory.Size
+	}
+	if p.TTL == 0 {
+		p.TTL = DefaultHistory.TTL
+	}
+	return p
 }
 
 // Unavailable is the error a broker returns while it cannot serve (its server is unreachable,

@@ -327,13 +327,7 @@ func (b *Broker) stream(topic string, now time.Time, create bool) *stream {
 	if !durable && !create {
 		return nil // a read of a topic never published to: nothing to make (an epoch costs a getrandom)
 	}
-	pol := b.cfg.Policy(topic)
-	if pol.Size <= 0 {
-		pol.Size = 100
-	}
-	if pol.TTL == 0 {
-		pol.TTL = 10 * time.Minute // negative: kept until trimmed by Size (durable topics)
-	}
+	pol := b.cfg.Policy(topic).Filled() // a negative TTL: kept until trimmed by Size (durable topics)
 	s = &stream{ring: history.NewRing(pol.Size), policy: pol, lastUsed: now, durable: durable}
 	if durable {
 		st, ok, err := b.cfg.Store.Load(topic)

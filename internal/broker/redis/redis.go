@@ -201,14 +201,7 @@ func (b *Broker) keys(topic string) (stream, meta string) {
 func (b *Broker) channel(topic string) string { return b.cfg.Prefix + ":c:" + topic }
 
 func (b *Broker) policy(topic string) hub.HistoryPolicy {
-	p := b.cfg.Policy(topic)
-	if p.Size <= 0 {
-		p.Size = 100
-	}
-	if p.TTL == 0 {
-		p.TTL = 10 * time.Minute // negative: durable, kept until trimmed by Size
-	}
-	return p
+	return b.cfg.Policy(topic).Filled() // a negative TTL: durable, kept until trimmed by Size
 }
 
 // ttls are the scripts' TTL arguments for pol at now: the stream's TTL, the meta key's and the

@@ -225,10 +225,10 @@ func Policies(retention hub.HistoryPolicy, durableSize int, policy func(topic st
 		}
 	}
 	if retention.Size <= 0 {
-		retention.Size = 100
+		retention.Size = hub.DefaultHistory.Size
 	}
 	if retention.TTL <= 0 {
-		retention.TTL = 10 * time.Minute
+		retention.TTL = hub.DefaultHistory.TTL
 	}
 	return retention, func(topic string) hub.HistoryPolicy {
 		p := retention
