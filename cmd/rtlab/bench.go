@@ -22,8 +22,8 @@ import (
 const benchUsage = `usage: rtlab bench [flags]
 
 Runs the load lab: for every transport and user level it starts a fresh rtlab server (or uses
---target), ramps virtual users through the stages, and writes results.json, report.html and a
-terminal summary into --out. Each user behaves as a browser client would: shortpoll polls every
+--target), ramps virtual users through the stages, writes results.json and report.html into
+--out, and prints a summary. Each user behaves as a browser client would: shortpoll polls every
 --interval (poll-1s every second), longpoll loops on wait=25s, sse keeps one stream, ws and stomp
 one socket. Polling and SSE users publish over a shared pool of --publish-conns keep-alive
 connections: one socket per user, since 10,000 users with two each would not fit a 20,000
@@ -55,22 +55,26 @@ const exitThresholds = 99
 // 2 on bad input (nothing is written then), 99 when a --threshold was crossed.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
+	fs.env = "RTLAB_"
 	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, poll-<interval> (short polling at its own interval, like poll-1s), or all")
 	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
 	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
 	scenario := fs.String("scenario", "location", "scenario: location, chat or notify")
 	groupSize := fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
 	groups := fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
-	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval (default 3s for location, 5s for chat and notify)")
+	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
+	fs.defText["interval"] = "3s for location, 5s for chat and notify"
 	grace := fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means the longest of interval and the poll-<interval>s, plus 1s")
-	roomSize := fs.Int("room-size", 0, "chat and notify: users per room (default 50 for chat, 10 for notify)")
+	roomSize := fs.Int("room-size", 0, "chat and notify: users per room")
+	fs.defText["room-size"] = "50 for chat, 10 for notify"
 	talks := fs.Int("talks", 10, "chat: TALKs per session, one every --interval, before LEAVE")
 	hold := fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
 	authSecret := fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
 	longWait := fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
 	target := fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
 	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
-	out := fs.String("out", "", "output directory (default ./bench-results/<timestamp>)")
+	out := fs.String("out", "", "output directory")
+	fs.defText["out"] = "./bench-results/<timestamp>"
 	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
 	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
 	rounds := fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
@@ -78,12 +82,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
 	servers := fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
 	targetKind := fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
-	stompPub := fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number (default /topic/location/{group})")
-	stompSub := fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination (default the --stomp-pub one)")
+	stompPub := fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number")
+	stompSub := fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination")
+	fs.defText["stomp-pub"] = "/topic/location/{group}"
+	fs.defText["stomp-sub"] = "the --stomp-pub one"
 	stompLogin := fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
-	cfBin := fs.String("centrifugo-bin", "", "the centrifugo executable (default: centrifugo in PATH, else <peer-cache>/centrifugo-"+bench.CentrifugoVersion+"/centrifugo)")
+	cfBin := fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+bench.CentrifugoVersion+"/centrifugo")
 	cfKey := fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
-	springJar := fs.String("spring-jar", "", "a built jar of the Spring peer (default: built from its sources into --peer-cache once)")
+	springJar := fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
 	peerCache := fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
 	prepare := fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
 	thresholds := fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")

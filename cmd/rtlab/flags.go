@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +106,15 @@ type flags struct {
 	rules map[string]rule // by flag name; durations without one must not be negative
 	given map[string]string
 	usage func(io.Writer) // the help text for -h, before the flags
+	// env, when set, is the prefix of the environment variables that set flags
+	// (RTLAB_MAX_FRAME for --max-frame); a flag on the command line wins over its variable.
+	env    string
+	getenv func(string) (string, bool)
+	// fromEnv holds, by flag name, the value its variable gave, for error lines.
+	fromEnv map[string]string
+	// defText replaces a flag's default in -h where no single value is the default (it
+	// depends on another flag).
+	defText map[string]string
 	// positional holds the arguments that are not flags, in order, wherever they stood.
 	positional []string
 }
@@ -113,7 +123,102 @@ func newFlags(cmd string, usage func(io.Writer)) *flags {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flags{FlagSet: fs, cmd: cmd, rules: map[string]rule{}, given: map[string]string{}, usage: usage}
+	return &flags{FlagSet: fs, cmd: cmd, rules: map[string]rule{}, given: map[string]string{}, usage: usage,
+		getenv: os.LookupEnv, fromEnv: map[string]string{}, defText: map[string]string{}}
+}
+
+// envName is the environment variable of flag name: RTLAB_MAX_FRAME for max-frame.
+func (f *flags) envName(name string) string {
+	return f.env + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// source names where the named flag's value came from, for error lines: --name, or the
+// environment variable when the command line did not set it.
+func (f *flags) source(name string) string {
+	if v, ok := f.fromEnv[name]; ok && f.given[name] == v {
+		return "$" + f.envName(name)
+	}
+	return "--" + name
+}
+
+// setFromEnv sets every flag whose environment variable is set; the command line, parsed
+// after, wins. It returns the error line of a value the flag does not take.
+func (f *flags) setFromEnv() string {
+	if f.env == "" {
+		return ""
+	}
+	var bad string
+	f.VisitAll(func(fl *flag.Flag) {
+		v, ok := f.getenv(f.envName(fl.Name))
+		if !ok || bad != "" {
+			return
+		}
+		f.fromEnv[fl.Name] = v
+		if err := f.Set(fl.Name, v); err != nil {
+			bad = fmt.Sprintf("$%s %q: want %s", f.envName(fl.Name), v, f.want(fl.Name))
+		}
+	})
+	return bad
+}
+
+// printDefaults is -h's list of flags: each with what it takes and its real default, once.
+func (f *flags) printDefaults(w io.Writer) {
+	f.VisitAll(func(fl *flag.Flag) {
+		_, usage := flag.UnquoteUsage(fl)
+		kind := ""
+		switch fl.Value.(flag.Getter).Get().(type) {
+		case string:
+			kind = "string"
+		case int, int64:
+			kind = "int"
+		case float64:
+			kind = "float"
+		case time.Duration:
+			kind = "duration"
+		}
+		fmt.Fprintf(w, "  --%s", fl.Name)
+		if kind != "" {
+			fmt.Fprintf(w, " %s", kind)
+		}
+		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if d := f.defaultText(fl); d != "" {
+			fmt.Fprintf(w, " (default %s)", d)
+		}
+		fmt.Fprintln(w)
+	})
+	if f.env != "" {
+		fmt.Fprintf(w, "\nEvery flag may also be given in the environment: --max-frame as %s=65536 (the command line wins).\n", f.envName("max-frame"))
+	}
+}
+
+// defaultText is the default -h shows for fl: durations as written (10m, not 10m0s), strings
+// quoted, nothing for a zero default.
+func (f *flags) defaultText(fl *flag.Flag) string {
+	if d, ok := f.defText[fl.Name]; ok {
+		return d
+	}
+	switch fl.DefValue {
+	case "", "0", "0s", "false":
+		return ""
+	}
+	switch fl.Value.(flag.Getter).Get().(type) {
+	case string:
+		return strconv.Quote(fl.DefValue)
+	case time.Duration:
+		return shortDuration(fl.DefValue)
+	}
+	return fl.DefValue
+}
+
+// shortDuration drops a duration's zero minutes and seconds: 10m0s is 10m, 24h0m0s is 24h.
+func shortDuration(s string) string {
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // rule sets the rule of the named flags.
@@ -201,6 +306,10 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) (code int, ok boo
 			fl.Value = r
 		}
 	})
+	if bad := f.setFromEnv(); bad != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", f.cmd, bad)
+		return 2, false
+	}
 	// Flags may come after arguments too ("rtlab report a.json --out x.html"): the flag
 	// package stops at the first argument that is not a flag, so parsing resumes after it.
 	var err error
@@ -223,8 +332,7 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) (code int, ok boo
 		if f.usage != nil {
 			f.usage(stdout)
 		}
-		f.SetOutput(stdout)
-		f.PrintDefaults()
+		f.printDefaults(stdout)
 		return 0, false
 	}
 	if err != nil {
@@ -234,7 +342,7 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) (code int, ok boo
 	var bad string
 	f.Visit(func(fl *flag.Flag) { // only flags given: the defaults are valid
 		if bad == "" && !f.valid(fl.Name) {
-			bad = fmt.Sprintf("--%s %q: want %s", fl.Name, f.given[fl.Name], f.want(fl.Name))
+			bad = fmt.Sprintf("%s %q: want %s", f.source(fl.Name), f.given[fl.Name], f.want(fl.Name))
 		}
 	})
 	if bad != "" {
@@ -268,7 +376,7 @@ func (f *flags) describe(err error) string {
 	return msg
 }
 
-// isSet reports whether the named flag was given on the command line.
+// isSet reports whether the named flag was given, on the command line or in the environment.
 func (f *flags) isSet(name string) bool {
 	_, ok := f.given[name]
 	return ok && name != lastKey

@@ -5,10 +5,33 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// release is this version of rtlab, a semantic version; CHANGELOG.md says what each changed.
+const release = "0.9.0"
+
+// commit is the checkout's commit, set at build time with -ldflags "-X main.commit=..." (make
+// build does); without it, the one Go recorded, if any.
+var commit = ""
+
+// version is the release with its commit as build metadata (0.9.0+6e1cc73), as the server's
+// start line, rtlab_build_info and bench results give it.
+var version = release + "+" + buildCommit()
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				return s.Value[:7]
+			}
+		}
+	}
+	return "unknown"
+}
 
 const usage = `rtlab: a real-time server and the load lab that measures it
 
@@ -39,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		return runReport(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "rtlab", version)
+		fmt.Fprintf(stdout, "rtlab %s (commit %s)\n", release, buildCommit())
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

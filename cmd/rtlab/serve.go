@@ -16,93 +16,14 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rtlab/rtlab/internal/app"
+	"github.com/rtlab/rtlab/internal/transport"
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("rtlab serve", func(w io.Writer) { fmt.Fprint(w, "usage: rtlab serve [flags]\n\nflags:\n") })
+	fs.env = "RTLAB_"
 	var cfg app.Config
-	lim := &cfg.Limits
-	logLevel := "info"
-	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (host:port)")
-	fs.StringVar(&cfg.Broker, "broker", "memory", "broker: memory (embedded, one node), redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
-	fs.StringVar(&cfg.AMQPDirect, "amqp-direct", "127.0.0.1:0", "RabbitMQ broker: while this node is the sequencer, take the other nodes' publish requests on this address (port 0: any free port), so that they skip a trip through RabbitMQ; the other nodes must reach it; empty = always through RabbitMQ")
-	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0 = send at once)")
-	fs.IntVar(&cfg.HistorySize, "history-size", 100, "publications kept per topic for resume and history reads")
-	fs.DurationVar(&cfg.HistoryTTL, "history-ttl", 0, "how long a publication stays in history (0 = 10m)")
-	fs.Int64Var(&cfg.HistoryMaxBytes, "history-max-bytes", app.DefaultHistoryMaxBytes, "memory broker: bytes the history of non-durable topics may hold; over it the least recently used topics lose their history (-1 = unlimited)")
-	fs.IntVar(&lim.MaxFrame, "max-frame", 64<<10, "largest client frame, request body or publication, in bytes")
-	fs.IntVar(&lim.QueueBytes, "queue-bytes", 1<<20, "bytes queued per connection before it is cut off as a slow consumer")
-	fs.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "a socket write taking longer cuts the client off (0 = 10s)")
-	fs.IntVar(&lim.MaxSubs, "max-subs", 128, "subscriptions (topics) per connection")
-	fs.Float64Var(&lim.MsgRate, "msg-rate", 100, "publishes per second per connection (-1 = unlimited)")
-	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
-	fs.DurationVar(&lim.PingInterval, "ping-interval", 0, "WebSocket ping on idle connections (0 = 25s)")
-	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", 0, "SSE heart-beat comment on idle streams (0 = 15s)")
-	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", 0, "STOMP heart-beat offered both ways (0 = 10s)")
-	fs.DurationVar(&lim.LongPollMax, "long-poll-max", 0, "longest wait a long poll may ask for (0 = 60s)")
-	fs.DurationVar(&cfg.Seed.LongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")
-	fs.IntVar(&lim.StompTxFrames, "stomp-tx-frames", 100, "SEND frames one STOMP transaction may hold")
-	fs.IntVar(&lim.StompTxBytes, "stomp-tx-bytes", 1<<20, "body bytes one STOMP transaction may hold")
-	fs.IntVar(&lim.StompTxMax, "stomp-tx-max", 16, "open transactions per STOMP session")
-	fs.IntVar(&lim.UnackedMsgs, "stomp-unacked", 1000, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
-	fs.IntVar(&lim.UnackedBytes, "stomp-unacked-bytes", 4<<20, "data bytes of those unacknowledged messages")
-	fs.DurationVar(&lim.FirstFrameTimeout, "first-frame-timeout", 0, "time from a STOMP upgrade to its CONNECT frame (0 = 10s)")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", 0, "time to read one request body (0 = 10s)")
-	fs.Float64Var(&lim.HTTPPubRate, "http-pub-rate", 100, "HTTP publishes per second per user, or per address when anonymous (-1 = unlimited)")
-	fs.IntVar(&lim.HTTPPubBurst, "http-pub-burst", 0, "HTTP publish burst (0 = 2 x http-pub-rate, at least 10)")
-	fs.IntVar(&lim.MaxConns, "max-conns", 10000, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
-	fs.IntVar(&lim.MaxConnsPerIP, "max-conns-per-ip", 100, "streaming connections and waiting long polls per client address (-1 = unlimited)")
-	origins := fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, and with auth on only to loopback clients)")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
-	fs.IntVar(&cfg.Location.Groups, "location-groups", 1000, "location groups whose latest positions are kept for GET /cur/{group}")
-	fs.IntVar(&cfg.Location.Members, "location-members", 10000, "members kept per location group")
-	fs.IntVar(&cfg.Location.Bytes, "location-bytes", 4<<20, "position data kept per location group, in bytes")
-	fs.DurationVar(&cfg.Location.MemberTTL, "location-member-ttl", 0, "a member's position older than this is dropped from its group (0 = 5m)")
-	fs.DurationVar(&cfg.Seed.SSETimeout, "seed-sse-timeout", 0, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (0 = 30s, negative = never)")
-	fs.DurationVar(&lim.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0 = never)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 0, "graceful shutdown budget (0 = 5s)")
-	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	ac := &cfg.Auth
-	fs.StringVar(&ac.Secret, "auth-secret", os.Getenv("RTLAB_AUTH_SECRET"), "HMAC secret verifying HS256/384/512 tokens (default $RTLAB_AUTH_SECRET); with no secret, key or JWKS the server runs in open dev mode")
-	fs.StringVar(&ac.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
-	fs.StringVar(&ac.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
-	fs.StringVar(&ac.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
-	fs.StringVar(&ac.Audience, "auth-audience", "", "required aud of tokens (empty: not checked)")
-	fs.DurationVar(&ac.Leeway, "auth-leeway", 0, "clock skew tolerated on a token's exp, nbf and iat")
-	fs.StringVar(&ac.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
-	fs.DurationVar(&ac.TokenTTL, "token-ttl", 0, "lifetime of tokens POST /api/login issues (0 = 24h)")
-	fs.IntVar(&ac.MaxRevocations, "max-revocations", 100_000, "revoked tokens kept (each until it expires); a logout past it is refused")
-	fs.IntVar(&ac.Cache, "auth-cache", 10_000, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
-	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", 4<<10, "largest chat message in bytes")
-	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", 1000, "members (and invited users) per chat room")
-	fs.DurationVar(&cfg.ChatIdle, "chat-idle", 0, "a chat room's in-memory view unused this long is dropped; its state stays in the store (0 = 10m)")
-	privateRooms := fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
-	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
-	durable := fs.String("durable", "chat/", "comma-separated topic prefixes whose history is durable: kept across restarts, never expiring by time, archived")
-	fs.IntVar(&cfg.DurableHistory, "durable-history", 1000, "publications kept per durable topic in the live window (the broker's)")
-	fs.StringVar(&cfg.Archive, "archive", "", "archive of durable topics beyond the window: embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db shared by every node; empty = embedded with --broker memory, off with a shared broker")
-	fs.StringVar(&cfg.ArchiveRetention, "archive-retention", "", "what the archive keeps: empty or 0 = everything, a count per topic (100000), or an age (720h, 30d)")
-	fs.IntVar(&cfg.ArchiveQueue, "archive-queue", 100_000, "publications waiting to be archived before new ones are left to the sweeps")
-	fs.DurationVar(&cfg.ArchiveSweep, "archive-sweep", 0, "how often each node checks the broker's window for publications nobody archived (0 = 30s)")
-	fs.DurationVar(&cfg.ArchiveGrace, "archive-grace", 0, "how old a publication must be before a sweep archives it for the node that acknowledged it (0 = 10s)")
-	fs.StringVar(&cfg.ResultsDir, "results-dir", "bench-results", "folder of bench results listed by the page at /lab")
-	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("RTLAB_API_KEY"), "key of the server API for backends, sent as Authorization: apikey KEY (default $RTLAB_API_KEY); empty leaves the API off")
-	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
-	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", 0, "how often a node resends its presence entries to the others; entries expire after three missed refreshes (0 = 5s)")
-	// What each value must be; durations not named here must not be negative (0: the default).
-	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
-		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
-		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "durable-history", "archive-queue")
-	fs.rule(between(1, 1_000_000), "history-size")
-	fs.rule(atLeast(0), "msg-burst", "http-pub-burst", "auth-cache")
-	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "history-max-bytes")
-	fs.rule(rateRule, "msg-rate", "http-pub-rate")
-	fs.rule(anyDuration, "seed-sse-timeout")
-	fs.rule(hostPort(false), "addr")
-	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
-	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
+	x := serveFlagTable(fs, &cfg)
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -111,23 +32,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(logLevel)) // checked by its rule
-	for _, p := range strings.Split(*privateRooms, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.PrivateRooms = append(cfg.PrivateRooms, p)
-		}
-	}
-	for _, p := range strings.Split(*durable, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.Durable = append(cfg.Durable, p)
-		}
-	}
-	for _, o := range strings.Split(*origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
-		}
-	}
-	cfg.PresenceOff = !*presence
+	_ = level.UnmarshalText([]byte(*x.logLevel)) // checked by its rule
+	cfg.PrivateRooms, cfg.Durable, cfg.AllowedOrigins = commaList(*x.privateRooms), commaList(*x.durable), commaList(*x.origins)
+	cfg.TrustedProxies, _ = transport.ParseProxies(*x.proxies) // checked by its rule
+	cfg.PresenceOff = !*x.presence
 	cfg.Version = version
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// go-redis logs through a logger of its own, process-wide, to stderr: a refused dial would
@@ -140,11 +48,46 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // before the server says it serves
+	defer signal.Stop(hup)
+	go reloadOnHUP(ctx, hup, a, cfg.Logger)
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "rtlab serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// commaList is a comma-separated flag's items, trimmed, without empty ones.
+func commaList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// reloadOnHUP rereads the TLS certificate on each SIGHUP until ctx ends. Without TLS the signal
+// is logged and ignored: by default it would end the process without the graceful shutdown.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			switch err := a.ReloadTLS(); {
+			case errors.Is(err, app.ErrNoTLS):
+				log.Info("SIGHUP ignored: " + err.Error())
+			case err != nil:
+				log.Error("SIGHUP", "err", err)
+			default:
+				log.Info("SIGHUP: TLS certificate reloaded")
+			}
+		}
+	}
 }
 
 // explainBusy replaces bbolt's "timeout" when another process holds a file of dataDir with
@@ -169,4 +112,106 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// serveExtras are the serve flags that are not a field of app.Config as given: lists and
+// switches turned into the Config after parsing.
+type serveExtras struct {
+	logLevel                                *string
+	origins, proxies, privateRooms, durable *string
+	presence                                *bool
+}
+
+// serveFlagTable defines every serve flag with its default (from app.Defaults) and its rule:
+// the one place a serve setting is stated; -h and docs/serve.md show this table.
+func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
+	lim := &cfg.Limits
+	d := app.Defaults() // every default, stated once
+	dl := d.Limits
+	logLevel := "info"
+	fs.StringVar(&cfg.Addr, "addr", d.Addr, "listen address (host:port)")
+	fs.StringVar(&cfg.Broker, "broker", d.Broker, "broker: memory (embedded, one node), redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
+	fs.StringVar(&cfg.AMQPDirect, "amqp-direct", d.AMQPDirect, "RabbitMQ broker: while this node is the sequencer, take the other nodes' publish requests on this address (port 0: any free port), so that they skip a trip through RabbitMQ; the other nodes must reach it; empty = always through RabbitMQ")
+	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0: send at once)")
+	fs.IntVar(&cfg.HistorySize, "history-size", d.HistorySize, "publications kept per topic for resume and history reads")
+	fs.DurationVar(&cfg.HistoryTTL, "history-ttl", d.HistoryTTL, "how long a publication stays in history")
+	fs.Int64Var(&cfg.HistoryMaxBytes, "history-max-bytes", d.HistoryMaxBytes, "memory broker: bytes the history of non-durable topics may hold; over it the least recently used topics lose their history (-1 = unlimited)")
+	fs.IntVar(&lim.MaxFrame, "max-frame", dl.MaxFrame, "largest client frame, request body or publication, in bytes")
+	fs.IntVar(&lim.QueueBytes, "queue-bytes", dl.QueueBytes, "bytes queued per connection before it is cut off as a slow consumer")
+	fs.DurationVar(&lim.WriteTimeout, "write-timeout", dl.WriteTimeout, "a socket write taking longer cuts the client off")
+	fs.IntVar(&lim.MaxSubs, "max-subs", dl.MaxSubs, "subscriptions (topics) per connection")
+	fs.Float64Var(&lim.MsgRate, "msg-rate", dl.MsgRate, "publishes per second per connection (-1 = unlimited)")
+	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
+	fs.DurationVar(&lim.PingInterval, "ping-interval", dl.PingInterval, "WebSocket ping on idle connections")
+	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", dl.SSEHeartbeat, "SSE heart-beat comment on idle streams")
+	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", dl.StompHeartbeat, "STOMP heart-beat offered both ways")
+	fs.DurationVar(&lim.LongPollMax, "long-poll-max", dl.LongPollMax, "longest wait a long poll may ask for")
+	fs.DurationVar(&cfg.Seed.LongTimeout, "seed-long-timeout", d.Seed.LongTimeout, "wait of the seed route GET /location/long/{group}")
+	fs.IntVar(&lim.StompTxFrames, "stomp-tx-frames", dl.StompTxFrames, "SEND frames one STOMP transaction may hold")
+	fs.IntVar(&lim.StompTxBytes, "stomp-tx-bytes", dl.StompTxBytes, "body bytes one STOMP transaction may hold")
+	fs.IntVar(&lim.StompTxMax, "stomp-tx-max", dl.StompTxMax, "open transactions per STOMP session")
+	fs.IntVar(&lim.UnackedMsgs, "stomp-unacked", dl.UnackedMsgs, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
+	fs.IntVar(&lim.UnackedBytes, "stomp-unacked-bytes", dl.UnackedBytes, "data bytes of those unacknowledged messages")
+	fs.DurationVar(&lim.FirstFrameTimeout, "first-frame-timeout", dl.FirstFrameTimeout, "time from a STOMP upgrade to its CONNECT frame")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", dl.BodyTimeout, "time to read one request body")
+	fs.Float64Var(&lim.HTTPPubRate, "http-pub-rate", dl.HTTPPubRate, "HTTP publishes per second per user, or per address when anonymous (-1 = unlimited)")
+	fs.IntVar(&lim.HTTPPubBurst, "http-pub-burst", 0, "HTTP publish burst (0 = 2 x http-pub-rate, at least 10)")
+	fs.IntVar(&lim.MaxConns, "max-conns", dl.MaxConns, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
+	fs.IntVar(&lim.MaxConnsPerIP, "max-conns-per-ip", dl.MaxConnsPerIP, "streaming connections and waiting long polls per client address (-1 = unlimited)")
+	origins := fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, only to requests straight from loopback)")
+	fs.BoolVar(&cfg.Dev, "dev", false, "open dev mode (no --auth-*) also serves other machines; without it only requests straight from loopback are served")
+	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For gives the client's address (empty: none)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.IntVar(&cfg.Location.Groups, "location-groups", d.Location.Groups, "location groups whose latest positions are kept for GET /cur/{group}")
+	fs.IntVar(&cfg.Location.Members, "location-members", d.Location.Members, "members kept per location group")
+	fs.IntVar(&cfg.Location.Bytes, "location-bytes", d.Location.Bytes, "position data kept per location group, in bytes")
+	fs.DurationVar(&cfg.Location.MemberTTL, "location-member-ttl", d.Location.MemberTTL, "a member's position older than this is dropped from its group")
+	fs.DurationVar(&cfg.Seed.SSETimeout, "seed-sse-timeout", d.Seed.SSETimeout, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (negative = never)")
+	fs.DurationVar(&lim.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0: never)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "graceful shutdown budget")
+	fs.StringVar(&logLevel, "log-level", logLevel, "log level: debug, info, warn, error")
+	ac := &cfg.Auth
+	fs.StringVar(&ac.Secret, "auth-secret", "", "HMAC secret verifying HS256/384/512 tokens; with no secret, key or JWKS the server runs in open dev mode")
+	fs.StringVar(&ac.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
+	fs.StringVar(&ac.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
+	fs.StringVar(&ac.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
+	fs.StringVar(&ac.Audience, "auth-audience", "", "required aud of tokens (empty: not checked)")
+	fs.DurationVar(&ac.Leeway, "auth-leeway", 0, "clock skew tolerated on a token's exp, nbf and iat")
+	fs.StringVar(&ac.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
+	fs.DurationVar(&ac.TokenTTL, "token-ttl", d.Auth.TokenTTL, "lifetime of tokens POST /api/login issues")
+	fs.IntVar(&ac.MaxRevocations, "max-revocations", d.Auth.MaxRevocations, "revoked tokens kept (each until it expires); a logout past it is refused")
+	fs.IntVar(&ac.Cache, "auth-cache", d.Auth.Cache, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
+	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", d.ChatMaxBytes, "largest chat message in bytes")
+	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", d.ChatMaxMembers, "members (and invited users) per chat room")
+	fs.DurationVar(&cfg.ChatIdle, "chat-idle", d.ChatIdle, "a chat room's in-memory view unused this long is dropped; its state stays in the store")
+	privateRooms := fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
+	fs.StringVar(&cfg.DataDir, "data-dir", d.DataDir, "directory for durable history (empty: keep everything in memory)")
+	durable := fs.String("durable", strings.Join(d.Durable, ","), "comma-separated topic prefixes whose history is durable: kept across restarts, never expiring by time, archived")
+	fs.IntVar(&cfg.DurableHistory, "durable-history", d.DurableHistory, "publications kept per durable topic in the live window (the broker's)")
+	fs.StringVar(&cfg.Archive, "archive", "", "archive of durable topics beyond the window: embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db shared by every node; empty = embedded with --broker memory, off with a shared broker")
+	fs.StringVar(&cfg.ArchiveRetention, "archive-retention", "", "what the archive keeps: empty or 0 = everything, a count per topic (100000), or an age (720h, 30d)")
+	fs.IntVar(&cfg.ArchiveQueue, "archive-queue", d.ArchiveQueue, "publications waiting to be archived before new ones are left to the sweeps")
+	fs.DurationVar(&cfg.ArchiveSweep, "archive-sweep", d.ArchiveSweep, "how often each node checks the broker's window for publications nobody archived")
+	fs.DurationVar(&cfg.ArchiveGrace, "archive-grace", d.ArchiveGrace, "how old a publication must be before a sweep archives it for the node that acknowledged it")
+	fs.StringVar(&cfg.ResultsDir, "results-dir", d.ResultsDir, "folder of bench results listed by the page at /lab")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "key of the server API for backends, sent as Authorization: apikey KEY; empty leaves the API off")
+	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
+	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", d.PresenceRefresh, "how often a node resends its presence entries to the others; entries expire after three missed refreshes")
+	// What each value must be; durations not named here must not be negative (0: the default).
+	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
+		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
+		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "durable-history", "archive-queue")
+	fs.rule(between(1, 1_000_000), "history-size")
+	fs.rule(atLeast(0), "msg-burst", "http-pub-burst", "auth-cache")
+	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "history-max-bytes")
+	fs.rule(rateRule, "msg-rate", "http-pub-rate")
+	fs.rule(anyDuration, "seed-sse-timeout")
+	fs.rule(hostPort(false), "addr")
+	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
+	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
+	fs.rule(rule{func(v any) bool { _, err := transport.ParseProxies(v.(string)); return err == nil },
+		"comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)"}, "trusted-proxies")
+	return serveExtras{logLevel: &logLevel, origins: origins, proxies: proxies, privateRooms: privateRooms, durable: durable, presence: presence}
 }

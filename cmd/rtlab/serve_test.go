@@ -56,6 +56,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--msg-burst", "-1"}, `--msg-burst "-1": want a whole number, at least 0`},
 		{[]string{"--presence=maybe"}, `--presence "maybe": want true or false`},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},
+		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies "10.0.0.0/33": want comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)`},
 		{[]string{"--addr"}, `--addr needs a value: want host:port, such as 127.0.0.1:8080 or :8080`},
 		{[]string{"--no-such-flag"}, `unknown flag --no-such-flag (rtlab serve -h lists the flags)`},
 		{[]string{"stray"}, `unexpected argument "stray"; all settings are flags (rtlab serve -h)`},
@@ -120,5 +121,51 @@ func TestServeRedisUnreachable(t *testing.T) {
 	want := regexp.MustCompile(`^rtlab serve: --broker: redis broker: connect to ` + regexp.QuoteMeta(dead) + `: .*connection refused\n$`)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !want.MatchString(stderr.String()) {
 		t.Errorf("err %v, stderr %q; want exit 2 and one line matching %s", err, stderr.String(), want)
+	}
+}
+
+// TestServeEnv: every flag also reads RTLAB_<NAME>; a bad value there gets the same one line,
+// naming the variable; the command line wins over the environment.
+func TestServeEnv(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"RTLAB_MAX_FRAME", "-5", `$RTLAB_MAX_FRAME "-5": want a whole number, at least 1`},
+		{"RTLAB_QUEUE_BYTES", "1MiB", `$RTLAB_QUEUE_BYTES "1MiB": want a whole number, at least 1`},
+		{"RTLAB_LOG_LEVEL", "loud", `$RTLAB_LOG_LEVEL "loud": want debug, info, warn or error`},
+		{"RTLAB_DEV", "maybe", `$RTLAB_DEV "maybe": want true or false`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"serve", "--data-dir", ""}, &stdout, &stderr)
+			if want := "rtlab serve: " + tc.want + "\n"; code != 2 || stderr.String() != want {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+			}
+		})
+	}
+	cmd := rtlabCmd(t, "serve", "--addr", "127.0.0.1:0", "--max-frame", "2048")
+	cmd.Env = append(cmd.Env, "RTLAB_DATA_DIR=", "RTLAB_HISTORY_SIZE=7", "RTLAB_MAX_FRAME=-5", "RTLAB_TRUSTED_PROXIES=10.0.0.0/8")
+	line := servertest.StartUntil(t, cmd, `msg="rtlab serving"`, 30*time.Second)
+	t.Cleanup(func() { servertest.Interrupt(cmd) })
+	for _, want := range []string{"history_size=7", "max_frame=2048", `durable="off (all history in memory)"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("start line %q: want %s", line, want)
+		}
+	}
+}
+
+// TestVersion: `rtlab version` prints a semantic version and the commit, and CHANGELOG.md has
+// a section for that version.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("rtlab version: exit %d", code)
+	}
+	m := regexp.MustCompile(`^rtlab (\d+\.\d+\.\d+) \(commit \S+\)\n$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("rtlab version printed %q; want rtlab X.Y.Z (commit C)", stdout.String())
+	}
+	log, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil || !strings.Contains(string(log), "\n## "+m[1]+"\n") {
+		t.Errorf("CHANGELOG.md has no section ## %s (%v)", m[1], err)
 	}
 }

@@ -79,8 +79,14 @@ type Config struct {
 	// WebSocket, STOMP and SSE connections and get CORS headers ("*" for any).
 	AllowedOrigins []string
 	// AdminAddr, when set, serves /metrics and /lab on a listener of their own instead of Addr.
-	// Unset with auth on, they answer only clients on loopback.
+	// Unset, they answer on Addr only requests straight from loopback (no proxy headers).
 	AdminAddr string
+	// Dev lets clients from other machines in while no auth is configured (open dev mode).
+	// Without it open dev mode serves only requests straight from loopback, as Redis's
+	// protected mode does.
+	Dev bool
+	// TrustedProxies are the proxies whose X-Forwarded-For gives the client's address.
+	TrustedProxies transport.Proxies
 	// TLSCert and TLSKey are PEM files; with both, Addr serves HTTPS (and wss://).
 	TLSCert, TLSKey string
 	// Location bounds the state kept for GET /cur/{group}.
@@ -119,36 +125,39 @@ type App struct {
 	metrics   *metrics.Metrics
 	handler   http.Handler
 	admin     http.Handler // /metrics and /lab when they have a listener of their own (AdminAddr)
+	cert      *certHolder  // the TLS certificate, reread by ReloadTLS; nil without TLS
 }
 
 // New builds the server from cfg without starting it.
 func New(cfg Config) (*App, error) {
+	d := Defaults()
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8080"
+		cfg.Addr = d.Addr
 	}
 	if cfg.Broker == "" {
-		cfg.Broker = "memory"
+		cfg.Broker = d.Broker
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 5 * time.Second
+		cfg.ShutdownTimeout = d.ShutdownTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.HistorySize < 0 || cfg.HistorySize > 1_000_000 {
-		return nil, fmt.Errorf("--history-size %d: want 1..1000000", cfg.HistorySize)
-	}
+	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
 	if cfg.DurableHistory <= 0 {
-		cfg.DurableHistory = 1000
+		cfg.DurableHistory = d.DurableHistory
 	}
 	cfg.Seed.fill()
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
+	var cert *tls.Certificate
 	if cfg.TLSCert != "" {
-		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+		c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
+		cert = &c
 	}
 	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
 	durableHistory := hub.HistoryPolicy{Size: cfg.DurableHistory, TTL: -1}
@@ -213,7 +222,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		_ = b.Close()
 		if arch != nil {
@@ -235,14 +244,17 @@ func New(cfg Config) (*App, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if cfg.Dev && required {
+		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
+	}
 	if cfg.ChatMaxBytes <= 0 {
-		cfg.ChatMaxBytes = 4 << 10
+		cfg.ChatMaxBytes = d.ChatMaxBytes
 	}
 	if cfg.ChatMaxMembers <= 0 {
-		cfg.ChatMaxMembers = 1000
+		cfg.ChatMaxMembers = d.ChatMaxMembers
 	}
 	if cfg.ChatIdle <= 0 {
-		cfg.ChatIdle = 10 * time.Minute
+		cfg.ChatIdle = d.ChatIdle
 	}
 	a.notes = newNotifications(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
@@ -252,6 +264,7 @@ func New(cfg Config) (*App, error) {
 	a.tr = transport.New(transport.Config{
 		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy}, Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
+		Proxies: cfg.TrustedProxies,
 	})
 	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
 	a.handler, a.admin = a.routes()
@@ -321,8 +334,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		if a.cfg.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, a.cfg.TLSCert, a.cfg.TLSKey)
+		if a.cert != nil {
+			srv.TLSConfig = &tls.Config{GetCertificate: a.cert.get, MinVersion: tls.VersionTLS12}
+			errc <- srv.ServeTLS(ln, "", "")
 			return
 		}
 		errc <- srv.Serve(ln)
@@ -360,12 +374,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	started.Store(true)
 	lim := a.tr.Limits()
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
-		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
+		"history_size", orDefault(a.cfg.HistorySize, Defaults().HistorySize), "history_ttl", durOrDefault(a.cfg.HistoryTTL, Defaults().HistoryTTL),
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "http_pub_rate", lim.HTTPPubRate,
 		"max_conns", lim.MaxConns, "max_conns_per_ip", lim.MaxConnsPerIP, "tls", a.cfg.TLSCert != "", "auth", a.authMode(),
 		"durable", a.durableMode(), "archive", a.archDesc,
 		"version", a.cfg.Version)
+	a.warnOpen(ln.Addr())
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -571,9 +586,29 @@ func (a *App) durableMode() string {
 	return fmt.Sprintf("%s in %s (%d kept per topic)", strings.Join(a.cfg.Durable, ","), filepath.Join(a.cfg.DataDir, "rtlab.db"), a.cfg.DurableHistory)
 }
 
+// warnOpen says loudly at start what open dev mode lets in on addr.
+func (a *App) warnOpen(addr net.Addr) {
+	switch {
+	case a.policy.required:
+	case a.cfg.Dev:
+		a.log.Warn("OPEN DEV MODE WITH --dev: every client that reaches "+addr.String()+" is served without a token and POST /api/login signs any name it is given; never expose this server", "addr", addr.String())
+	case !isLoopback(addr):
+		a.log.Warn("open dev mode on "+addr.String()+": only requests straight from this machine are served, others get 403; configure auth (--auth-secret, --auth-public-key or --auth-jwks), or start with --dev to let other machines in", "addr", addr.String())
+	}
+}
+
+// isLoopback reports whether a listener's address accepts only this machine's clients.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 func (a *App) authMode() string {
-	if !a.policy.required {
-		return "open (dev mode: no --auth-secret, --auth-public-key or --auth-jwks; anyone may connect and POST /api/login takes any name)"
+	switch {
+	case !a.policy.required && a.cfg.Dev:
+		return "open (dev mode with --dev: no --auth-secret, --auth-public-key or --auth-jwks; anyone may connect and POST /api/login takes any name)"
+	case !a.policy.required:
+		return "open (dev mode: no --auth-secret, --auth-public-key or --auth-jwks; only this machine's clients are served, POST /api/login takes any name)"
 	}
 	login := "POST /api/login off (tokens come from the application's backend)"
 	if a.users != nil {
@@ -655,30 +690,46 @@ func (a *App) routes() (http.Handler, http.Handler) {
 		admin = adminMux
 	}
 	guard := func(h http.Handler) http.Handler {
-		if adminMux != nil || !a.policy.required {
+		if adminMux != nil {
 			return h
 		}
-		return loopbackOnly(h, fail)
+		return localOnly(h, fail, "%s is for the operator: on --addr it answers only requests straight from loopback (no proxy headers); give it --admin-addr to serve it elsewhere")
 	}
 	admin.Handle("GET /metrics", guard(promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{})))
 	admin.Handle("GET /lab", guard(page))
 	admin.Handle("GET /lab/", guard(page))
 	public := a.tr.CORS(a.tr.BodyDeadline(a.metrics.Instrument(mux, requestRoute)))
+	if !a.policy.required && !a.cfg.Dev {
+		public = protected(public, fail)
+	}
 	if adminMux == nil {
 		return public, nil
 	}
 	return public, adminMux
 }
 
-// loopbackOnly serves h to clients on loopback and refuses others with 403.
-func loopbackOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
+// localOnly serves h to requests straight from loopback and refuses others with 403 and
+// why (a format with the path).
+func localOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, error), why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			fail(w, r, fmt.Errorf("%w: %s is for the operator: with auth on it answers only on loopback, or on --admin-addr", transport.ErrForbidden, r.URL.Path))
+		if !transport.LocalDirect(r) {
+			fail(w, r, fmt.Errorf("%w: "+why, transport.ErrForbidden, r.URL.Path))
 			return
 		}
 		h.ServeHTTP(w, r)
+	})
+}
+
+// protected is open dev mode without --dev: only requests straight from loopback are served,
+// besides the probes, which say nothing and take no identity.
+func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	refuse := localOnly(h, fail, "%s: open dev mode serves only requests straight from this machine; configure auth (--auth-secret, --auth-public-key or --auth-jwks), or start the server with --dev to let other machines in")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		refuse.ServeHTTP(w, r)
 	})
 }
 

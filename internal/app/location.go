@@ -22,17 +22,18 @@ type LocationLimits struct {
 }
 
 func (l *LocationLimits) fill() {
+	d := Defaults().Location
 	if l.Groups <= 0 {
-		l.Groups = 1000
+		l.Groups = d.Groups
 	}
 	if l.Members <= 0 {
-		l.Members = 10_000
+		l.Members = d.Members
 	}
 	if l.Bytes <= 0 {
-		l.Bytes = 4 << 20
+		l.Bytes = d.Bytes
 	}
 	if l.MemberTTL <= 0 {
-		l.MemberTTL = 5 * time.Minute
+		l.MemberTTL = d.MemberTTL
 	}
 }
 

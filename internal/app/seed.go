@@ -31,11 +31,12 @@ type SeedConfig struct {
 }
 
 func (c *SeedConfig) fill() {
+	d := Defaults().Seed
 	if c.LongTimeout <= 0 {
-		c.LongTimeout = 10 * time.Second
+		c.LongTimeout = d.LongTimeout
 	}
 	if c.SSETimeout == 0 {
-		c.SSETimeout = 30 * time.Second
+		c.SSETimeout = d.SSETimeout
 	}
 }
 

@@ -77,19 +77,26 @@ type Archiver struct {
 
 var _ hub.Archive = (*Archiver)(nil)
 
+// The defaults of Config's Queue, Sweep and Grace (--archive-queue, --archive-sweep, --archive-grace).
+const (
+	DefaultQueue = 100_000
+	DefaultSweep = 30 * time.Second
+	DefaultGrace = 10 * time.Second
+)
+
 // New returns an Archiver; Run starts it.
 func New(cfg Config) *Archiver {
 	if cfg.Queue <= 0 {
-		cfg.Queue = 100_000
+		cfg.Queue = DefaultQueue
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1000
 	}
 	if cfg.Sweep <= 0 {
-		cfg.Sweep = 30 * time.Second
+		cfg.Sweep = DefaultSweep
 	}
 	if cfg.Grace <= 0 {
-		cfg.Grace = 10 * time.Second
+		cfg.Grace = DefaultGrace
 	}
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = 10 * time.Minute

@@ -125,9 +125,12 @@ type presence struct {
 	once  sync.Once
 }
 
+// DefaultPresenceRefresh is the default of PresenceConfig.Refresh (--presence-refresh).
+const DefaultPresenceRefresh = 5 * time.Second
+
 func newPresence(h *Hub, cfg PresenceConfig) *presence {
 	if cfg.Refresh <= 0 {
-		cfg.Refresh = 5 * time.Second
+		cfg.Refresh = DefaultPresenceRefresh
 	}
 	p := &presence{
 		h: h, off: cfg.Off, node: newNodeID(), refresh: cfg.Refresh,

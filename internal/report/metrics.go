@@ -234,6 +234,12 @@ func count(f func(r *bench.Run) int64) func(r *bench.Run) (float64, bool) {
 }
 
 // always adapts a figure that is always measured to metric.value.
+// expected reads a delivery figure, which is missing when no publication was expected anywhere
+// (no receiver stayed --grace after any): a ratio of nothing is not 100 %.
+func expected(f func(r *bench.Run) float64) func(r *bench.Run) (float64, bool) {
+	return func(r *bench.Run) (float64, bool) { return f(r), r.Delivery.Expected > 0 }
+}
+
 func always(f func(r *bench.Run) float64) func(r *bench.Run) (float64, bool) {
 	return func(r *bench.Run) (float64, bool) { return f(r), true }
 }
@@ -282,7 +288,7 @@ func quietLatency(r *bench.Run) *bench.Latencies {
 // Figures used by the verdict table, the terminal and the comparison. They are values, not
 // pointers into a shared table, so nothing here is mutable package state.
 var (
-	mRatio  = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: always(func(r *bench.Run) float64 { return r.Delivery.Ratio })}
+	mRatio  = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: expected(func(r *bench.Run) float64 { return r.Delivery.Ratio })}
 	mLost   = metric{key: "delivery.lost", label: "lost", unit: unitCount, better: lowerBetter, value: count(lost)}
 	mDups   = metric{key: "delivery.duplicates", label: "duplicates", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.Duplicates })}
 	mOOO    = metric{key: "delivery.outOfOrder", label: "out of order", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.OutOfOrder })}

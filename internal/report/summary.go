@@ -43,6 +43,9 @@ func Summary(w io.Writer, r *bench.Results) {
 		}
 		for _, run := range l.runs {
 			ratio := fmtRatio(run.Delivery.Ratio)
+			if run.Delivery.Expected == 0 {
+				ratio = none // nothing was expected: no ratio, not 100 %
+			}
 			if run.Delivery.Ratio < MinRatio {
 				ratio += flagMark
 				flagged = true

@@ -135,7 +135,13 @@ func verdict(users int, runs []*bench.Run) string {
 	if len(refused) > 0 {
 		accepted = " of the publications the server accepted"
 	}
+	nothing := true
+	for _, r := range runs {
+		nothing = nothing && r.Delivery.Expected == 0
+	}
 	switch {
+	case nothing:
+		parts = append(parts, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio")
 	case len(runs) == 1:
 		parts = append(parts, fmt.Sprintf("%s delivered %s %%%s", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio), accepted))
 	case len(bad) == 0:

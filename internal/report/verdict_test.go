@@ -221,3 +221,17 @@ func TestNotRun(t *testing.T) {
 		t.Errorf("not run: %q, want %q", got, want)
 	}
 }
+
+// TestVerdictNothingExpected: a run in which no publication had a receiver (five users, too
+// short) has no delivery ratio: the verdict says so instead of "delivered 100 %", and the
+// summary's ratio cell is empty.
+func TestVerdictNothingExpected(t *testing.T) {
+	r := &bench.Run{Transport: "ws", Delivery: bench.Delivery{Ratio: 1}}
+	v := verdict(5, []*bench.Run{r})
+	if strings.Contains(v, "delivered 100") || !strings.Contains(v, "no publication was expected") {
+		t.Errorf("verdict %q; want it to say nothing was expected", v)
+	}
+	if c := mRatio.cell(r); c != none {
+		t.Errorf("ratio cell %q, want %q", c, none)
+	}
+}

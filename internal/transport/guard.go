@@ -35,20 +35,10 @@ func retryAfter(err error) string {
 	return strconv.Itoa(max(1, int(math.Ceil(re.after.Seconds()))))
 }
 
-// clientIP is the address a request came from: the peer of the TCP connection. Proxies'
-// forwarding headers are not trusted; behind a proxy every client shares its address.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // admit counts a new streaming connection from r against MaxConns and MaxConnsPerIP. The
 // returned release must be called once the connection has ended (or was never opened).
 func (s *Server) admit(r *http.Request) (release func(), err error) {
-	ip := clientIP(r)
+	ip := s.clientIP(r)
 	s.mu.Lock()
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
@@ -137,7 +127,8 @@ func (k *keyedLimiter) size() int {
 // allowHTTPPublish applies the HTTP publish rate to the request's user, or to its address
 // when anonymous.
 func (s *Server) allowHTTPPublish(r *http.Request, user string) error {
-	key, who := "a:"+clientIP(r), "address "+clientIP(r)
+	ip := s.clientIP(r)
+	key, who := "a:"+ip, "address "+ip
 	if user != "" {
 		key, who = "u:"+user, "user "+user
 	}

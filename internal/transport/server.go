@@ -46,52 +46,66 @@ type Limits struct {
 	MaxConnsPerIP     int           // streaming connections per client address; zero means 100, -1 unlimited
 }
 
+// DefaultLimits are the limits' defaults, stated once: the serve flags show them and fill
+// takes a zero limit from them.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFrame: 64 << 10, QueueBytes: 1 << 20, WriteTimeout: 10 * time.Second, MaxSubs: 128,
+		MsgRate: 100, PingInterval: 25 * time.Second, SSEHeartbeat: 15 * time.Second,
+		StompHeartbeat: 10 * time.Second, LongPollMax: 60 * time.Second,
+		StompTxFrames: 100, StompTxBytes: 1 << 20, StompTxMax: 16, UnackedMsgs: 1000, UnackedBytes: 4 << 20,
+		FirstFrameTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
+		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 100,
+	}
+}
+
 func (l *Limits) fill() {
-	def := func(v *time.Duration, d time.Duration) {
+	d := DefaultLimits()
+	zero := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	if l.MaxFrame <= 0 {
-		l.MaxFrame = 64 << 10
+	zeroDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if l.QueueBytes <= 0 {
-		l.QueueBytes = 1 << 20
-	}
-	if l.MaxSubs <= 0 {
-		l.MaxSubs = 128
-	}
+	zero(&l.MaxFrame, d.MaxFrame)
+	zero(&l.QueueBytes, d.QueueBytes)
+	zero(&l.MaxSubs, d.MaxSubs)
 	if l.MsgRate == 0 {
-		l.MsgRate = 100
+		l.MsgRate = d.MsgRate
 	}
 	if l.MsgBurst <= 0 {
 		l.MsgBurst = max(10, int(2*l.MsgRate))
 	}
 	if l.HTTPPubRate == 0 {
-		l.HTTPPubRate = 100
+		l.HTTPPubRate = d.HTTPPubRate
 	}
 	if l.HTTPPubBurst <= 0 {
 		l.HTTPPubBurst = max(10, int(2*l.HTTPPubRate))
 	}
-	defInt := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
+	// -1 (unlimited) is kept for the connection caps.
+	for _, f := range []struct {
+		v *int
+		d int
+	}{
+		{&l.StompTxFrames, d.StompTxFrames}, {&l.StompTxBytes, d.StompTxBytes}, {&l.StompTxMax, d.StompTxMax},
+		{&l.UnackedMsgs, d.UnackedMsgs}, {&l.UnackedBytes, d.UnackedBytes},
+		{&l.MaxConns, d.MaxConns}, {&l.MaxConnsPerIP, d.MaxConnsPerIP},
+	} {
+		if *f.v == 0 {
+			*f.v = f.d
 		}
 	}
-	defInt(&l.StompTxFrames, 100)
-	defInt(&l.StompTxBytes, 1<<20)
-	defInt(&l.StompTxMax, 16)
-	defInt(&l.UnackedMsgs, 1000)
-	defInt(&l.UnackedBytes, 4<<20)
-	defInt(&l.MaxConns, 10_000)
-	defInt(&l.MaxConnsPerIP, 100)
-	def(&l.FirstFrameTimeout, 10*time.Second)
-	def(&l.BodyTimeout, 10*time.Second)
-	def(&l.WriteTimeout, 10*time.Second)
-	def(&l.PingInterval, 25*time.Second)
-	def(&l.SSEHeartbeat, 15*time.Second)
-	def(&l.StompHeartbeat, 10*time.Second)
-	def(&l.LongPollMax, 60*time.Second)
+	zeroDur(&l.FirstFrameTimeout, d.FirstFrameTimeout)
+	zeroDur(&l.BodyTimeout, d.BodyTimeout)
+	zeroDur(&l.WriteTimeout, d.WriteTimeout)
+	zeroDur(&l.PingInterval, d.PingInterval)
+	zeroDur(&l.SSEHeartbeat, d.SSEHeartbeat)
+	zeroDur(&l.StompHeartbeat, d.StompHeartbeat)
+	zeroDur(&l.LongPollMax, d.LongPollMax)
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.
@@ -164,6 +178,9 @@ type Config struct {
 	STOMPDests STOMPDests
 	Metrics    *metrics.Metrics
 	Logger     *slog.Logger
+	// Proxies are the reverse proxies whose X-Forwarded-For gives the client's address for the
+	// per-address limits (clientaddr.go).
+	Proxies Proxies
 }
 
 // Server holds the transports' shared state: the connections it must close at shutdown.
@@ -176,6 +193,7 @@ type Server struct {
 	m       *metrics.Metrics
 	log     *slog.Logger
 	pubRate *keyedLimiter // HTTP publishes per user or address
+	proxies Proxies
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -197,6 +215,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
+		proxies: cfg.Proxies,
 		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		conns:   make(map[*writer]struct{}), perIP: make(map[string]int), polls: make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"time"
+
+	"github.com/rtlab/rtlab/internal/archive"
+	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/transport"
+)
+
+// Defaults is every setting's default, stated once: `rtlab serve`'s flag table takes its
+// defaults from it (and -h and docs/serve.md show them), and New fills a zero setting from it.
+// Settings whose zero value means something else (DataDir, Durable, Archive) hold the flag's
+// default here and are taken as given by New.
+func Defaults() Config {
+	return Config{
+		Addr:            "127.0.0.1:8080",
+		Broker:          "memory",
+		AMQPDirect:      "127.0.0.1:0",
+		HistorySize:     hub.DefaultHistorySize,
+		HistoryTTL:      hub.DefaultHistoryTTL,
+		HistoryMaxBytes: DefaultHistoryMaxBytes,
+		Limits:          transport.DefaultLimits(),
+		Seed:            SeedConfig{LongTimeout: 10 * time.Second, SSETimeout: 30 * time.Second},
+		ShutdownTimeout: 5 * time.Second,
+		Auth:            AuthConfig{TokenTTL: auth.DefaultTTL, MaxRevocations: 100_000, Cache: 10_000},
+		ChatMaxBytes:    4 << 10,
+		ChatMaxMembers:  1000,
+		ChatIdle:        10 * time.Minute,
+		DataDir:         "./data",
+		Durable:         []string{"chat/"},
+		DurableHistory:  1000,
+		ArchiveQueue:    archive.DefaultQueue,
+		ArchiveSweep:    archive.DefaultSweep,
+		ArchiveGrace:    archive.DefaultGrace,
+		ResultsDir:      "bench-results",
+		Location:        LocationLimits{Groups: 1000, Members: 10_000, Bytes: 4 << 20, MemberTTL: 5 * time.Minute},
+		PresenceRefresh: hub.DefaultPresenceRefresh,
+	}
+}

@@ -1,0 +1,191 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/servertest"
+)
+
+// outsideAddr is an address of this machine that is not loopback: a client connecting from it
+// is, to the server, another machine. The test skips on a machine with none.
+func outsideAddr(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("this machine has no IPv4 address besides loopback")
+	return ""
+}
+
+// serveOn starts rtlab serve on 0.0.0.0 with args, returns its port and the first line that
+// contains marker.
+func serveOn(t *testing.T, marker string, args ...string) (port, line string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "0.0.0.0:" + port, "--data-dir", ""}, args...)...)
+	line = servertest.StartUntil(t, cmd, marker, 30*time.Second)
+	t.Cleanup(func() { servertest.Interrupt(cmd) })
+	return port, line
+}
+
+// from is an HTTP client whose connections come from the address ip.
+func from(ip string) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+}
+
+// call makes one request and returns its status and body.
+func call(t *testing.T, c *http.Client, method, url string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(`{"user":"mallory"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestProtectedByDefault starts the server on every address of the machine without auth: a
+// client from another address is refused with a reason naming --dev (its login too), this
+// machine's are served; with --dev the other address is served, and said loudly at start.
+// /metrics and /lab answer only requests straight from loopback either way.
+func TestProtectedByDefault(t *testing.T) {
+	out := outsideAddr(t)
+	local, remote := from("127.0.0.1"), from(out)
+	t.Run("without --dev", func(t *testing.T) {
+		port, warn := serveOn(t, "only requests straight from this machine are served")
+		if !strings.Contains(warn, "level=WARN") || !strings.Contains(warn, "--dev") {
+			t.Errorf("start line %q: want a warning naming --dev", warn)
+		}
+		url := "http://" + out + ":" + port
+		code, body := call(t, remote, "POST", url+"/api/login", nil)
+		var e struct{ Error, Reason string }
+		_ = json.Unmarshal([]byte(body), &e)
+		if code != http.StatusForbidden || e.Error != "forbidden" || !strings.Contains(e.Reason, "--dev") {
+			t.Errorf("login from %s: %d %s; want 403 with a reason naming --dev", out, code, body)
+		}
+		for _, path := range []string{"/api/ws", "/api/sse?topic=t", "/api/poll/t"} {
+			if code, body := call(t, remote, "GET", url+path, nil); code != http.StatusForbidden {
+				t.Errorf("GET %s from %s: %d %s; want 403", path, out, code, body)
+			}
+		}
+		if code, _ := call(t, remote, "GET", url+"/healthz", nil); code != http.StatusOK {
+			t.Errorf("/healthz from %s: %d; want 200 (probes are answered)", out, code)
+		}
+		// This machine's clients, even through the address other machines would use.
+		if code, body := call(t, local, "POST", "http://127.0.0.1:"+port+"/api/login", nil); code != http.StatusOK {
+			t.Errorf("login from loopback: %d %s", code, body)
+		}
+		checkAdmin(t, local, remote, url, port)
+	})
+	t.Run("with --dev", func(t *testing.T) {
+		port, warn := serveOn(t, "OPEN DEV MODE", "--dev")
+		if !strings.Contains(warn, "level=WARN") {
+			t.Errorf("start line %q: want a warning", warn)
+		}
+		url := "http://" + out + ":" + port
+		if code, body := call(t, remote, "POST", url+"/api/login", nil); code != http.StatusOK || !strings.Contains(body, "token") {
+			t.Errorf("login from %s with --dev: %d %s; want 200 and a token", out, code, body)
+		}
+		checkAdmin(t, local, remote, url, port)
+	})
+	t.Run("--dev with auth", func(t *testing.T) {
+		cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", "", "--dev", "--auth-secret", "0123456789abcdef0123")
+		b, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(b), "--dev") {
+			t.Errorf("--dev with --auth-secret: exit %d, %s; want exit 2 naming --dev", code, b)
+		}
+	})
+}
+
+// checkAdmin: /metrics and /lab answer a loopback client, not another address, nor a proxy on
+// loopback relaying a request (X-Forwarded-For).
+func checkAdmin(t *testing.T, local, remote *http.Client, url, port string) {
+	t.Helper()
+	for _, path := range []string{"/metrics", "/lab"} {
+		if code, _ := call(t, local, "GET", "http://127.0.0.1:"+port+path, nil); code != http.StatusOK {
+			t.Errorf("GET %s from loopback: %d, want 200", path, code)
+		}
+		if code, _ := call(t, local, "GET", "http://127.0.0.1:"+port+path, map[string]string{"X-Forwarded-For": "198.51.100.7"}); code != http.StatusForbidden {
+			t.Errorf("GET %s from loopback through a proxy: %d, want 403", path, code)
+		}
+		if code, _ := call(t, remote, "GET", url+path, nil); code != http.StatusForbidden {
+			t.Errorf("GET %s from another address: %d, want 403", path, code)
+		}
+	}
+}
+
+// TestTrustedProxies: the per-address connection limit counts the address X-Forwarded-For
+// gives when the peer is a --trusted-proxies one, and the peer's own address otherwise, so a
+// client cannot escape the limit by claiming addresses.
+func TestTrustedProxies(t *testing.T) {
+	out := outsideAddr(t)
+	port, _ := serveOn(t, "rtlab serving", "--dev", "--trusted-proxies", "127.0.0.0/8", "--max-conns-per-ip", "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// open keeps an SSE stream open and returns its status and, when refused, the body.
+	open := func(c *http.Client, host, claimed string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+host+":"+port+"/api/sse?topic=t", nil)
+		req.Header.Set("X-Forwarded-For", claimed)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			t.Cleanup(func() { resp.Body.Close() })
+			return resp.StatusCode, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	stream := func() *http.Client { // no timeout: streams stay open until the test ends
+		d := &net.Dialer{}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	}
+	proxy := stream()
+	if code, body := open(proxy, "127.0.0.1", "198.51.100.1"); code != http.StatusOK {
+		t.Fatalf("first client through the trusted proxy: %d %s", code, body)
+	}
+	if code, body := open(proxy, "127.0.0.1", "198.51.100.2"); code != http.StatusOK {
+		t.Fatalf("second client through the trusted proxy: %d %s; want its own limit", code, body)
+	}
+	if code, body := open(proxy, "127.0.0.1", "198.51.100.1"); code != http.StatusTooManyRequests || !strings.Contains(body, "198.51.100.1") {
+		t.Errorf("the first client again: %d %s; want 429 naming 198.51.100.1", code, body)
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(out)}}
+	untrusted := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	if code, body := open(untrusted, out, "203.0.113.1"); code != http.StatusOK {
+		t.Fatalf("a client from %s: %d %s", out, code, body)
+	}
+	if code, body := open(untrusted, out, "203.0.113.2"); code != http.StatusTooManyRequests || !strings.Contains(body, out) {
+		t.Errorf("the same client claiming another address: %d %s; want 429 naming %s (its header is not believed)", code, body, out)
+	}
+}
