@@ -14,23 +14,6 @@ import (
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
-// outsideAddr is an address of this machine that is not loopback: a client connecting from it
-// is, to the server, another machine. The test skips on a machine with none.
-func outsideAddr(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("this machine has no IPv4 address besides loopback")
-	return ""
-}
-
 // serveOn starts rtlab serve on 0.0.0.0 with args, returns its port and the first line that
 // contains marker.
 func serveOn(t *testing.T, marker string, args ...string) (port, line string) {
@@ -77,8 +60,9 @@ func call(t *testing.T, c *http.Client, method, url string, hdr map[string]strin
 // machine's are served; with --dev the other address is served, and said loudly at start.
 // /metrics and /lab answer only requests straight from loopback either way.
 func TestProtectedByDefault(t *testing.T) {
-	out := outsideAddr(t)
-	local, remote := from("127.0.0.1"), from(out)
+	host := newOutsideHost(t)
+	out := host.ServerIP
+	local, remote := from("127.0.0.1"), host.Client(10*time.Second)
 	t.Run("without --dev", func(t *testing.T) {
 		port, warn := serveOn(t, "only requests straight from this machine are served")
 		if !strings.Contains(warn, "level=WARN") || !strings.Contains(warn, "--dev") {
@@ -146,8 +130,8 @@ func checkAdmin(t *testing.T, local, remote *http.Client, url, port string) {
 // gives when the peer is a --trusted-proxies one, and the peer's own address otherwise, so a
 // client cannot escape the limit by claiming addresses.
 func TestTrustedProxies(t *testing.T) {
-	out := outsideAddr(t)
-	port, _ := serveOn(t, "rtlab serving", "--dev", "--trusted-proxies", "127.0.0.0/8", "--max-conns-per-ip", "1")
+	const proxyIP, out = "127.0.0.2", "127.0.0.1" // a proxy on this machine, and a client that is not one
+	port, _ := serveOn(t, "rtlab serving", "--dev", "--trusted-proxies", proxyIP+"/32", "--max-conns-per-ip", "1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// open keeps an SSE stream open and returns its status and, when refused, the body.
@@ -167,7 +151,7 @@ func TestTrustedProxies(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	stream := func() *http.Client { // no timeout: streams stay open until the test ends
-		d := &net.Dialer{}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(proxyIP)}}
 		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
 	}
 	proxy := stream()
