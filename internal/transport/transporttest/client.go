@@ -559,6 +559,9 @@ func (c *client) sessionSTOMP(node string) (up bool, err error) {
 				r := &Refusal{Reason: Header(f, "message")}
 				if id, ok := f.Get("receipt-id"); ok {
 					s.answer(strings.TrimPrefix(id, "p"), pubResult{err: r})
+					// The server reads nothing after its ERROR: a publish still waiting was
+					// never taken, and goes again on the next session.
+					return up, fmt.Errorf("%w: %w", errEnded, r)
 				}
 				return up, r
 			}
