@@ -81,6 +81,9 @@ type Config struct {
 	AdminAddr string
 	// TLSCert and TLSKey are PEM files; with both, Addr serves HTTPS (and wss://).
 	TLSCert, TLSKey string
+	// STOMPAddr, when set, serves STOMP over TCP (TLS with TLSCert) on a listener of its own:
+	// the sessions of /api/stomp for clients that do not speak WebSocket.
+	STOMPAddr string
 	// Location bounds the state kept for GET /cur/{group}.
 	Location LocationLimits
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
@@ -302,6 +305,24 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Serve(ctx, ln)
 }
 
+// listenSTOMP opens the STOMP over TCP listener of STOMPAddr, with TLS when a certificate
+// is configured.
+func (a *App) listenSTOMP() (net.Listener, error) {
+	ln, err := net.Listen("tcp", a.cfg.STOMPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--stomp-addr %s: %w", a.cfg.STOMPAddr, err)
+	}
+	if a.cfg.TLSCert == "" {
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(a.cfg.TLSCert, a.cfg.TLSKey)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+}
+
 // Serve is Run on an existing listener. It answers at once: while the broker catches up
 // (a RabbitMQ node replays its log), /healthz and /metrics answer, /readyz says the node is
 // starting, and every other route answers 503, so probes do not take a starting node for a
@@ -336,6 +357,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		defer asrv.Close()
 		a.log.Info("rtlab admin endpoints", "addr", aln.Addr().String(), "paths", "/metrics /lab")
 	}
+	var sln net.Listener
+	if a.cfg.STOMPAddr != "" {
+		var err error
+		if sln, err = a.listenSTOMP(); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer sln.Close()
+	}
 	startc := make(chan error, 1)
 	go func() { startc <- a.Start(runCtx) }()
 	select {
@@ -356,6 +386,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.Join(a.hub.Close(), a.closeStore())
 	}
 	started.Store(true)
+	if sln != nil {
+		go func() {
+			if err := a.tr.ServeSTOMP(sln); err != nil {
+				a.log.Error("STOMP over TCP stopped", "addr", sln.Addr().String(), "err", err)
+			}
+		}()
+		a.log.Info("rtlab STOMP over TCP", "addr", sln.Addr().String(), "tls", a.cfg.TLSCert != "")
+	}
 	lim := a.tr.Limits()
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
 		"history_size", orDefault(a.cfg.HistorySize, 100), "history_ttl", durOrDefault(a.cfg.HistoryTTL, 10*time.Minute),
@@ -374,6 +412,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer scancel()
 	// Streaming connections are told to reconnect while the listener closes; long polls return.
 	trErr := make(chan error, 1)
+	if sln != nil {
+		_ = sln.Close() // no new STOMP sessions; Shutdown ends the open ones
+	}
 	go func() { trErr <- a.tr.Shutdown(sctx) }()
 	err := srv.Shutdown(sctx)
 	err = errors.Join(err, <-trErr, a.hub.Close(), a.closeStore())

@@ -20,10 +20,11 @@ const (
 	SSE       = "sse"
 	WS        = "ws"
 	STOMP     = "stomp"
+	STOMPTCP  = "stomp_tcp" // STOMP over plain TCP or TLS (--stomp-addr)
 )
 
 // Transports are the values of the transport label, in the order dashboards show them.
-var Transports = []string{ShortPoll, LongPoll, SSE, WS, STOMP}
+var Transports = []string{ShortPoll, LongPoll, SSE, WS, STOMP, STOMPTCP}
 
 // Metrics are the transport-level collectors.
 type Metrics struct {
