@@ -47,6 +47,7 @@ type cell struct {
 	plan      *Plan
 	clk       clock
 	nodes     []string // host:port of each server
+	stompNodes []string // host:port of each server's STOMP over TCP listener (stomp-tcp)
 	col       *collector
 	vus       []*vu
 	drv       driver
@@ -93,6 +94,8 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 		}
 	case "stomp":
 		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o)}
+	case TransportSTOMPTCP:
+		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), tcp: true}
 	}
 	if kind == KindCentrifugo && transport == "sse" {
 		c.drv = &cfSSEDriver{c: c}
