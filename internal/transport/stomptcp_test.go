@@ -204,3 +204,26 @@ func TestSTOMPHeartBeatGaps(t *testing.T) {
 		t.Fatalf("silent client got %q", m.Body)
 	}
 }
+
+// TestSTOMPOverTCPConnCap: the per-address cap holds on the TCP listener too: the connection
+// over it gets an ERROR saying so and is closed; the ones admitted are still served.
+func TestSTOMPOverTCPConnCap(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{MaxConnsPerIP: 1}})
+	addr := listenSTOMP(t, s)
+	c := dialTCPSTOMP(t, addr)
+	c.send("CONNECT\naccept-version:1.2\n\n\x00")
+	c.expect("CONNECTED")
+	c.send("SUBSCRIBE\nid:a\ndestination:/topic/cap\nreceipt:a\n\n\x00")
+	c.expect("RECEIPT")
+	over := dialTCPSTOMP(t, addr)
+	if f := over.expect("ERROR"); !strings.Contains(tt.Header(f, "message"), "--max-conns-per-ip") {
+		t.Fatalf("refusal %+v", f.Headers)
+	}
+	if _, err := over.next(3 * time.Second); err == nil {
+		t.Fatal("refused connection left open")
+	}
+	s.Publish(t, "cap", `{"ok":true}`)
+	if m := c.expect("MESSAGE"); string(m.Body) != `{"ok":true}` {
+		t.Fatalf("bystander got %q", m.Body)
+	}
+}
