@@ -56,6 +56,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, and with auth on only to loopback clients)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
 	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
 	fs.IntVar(&cfg.Location.Groups, "location-groups", 1000, "location groups whose latest positions are kept for GET /cur/{group}")
 	fs.IntVar(&cfg.Location.Members, "location-members", 10000, "members kept per location group")

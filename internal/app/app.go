@@ -84,6 +84,9 @@ type Config struct {
 	// STOMPAddr, when set, serves STOMP over TCP (TLS with TLSCert) on a listener of its own:
 	// the sessions of /api/stomp for clients that do not speak WebSocket.
 	STOMPAddr string
+	// SockJSPath, when set (like "/ws"), serves the SockJS protocol there for sockjs-client,
+	// carrying the STOMP sessions of /api/stomp.
+	SockJSPath string
 	// Location bounds the state kept for GET /cur/{group}.
 	Location LocationLimits
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
@@ -145,6 +148,9 @@ func New(cfg Config) (*App, error) {
 	cfg.Seed.fill()
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if p := cfg.SockJSPath; p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/api/") || p == "/api" || strings.ContainsAny(p, "{} ")) {
+		return nil, fmt.Errorf("--sockjs-path %q: want a path of its own, like /ws", p)
 	}
 	if cfg.TLSCert != "" {
 		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
@@ -612,6 +618,13 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
 	// (seed.go).
 	a.seedRoutes(mux)
+
+	// SockJS (sockjs-client, Spring's withSockJS endpoints) carrying the STOMP sessions.
+	if p := strings.TrimSuffix(a.cfg.SockJSPath, "/"); p != "" {
+		h := tr.HandleSockJS(p)
+		mux.Handle(p+"/", h)
+		mux.Handle(p, h)
+	}
 
 	// Operations.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

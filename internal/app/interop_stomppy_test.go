@@ -139,3 +139,23 @@ func randomFrames(r *rand.Rand, n int) []stomp.Frame {
 	}
 	return frames
 }
+
+// TestInteropSockJS drives sockjs-client with @stomp/stompjs, as a Spring browser client
+// connects, over each SockJS transport it offers in Node: websocket, xhr-streaming,
+// xhr-polling and eventsource, with a token, resume and heart-beats.
+func TestInteropSockJS(t *testing.T) {
+	dir := interopDir(t)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "sockjs-client")); err != nil {
+		t.Fatalf("sockjs-client not installed: run npm ci in %s", dir)
+	}
+	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.SockJSPath = "/ws" })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "sockjs.mjs", s.URL+"/ws", tokenFor(t, "sockjsuser", time.Hour))
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	t.Logf("sockjs-client:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("sockjs-client failed: %v", err)
+	}
+}

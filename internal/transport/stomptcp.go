@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -59,19 +58,7 @@ func (s *Server) acceptSTOMP(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), tcp: true,
-		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
-	}
-	c.userSeen.Store(&c.ident.User)
-	var ok bool
-	if c.w, ok = s.startSocket(conn, c, Identity{}, metrics.STOMPTCP, release); !ok {
-		return
-	}
-	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
-	_ = conn.SetReadDeadline(c.readDeadline())
-	go c.run(conn, &streamReader{br: bufio.NewReaderSize(conn, 4096), keep: &c.published})
+	s.startBareSTOMP(conn, metrics.STOMPTCP, release)
 }
 
 // streamReader hands a byte stream to the STOMP parser in the chunks it arrives in; the
