@@ -15,8 +15,8 @@ function connect(transport) {
       webSocketFactory: () => new SockJS(url, null, { transports: [transport] }),
       connectHeaders: token ? { passcode: token } : {},
       reconnectDelay: 0,
-      heartbeatIncoming: 2000,
-      heartbeatOutgoing: 2000,
+      heartbeatIncoming: 1000,
+      heartbeatOutgoing: 1000,
       onConnect: () => resolve(c),
       onStompError: (f) => reject(new Error('ERROR ' + f.headers.message)),
       onWebSocketClose: (e) => reject(new Error('closed ' + e.code + ' ' + e.reason)),
@@ -52,7 +52,7 @@ for (const t of transports) {
   });
   if (replay.map((m) => m.headers.offset).join() !== '2,3') fail(`${t}: resume ${replay.map((m) => m.headers.offset)}`);
   // Quiet for longer than the heart-beat interval: both sides' heart-beats keep it open.
-  await new Promise((r) => setTimeout(r, 5000));
+  await new Promise((r) => setTimeout(r, 2500));
   if (!c.connected) fail(`${t}: dropped while idle`);
   console.log(`ok ${t}: connect, subscribe, publish, receive in order, resume, heart-beats (user ${c.connectedVersion})`);
   await c.deactivate();
