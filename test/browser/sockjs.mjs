@@ -27,7 +27,10 @@ try {
   await page.addScriptTag({ path: path.join(mods, '@stomp', 'stompjs', 'bundles', 'stomp.umd.min.js') });
   const got = await page.evaluate((sockPath) => new Promise((resolve, reject) => {
     const c = new StompJs.Client({
-      webSocketFactory: () => new SockJS(location.origin + sockPath),
+      // A generous transport timeout: on a loaded machine sockjs-client's own (from the info
+      // request's round trip, a few hundred ms) can pass before xhr-streaming opens, and it
+      // would try the next transport.
+      webSocketFactory: () => new SockJS(location.origin + sockPath, null, { timeout: 10000 }),
       reconnectDelay: 0,
       onStompError: (f) => reject(new Error('ERROR ' + f.headers.message)),
     });

@@ -12,7 +12,7 @@ setTimeout(() => fail('timed out'), 60000).unref();
 function connect(transport) {
   return new Promise((resolve, reject) => {
     const c = new Client({
-      webSocketFactory: () => new SockJS(url, null, { transports: [transport] }),
+      webSocketFactory: () => new SockJS(url, null, { transports: [transport], timeout: 10000 }),
       connectHeaders: token ? { passcode: token } : {},
       reconnectDelay: 0,
       heartbeatIncoming: 1000,
