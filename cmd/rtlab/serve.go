@@ -56,6 +56,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, and with auth on only to loopback clients)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.StringVar(&cfg.AppPrefix, "app-prefix", "/app", "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
+	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
+	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", 0, "longest wait for --app-proxy's answer; a SEND is never retried (0 = 5s)")
+	appRoutes := fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
 	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
 	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
 	fs.IntVar(&cfg.Location.Groups, "location-groups", 1000, "location groups whose latest positions are kept for GET /cur/{group}")
@@ -122,6 +126,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	for _, p := range strings.Split(*durable, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Durable = append(cfg.Durable, p)
+		}
+	}
+	for _, r := range strings.Split(*appRoutes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			cfg.AppRoutes = append(cfg.AppRoutes, r)
 		}
 	}
 	for _, o := range strings.Split(*origins, ",") {

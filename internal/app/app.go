@@ -84,6 +84,14 @@ type Config struct {
 	// STOMPAddr, when set, serves STOMP over TCP (TLS with TLSCert) on a listener of its own:
 	// the sessions of /api/stomp for clients that do not speak WebSocket.
 	STOMPAddr string
+	// AppPrefix is where STOMP SENDs go to the application (Spring's /app); zero means /app/.
+	// AppProxy, when set, is the backend's URL each such SEND is POSTed to (its answer says
+	// what to publish, or refuses); AppProxyTimeout bounds the call (zero means 5 s). Without
+	// a backend, AppRoutes ("/app/x=/topic/y", or prefixes ending in /) rebroadcast SENDs.
+	AppPrefix       string
+	AppProxy        string
+	AppProxyTimeout time.Duration
+	AppRoutes       []string
 	// SockJSPath, when set (like "/ws"), serves the SockJS protocol there for sockjs-client,
 	// carrying the STOMP sessions of /api/stomp.
 	SockJSPath string
@@ -110,6 +118,7 @@ type App struct {
 	tr        *transport.Server
 	locations *locations
 	policy    *policy
+	appd      *appDests // STOMP SENDs to the application prefix
 	chat      *chatRooms
 	notes     *notifications
 	store     *store.Store      // nil without durable history
@@ -256,8 +265,13 @@ func New(cfg Config) (*App, error) {
 		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
+	appd, err := newAppDests(&cfg, h, a.policy, reg)
+	if err != nil {
+		return fail(err)
+	}
+	a.appd = appd
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy}, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy, app: appd}, Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 	})
 	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}

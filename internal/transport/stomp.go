@@ -587,7 +587,8 @@ type STOMPRoute struct {
 	Topic string
 	// Publish publishes a SEND to the destination in place of Policy.Publish; req.Data is nil
 	// when the frame has no body, and Publish decides what that means. Nil: Policy.Publish, and
-	// a SEND needs a body.
+	// a SEND needs a body. It may return a nil publication when it published nothing;
+	// SendHeaders(ctx) gives the frame's headers.
 	Publish func(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 }
 
@@ -642,7 +643,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 // the session.
 func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
 	var opts hub.ReadOptions
-	route, err := c.s.destRoute(dest, false)
+	route, err := c.route(dest, false)
 	topic := route.Topic
 	if err == nil {
 		err = hub.ValidateTopic(topic)
@@ -729,7 +730,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: SEND needs a destination header", ErrBadRequest), f, 4000)
 		return false
 	}
-	route, err := c.s.destRoute(dest, true)
+	route, err := c.route(dest, true)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
@@ -758,13 +759,51 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	if route.Publish != nil {
 		publish = route.Publish
 	}
-	p, err := publish(pctx, c.client(), req)
+	p, err := publish(context.WithValue(pctx, sendFrameKey{}, f), c.client(), req)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
 	}
+	if p == nil { // a route that published nothing (an application's backend said so)
+		c.receipt(f)
+		return true
+	}
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch})
 	return true
+}
+
+// sendFrameKey is the context key of the SEND frame a route's Publish is called for.
+type sendFrameKey struct{}
+
+// SendHeaders returns the headers of the SEND frame a STOMPRoute's Publish was called for.
+func SendHeaders(ctx context.Context) []stomp.Header {
+	if f, ok := ctx.Value(sendFrameKey{}).(*stomp.Frame); ok {
+		return f.Headers
+	}
+	return nil
+}
+
+// userDest is the prefix of the connected user's own destinations, as Spring's user
+// destinations: SUBSCRIBE /user/queue/{name} is the topic user/{user}/queue/{name}, which
+// the application's backend publishes to for that user alone.
+const userDest = "/user/"
+
+// UserTopic returns the topic behind user's destination /user/{rest}.
+func UserTopic(user, rest string) string { return "user/" + user + "/" + rest }
+
+// route is destRoute with the session's user destinations.
+func (c *stompConn) route(dest string, send bool) (STOMPRoute, error) {
+	rest, ok := strings.CutPrefix(dest, userDest)
+	if !ok {
+		return c.s.destRoute(dest, send)
+	}
+	switch {
+	case send:
+		return STOMPRoute{}, fmt.Errorf("%w: %s* destinations are fed by the application's backend (the server API); clients SUBSCRIBE to them", ErrForbidden, userDest)
+	case c.ident.User == "":
+		return STOMPRoute{}, fmt.Errorf("%w: %s%s is the connected user's own: CONNECT with a token first", ErrUnauthorized, userDest, rest)
+	}
+	return STOMPRoute{Topic: UserTopic(c.ident.User, rest)}, nil
 }
 
 func (c *stompConn) onAck(f *stomp.Frame) bool {
