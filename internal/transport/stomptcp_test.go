@@ -227,3 +227,38 @@ func TestSTOMPOverTCPConnCap(t *testing.T) {
 		t.Fatalf("bystander got %q", m.Body)
 	}
 }
+
+// TestSTOMPOverTCPHeartBeatIn: a TCP client that promised heart-beats and goes silent is told
+// so and cut; one that sends them stays.
+func TestSTOMPOverTCPHeartBeatIn(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{StompHeartbeat: 200 * time.Millisecond}})
+	addr := listenSTOMP(t, s)
+	quiet := dialTCPSTOMP(t, addr)
+	quiet.send("CONNECT\naccept-version:1.2\nheart-beat:200,0\n\n\x00")
+	quiet.expect("CONNECTED")
+	beating := dialTCPSTOMP(t, addr)
+	beating.send("CONNECT\naccept-version:1.2\nheart-beat:200,0\n\n\x00")
+	beating.expect("CONNECTED")
+	beating.send("SUBSCRIBE\nid:b\ndestination:/topic/hb\nreceipt:b\n\n\x00")
+	beating.expect("RECEIPT")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				_, _ = beating.conn.Write([]byte{'\n'})
+			}
+		}
+	}()
+	if f := quiet.expect("ERROR"); !strings.Contains(tt.Header(f, "message"), "heartbeat_timeout") {
+		t.Fatalf("silent client told %+v", f.Headers)
+	}
+	time.Sleep(time.Second) // twice the interval and more
+	s.Publish(t, "hb", `{"alive":1}`)
+	if m := beating.expect("MESSAGE"); string(m.Body) != `{"alive":1}` {
+		t.Fatalf("beating client got %q", m.Body)
+	}
+}
