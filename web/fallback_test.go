@@ -66,3 +66,22 @@ func publish(t *testing.T, base, topic string, i int) {
 		t.Errorf("publish: %s", res.Status)
 	}
 }
+
+// TestBrowserSockJS runs sockjs-client with stompjs in Chromium (test/browser/sockjs.mjs)
+// behind a proxy that refuses WebSocket upgrades: SockJS falls back to xhr-streaming and the
+// STOMP session on it publishes and receives.
+func TestBrowserSockJS(t *testing.T) {
+	env := newBrowserEnv(t)
+	srv := env.server(t, "sockjs-server.log", "--sockjs-path", "/ws")
+	proxy := httptest.NewServer(servertest.NoUpgrades(srv.URL()))
+	t.Cleanup(proxy.Close)
+	cmd, _, sc := env.script(t, 90*time.Second, "sockjs.mjs", "--base", proxy.URL, "--path", "/ws")
+	passed := false
+	for sc.Scan() {
+		t.Logf("sockjs.mjs: %s", sc.Text())
+		passed = passed || sc.Text() == "PASS"
+	}
+	if err := cmd.Wait(); err != nil || !passed {
+		t.Fatalf("sockjs.mjs failed (%v); see the log above and %s", err, env.out)
+	}
+}

@@ -34,6 +34,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(*x.logLevel)) // checked by its rule
 	cfg.PrivateRooms, cfg.Durable, cfg.AllowedOrigins = commaList(*x.privateRooms), commaList(*x.durable), commaList(*x.origins)
+	cfg.AppRoutes = commaList(*x.appRoutes)
 	cfg.TrustedProxies, _ = transport.ParseProxies(*x.proxies) // checked by its rule
 	cfg.PresenceOff = !*x.presence
 	cfg.Version = version
@@ -119,6 +120,7 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 type serveExtras struct {
 	logLevel                                *string
 	origins, proxies, privateRooms, durable *string
+	appRoutes                               *string
 	presence                                *bool
 }
 
@@ -164,6 +166,12 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For gives the client's address (empty: none)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fs.StringVar(&cfg.AppPrefix, "app-prefix", d.AppPrefix, "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
+	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
+	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", d.AppProxyTimeout, "longest wait for --app-proxy's answer; a SEND is never retried")
+	appRoutes := fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
+	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
+	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
 	fs.IntVar(&cfg.Location.Groups, "location-groups", d.Location.Groups, "location groups whose latest positions are kept for GET /cur/{group}")
 	fs.IntVar(&cfg.Location.Members, "location-members", d.Location.Members, "members kept per location group")
 	fs.IntVar(&cfg.Location.Bytes, "location-bytes", d.Location.Bytes, "position data kept per location group, in bytes")
@@ -213,5 +221,5 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
 	fs.rule(rule{func(v any) bool { _, err := transport.ParseProxies(v.(string)); return err == nil },
 		"comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)"}, "trusted-proxies")
-	return serveExtras{logLevel: &logLevel, origins: origins, proxies: proxies, privateRooms: privateRooms, durable: durable, presence: presence}
+	return serveExtras{logLevel: &logLevel, origins: origins, proxies: proxies, privateRooms: privateRooms, durable: durable, appRoutes: appRoutes, presence: presence}
 }

@@ -89,6 +89,20 @@ type Config struct {
 	TrustedProxies transport.Proxies
 	// TLSCert and TLSKey are PEM files; with both, Addr serves HTTPS (and wss://).
 	TLSCert, TLSKey string
+	// STOMPAddr, when set, serves STOMP over TCP (TLS with TLSCert) on a listener of its own:
+	// the sessions of /api/stomp for clients that do not speak WebSocket.
+	STOMPAddr string
+	// AppPrefix is where STOMP SENDs go to the application (Spring's /app); zero means /app/.
+	// AppProxy, when set, is the backend's URL each such SEND is POSTed to (its answer says
+	// what to publish, or refuses); AppProxyTimeout bounds the call (zero means 5 s). Without
+	// a backend, AppRoutes ("/app/x=/topic/y", or prefixes ending in /) rebroadcast SENDs.
+	AppPrefix       string
+	AppProxy        string
+	AppProxyTimeout time.Duration
+	AppRoutes       []string
+	// SockJSPath, when set (like "/ws"), serves the SockJS protocol there for sockjs-client,
+	// carrying the STOMP sessions of /api/stomp.
+	SockJSPath string
 	// Location bounds the state kept for GET /cur/{group}.
 	Location LocationLimits
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
@@ -112,6 +126,7 @@ type App struct {
 	tr        *transport.Server
 	locations *locations
 	policy    *policy
+	appd      *appDests // STOMP SENDs to the application prefix
 	chat      *chatRooms
 	notes     *notifications
 	store     *store.Store      // nil without durable history
@@ -152,6 +167,9 @@ func New(cfg Config) (*App, error) {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	var cert *tls.Certificate
+	if p := cfg.SockJSPath; p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/api/") || p == "/api" || strings.ContainsAny(p, "{} ")) {
+		return nil, fmt.Errorf("--sockjs-path %q: want a path of its own, like /ws", p)
+	}
 	if cfg.TLSCert != "" {
 		c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -261,8 +279,13 @@ func New(cfg Config) (*App, error) {
 		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
+	appd, err := newAppDests(&cfg, h, a.policy, reg)
+	if err != nil {
+		return fail(err)
+	}
+	a.appd = appd
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy}, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy, app: appd}, Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 		Proxies: cfg.TrustedProxies,
 	})
@@ -317,6 +340,24 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Serve(ctx, ln)
 }
 
+// listenSTOMP opens the STOMP over TCP listener of STOMPAddr, with TLS when a certificate
+// is configured.
+func (a *App) listenSTOMP() (net.Listener, error) {
+	ln, err := net.Listen("tcp", a.cfg.STOMPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--stomp-addr %s: %w", a.cfg.STOMPAddr, err)
+	}
+	if a.cfg.TLSCert == "" {
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(a.cfg.TLSCert, a.cfg.TLSKey)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+}
+
 // Serve is Run on an existing listener. It answers at once: while the broker catches up
 // (a RabbitMQ node replays its log), /healthz and /metrics answer, /readyz says the node is
 // starting, and every other route answers 503, so probes do not take a starting node for a
@@ -352,6 +393,15 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		defer asrv.Close()
 		a.log.Info("rtlab admin endpoints", "addr", aln.Addr().String(), "paths", "/metrics /lab")
 	}
+	var sln net.Listener
+	if a.cfg.STOMPAddr != "" {
+		var err error
+		if sln, err = a.listenSTOMP(); err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer sln.Close()
+	}
 	startc := make(chan error, 1)
 	go func() { startc <- a.Start(runCtx) }()
 	select {
@@ -372,6 +422,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.Join(a.hub.Close(), a.closeStore())
 	}
 	started.Store(true)
+	if sln != nil {
+		go func() {
+			if err := a.tr.ServeSTOMP(sln); err != nil {
+				a.log.Error("STOMP over TCP stopped", "addr", sln.Addr().String(), "err", err)
+			}
+		}()
+		a.log.Info("rtlab STOMP over TCP", "addr", sln.Addr().String(), "tls", a.cfg.TLSCert != "")
+	}
 	lim := a.tr.Limits()
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
 		"history_size", orDefault(a.cfg.HistorySize, Defaults().HistorySize), "history_ttl", durOrDefault(a.cfg.HistoryTTL, Defaults().HistoryTTL),
@@ -391,6 +449,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer scancel()
 	// Streaming connections are told to reconnect while the listener closes; long polls return.
 	trErr := make(chan error, 1)
+	if sln != nil {
+		_ = sln.Close() // no new STOMP sessions; Shutdown ends the open ones
+	}
 	go func() { trErr <- a.tr.Shutdown(sctx) }()
 	err := srv.Shutdown(sctx)
 	err = errors.Join(err, <-trErr, a.hub.Close(), a.closeStore())
@@ -653,6 +714,13 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
 	// (seed.go).
 	a.seedRoutes(mux)
+
+	// SockJS (sockjs-client, Spring's withSockJS endpoints) carrying the STOMP sessions.
+	if p := strings.TrimSuffix(a.cfg.SockJSPath, "/"); p != "" {
+		h := tr.HandleSockJS(p)
+		mux.Handle(p+"/", h)
+		mux.Handle(p, h)
+	}
 
 	// Operations.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

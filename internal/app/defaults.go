@@ -37,5 +37,7 @@ func Defaults() Config {
 		ResultsDir:      "bench-results",
 		Location:        LocationLimits{Groups: 1000, Members: 10_000, Bytes: 4 << 20, MemberTTL: 5 * time.Minute},
 		PresenceRefresh: hub.DefaultPresenceRefresh,
+		AppPrefix:       "/app",
+		AppProxyTimeout: 5 * time.Second,
 	}
 }

@@ -31,7 +31,7 @@ func pyjwtPython(t *testing.T) string {
 	t.Helper()
 	root, _ := filepath.Abs("../..")
 	py := filepath.Join(root, ".cache", "interop-venv", "bin", "python")
-	if exec.Command(py, "-c", "import jwt, cryptography").Run() == nil {
+	if exec.Command(py, "-c", "import jwt, cryptography, stomp").Run() == nil {
 		return py
 	}
 	skip := func(format string, args ...any) {

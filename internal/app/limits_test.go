@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -121,13 +122,20 @@ func TestUnknownRoute(t *testing.T) {
 	}
 }
 
-// TestTLS: with --tls-cert and --tls-key the server speaks HTTPS and wss://.
+// TestTLS: with --tls-cert and --tls-key the server speaks HTTPS and wss://, and STOMP over
+// TLS on --stomp-addr.
 func TestTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t)
 	if _, err := New(Config{TLSCert: certFile}); err == nil {
 		t.Fatal("--tls-cert without --tls-key accepted")
 	}
-	a, err := New(Config{TLSCert: certFile, TLSKey: keyFile})
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stompAddr := free.Addr().String()
+	free.Close()
+	a, err := New(Config{TLSCert: certFile, TLSKey: keyFile, STOMPAddr: stompAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +160,18 @@ func TestTLS(t *testing.T) {
 	c := tt.Dialer{TLS: &tls.Config{RootCAs: pool}}.WS(t, "wss://"+ln.Addr().String()+"/api/ws")
 	if m := c.Op("connected"); m.Op != "connected" {
 		t.Fatalf("over wss: %+v", m)
+	}
+	sc, err := tls.Dial("tcp", stompAddr, &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("STOMP over TLS: %v", err)
+	}
+	defer sc.Close()
+	_ = sc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := sc.Write([]byte("CONNECT\naccept-version:1.2\nheart-beat:0,0\n\n\x00")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(sc).ReadString(0); err != nil || !strings.HasPrefix(got, "CONNECTED\n") {
+		t.Fatalf("STOMP over TLS answered %q (%v)", got, err)
 	}
 	if res, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		res.Body.Close()

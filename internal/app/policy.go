@@ -75,6 +75,12 @@ func (p *policy) CanRead(c transport.Client, topic string) error {
 	if strings.HasPrefix(topic, controlPrefix) {
 		return fmt.Errorf("%w: %s* topics are the server's own", transport.ErrForbidden, controlPrefix)
 	}
+	if rest, ok := strings.CutPrefix(topic, "user/"); ok { // STOMP's /user/ destinations
+		if owner, _, _ := strings.Cut(rest, "/"); owner == "" || c.User != owner {
+			return fmt.Errorf("%w: only %s may subscribe to %s, not %s", transport.ErrForbidden, owner, topic, who)
+		}
+		return nil
+	}
 	if owner, ok := strings.CutPrefix(topic, "notify/"); ok {
 		if c.User != owner && (p.required || c.User != "") {
 			return fmt.Errorf("%w: only %s may subscribe to %s, not %s", transport.ErrForbidden, owner, topic, who)
@@ -116,6 +122,8 @@ func (p *policy) Publish(ctx context.Context, c transport.Client, req hub.Publis
 	switch {
 	case strings.HasPrefix(req.Topic, controlPrefix):
 		return nil, fmt.Errorf("%w: %s* topics are the server's own", transport.ErrForbidden, controlPrefix)
+	case strings.HasPrefix(req.Topic, "user/"):
+		return nil, fmt.Errorf("%w: user/ topics are published by the application's backend through the server API", transport.ErrForbidden)
 	case strings.HasPrefix(req.Topic, "notify/"):
 		return nil, fmt.Errorf("%w: notifications are sent by the server; clients may not publish to %s", transport.ErrForbidden, req.Topic)
 	}

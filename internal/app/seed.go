@@ -91,7 +91,10 @@ func generatedPosition() json.RawMessage {
 // seedDests are the seed scripts' STOMP destinations: SUBSCRIBE to /sub/location/{g} and
 // /sub/chat/{room}, SEND to /pub/share/{g} and /pub/chat/message/{room}. An empty SEND
 // publishes a generated position; a SEND to a room joins it first (seedJoin).
-type seedDests struct{ p *policy }
+type seedDests struct {
+	p   *policy
+	app *appDests // SENDs to the application prefix (/app)
+}
 
 var (
 	_ transport.STOMPDests = seedDests{}
@@ -100,6 +103,11 @@ var (
 )
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
+	if send && d.app != nil {
+		if r, ok := d.app.dest(dest); ok {
+			return r, true
+		}
+	}
 	if send {
 		if g, ok := strings.CutPrefix(dest, "/pub/share/"); ok {
 			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
@@ -118,11 +126,15 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	return transport.STOMPRoute{}, false
 }
 
-func (seedDests) Forms(send bool) string {
+func (d seedDests) Forms(send bool) string {
 	if send {
-		return "/pub/share/{g} or /pub/chat/message/{room}"
+		app := ""
+		if d.app != nil && (d.app.proxy != "" || len(d.app.routes) > 0) {
+			app = d.app.prefix + "... (the application's), "
+		}
+		return app + "/pub/share/{g} or /pub/chat/message/{room}"
 	}
-	return "/sub/location/{g} or /sub/chat/{room}"
+	return "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
 }
 
 func (d seedDests) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {

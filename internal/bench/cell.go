@@ -39,21 +39,22 @@ const spreadAbove = 20000
 
 // cell is one run of the matrix: one transport at one peak.
 type cell struct {
-	opts      *Options
-	kind      string // the server kind: rtlab, or a peer (see ServerKinds)
-	transport string
-	name      string // in status lines: the transport, or transport@broker
-	level     int    // the --users value of this cell (PEAK)
-	plan      *Plan
-	clk       clock
-	nodes     []string // host:port of each server
-	col       *collector
-	vus       []*vu
-	drv       driver
-	spread    bool
-	groups    int          // location groups, or chat rooms
-	tag       string       // chat and notify: prefix of room and user names, unique per cell
-	connected atomic.Int64 // users with a confirmed subscription right now
+	opts       *Options
+	kind       string // the server kind: rtlab, or a peer (see ServerKinds)
+	transport  string
+	name       string // in status lines: the transport, or transport@broker
+	level      int    // the --users value of this cell (PEAK)
+	plan       *Plan
+	clk        clock
+	nodes      []string // host:port of each server
+	stompNodes []string // host:port of each server's STOMP over TCP listener (stomp-tcp)
+	col        *collector
+	vus        []*vu
+	drv        driver
+	spread     bool
+	groups     int          // location groups, or chat rooms
+	tag        string       // chat and notify: prefix of room and user names, unique per cell
+	connected  atomic.Int64 // users with a confirmed subscription right now
 
 	// notify: ownerIn[r] is closed once the owner of room r has entered it, so that the owner
 	// is the room's first member. ownerOnce guards the close.
@@ -93,6 +94,8 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 		}
 	case "stomp":
 		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o)}
+	case TransportSTOMPTCP:
+		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), tcp: true}
 	}
 	if kind == KindCentrifugo && transport == "sse" {
 		c.drv = &cfSSEDriver{c: c}

@@ -23,6 +23,10 @@ import (
 // location and chat scenarios.
 func Transports() []string { return []string{"shortpoll", "longpoll", "sse", "ws", "stomp"} }
 
+// TransportSTOMPTCP is STOMP over plain TCP, rtlab's --stomp-addr: the STOMP sessions of the
+// "stomp" transport without WebSocket framing. Asked for by name; "all" leaves it out.
+const TransportSTOMPTCP = "stomp-tcp"
+
 // NotifyTransports returns what "all" runs for the notify scenario: short polling at a 1 s and
 // a 5 s interval, then the other transports.
 func NotifyTransports() []string {
@@ -159,8 +163,11 @@ func (o *Options) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
-		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) {
-			return usageErr("--transport", "unknown transport %q; want a comma list of %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "))
+		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && t != TransportSTOMPTCP {
+			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), TransportSTOMPTCP)
+		}
+		if t == TransportSTOMPTCP && o.Target != "" {
+			return usageErr("--transport", "%s runs against the servers the lab starts (their --stomp-addr), not a --target", t)
 		}
 		if seen[t] {
 			return usageErr("--transport", "%q given twice", t)

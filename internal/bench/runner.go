@@ -336,6 +336,9 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	runtime.GC()
 	debug.FreeOSMemory()
 	c := newCell(ctx, o, kind, transport, plan, nodes)
+	for _, s := range servers {
+		c.stompNodes = append(c.stompNodes, s.stomp)
+	}
 	c.level, c.name = peak, run.Key()
 	defer c.cancel()
 	smp := newSampler(c, servers)

@@ -28,6 +28,7 @@ type server struct {
 	kind    string
 	cmd     *exec.Cmd
 	addr    string // 127.0.0.1:port the clients dial
+	stomp   string // rtlab: 127.0.0.1:port of its STOMP over TCP listener (--stomp-addr)
 	metrics string // host:port whose /metrics has go_goroutines; "" when the server has none
 	dir     string // working directory, removed after the process ends
 	pid     string
@@ -100,11 +101,16 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	sport, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("finding a free port: %w", err)
+	}
+	stompAddr := "127.0.0.1:" + strconv.Itoa(sport)
 	// The lab opens up to 10,000 connections from a few loopback addresses and publishes over
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).
 	args := append([]string{"serve", "--addr", addr, "--broker", broker,
-		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1"}, extra...)
+		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr}, extra...)
 	// The server may keep files in its working directory (durable history under ./data): each
 	// one gets an empty temporary directory, so it starts clean and leaves nothing behind.
 	dir, err := os.MkdirTemp("", "rtlab-bench-server-")
@@ -129,7 +135,7 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 	s, err := launch{kind: KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
 		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
 	if s != nil {
-		s.metrics = s.addr
+		s.metrics, s.stomp = s.addr, stompAddr
 	}
 	return s, err
 }

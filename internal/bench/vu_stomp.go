@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,8 +17,71 @@ import (
 // then SEND to publish, each with a receipt that carries the answer. After a drop it
 // reconnects and resubscribes; on rtlab with since and epoch headers, so nothing is lost.
 type stompDriver struct {
-	c *cell
-	d stompDialect
+	c   *cell
+	d   stompDialect
+	tcp bool // STOMP over plain TCP (stomp-tcp): frames go on the stream bare
+}
+
+// stompStream reads what the server sends: WebSocket messages (wsStream) or, on TCP, chunks
+// of the stream; the parser finds the frames in either.
+type stompStream interface {
+	next(pong func(payload []byte) error) ([]byte, error)
+}
+
+// tcpStream is STOMP over TCP's stompStream.
+type tcpStream struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+func (s *tcpStream) next(func([]byte) error) ([]byte, error) {
+	n, err := s.br.Read(s.buf)
+	return s.buf[:n], err
+}
+
+// wire appends frame as the connection carries it: in a masked WebSocket message, or bare.
+func (d *stompDriver) wire(dst, frame []byte) []byte {
+	if d.tcp {
+		return append(dst, frame...)
+	}
+	return appendClientFrame(dst, ws.OpText, frame)
+}
+
+// write writes one frame on a's connection under its lock.
+func (d *stompDriver) write(a *activity, frame []byte) error {
+	if !d.tcp {
+		return a.writeFrame(ws.OpText, frame)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writeLocked(frame)
+}
+
+// open opens a's connection: a WebSocket, or a TCP connection to the node's STOMP listener.
+// ok is false when it failed or was abandoned; otherwise end closes it.
+func (d *stompDriver) open(a *activity) (s stompStream, start time.Time, end func(), ok bool) {
+	c := d.c
+	if !d.tcp {
+		ws, start, ok := c.openWS(a, d.d.path, []string{"v12.stomp"}, "stomp")
+		if !ok {
+			return nil, start, nil, false
+		}
+		return ws, start, func() { a.endStream(ws) }, true
+	}
+	v := a.v
+	c.connTried(v)
+	start = time.Now()
+	conn, err := c.dialer(v.id).DialContext(a.ctx, "tcp", c.stompNodes[v.node])
+	if err != nil {
+		c.connFailed(a, fmt.Errorf("stomp-tcp: %w", err))
+		return nil, start, nil, false
+	}
+	if !a.setConn(conn) {
+		_ = conn.Close()
+		c.connAbandoned(v)
+		return nil, start, nil, false
+	}
+	return &tcpStream{br: bufio.NewReaderSize(conn, streamBufSize), buf: make([]byte, streamBufSize)}, start, a.clearConn, true
 }
 
 // stompDialect is what differs between STOMP servers: where the endpoint is, what the
@@ -69,7 +133,7 @@ func (d *stompDriver) httpPublish() bool { return false }
 
 func (d *stompDriver) leave(w *pubWorker, job pubJob) {
 	w.buf = appendChatSend(w.buf[:0], job.a.v.room, "LEAVE", receiptLeave)
-	w.frame = appendClientFrame(w.frame[:0], ws.OpText, w.buf)
+	w.frame = d.wire(w.frame[:0], w.buf)
 	streamLeave(job.a, w.frame)
 }
 
@@ -96,11 +160,11 @@ const subReceipt = "sub"
 
 func (d *stompDriver) session(a *activity) (opened bool) {
 	v, c := a.v, d.c
-	s, start, ok := c.openWS(a, d.d.path, []string{"v12.stomp"}, "stomp")
+	s, start, end, ok := d.open(a)
 	if !ok {
 		return false
 	}
-	defer a.endStream(s)
+	defer end()
 
 	// The client sends no heart-beats of its own (cx = 0): it publishes at its own pace, a
 	// notify owner never does, and the WebSocket pings the server sends idle connections are
@@ -130,7 +194,7 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 		f = append(f, '\n')
 	}
 	f = append(f, "\n\x00"...)
-	if err := a.writeFrame(ws.OpText, f); err != nil {
+	if err := d.write(a, f); err != nil {
 		c.connFailed(a, fmt.Errorf("stomp: CONNECT: %w", err))
 		return false
 	}
@@ -208,7 +272,7 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 					}
 					if c.opts.chatLike() && !a.entered.Load() && !a.leaving.Load() {
 						f := appendChatSend(nil, v.room, "ENTER", receiptEnter)
-						if err := a.writeFrame(ws.OpText, f); err != nil {
+						if err := d.write(a, f); err != nil {
 							c.connDropped(a, fmt.Errorf("stomp: ENTER: %w", err))
 							return true
 						}
@@ -267,7 +331,7 @@ func (d *stompDriver) subscribe(a *activity) error {
 		f = append(f, '\n')
 	}
 	f = append(f, "\n\x00"...)
-	return a.writeFrame(ws.OpText, f)
+	return d.write(a, f)
 }
 
 func (d *stompDriver) publish(w *pubWorker, job pubJob) {
@@ -292,6 +356,6 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, w.body...)
 	b = append(b, 0)
 	w.buf = b
-	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
+	w.frame = d.wire(w.frame[:0], b)
 	a.writePublication(job.seq, w.frame, chat)
 }

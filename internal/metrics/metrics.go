@@ -20,10 +20,12 @@ const (
 	SSE       = "sse"
 	WS        = "ws"
 	STOMP     = "stomp"
+	STOMPTCP  = "stomp_tcp" // STOMP over plain TCP or TLS (--stomp-addr)
+	SockJS    = "sockjs"    // STOMP over SockJS (--sockjs-path)
 )
 
 // Transports are the values of the transport label, in the order dashboards show them.
-var Transports = []string{ShortPoll, LongPoll, SSE, WS, STOMP}
+var Transports = []string{ShortPoll, LongPoll, SSE, WS, STOMP, STOMPTCP, SockJS}
 
 // Metrics are the transport-level collectors.
 type Metrics struct {

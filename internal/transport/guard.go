@@ -38,7 +38,11 @@ func retryAfter(err error) string {
 // admit counts a new streaming connection from r against MaxConns and MaxConnsPerIP. The
 // returned release must be called once the connection has ended (or was never opened).
 func (s *Server) admit(r *http.Request) (release func(), err error) {
-	ip := s.clientIP(r)
+	return s.admitAddr(s.clientIP(r))
+}
+
+// admitAddr is admit for a connection from the address ip.
+func (s *Server) admitAddr(ip string) (release func(), err error) {
 	s.mu.Lock()
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:

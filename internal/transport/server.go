@@ -194,6 +194,9 @@ type Server struct {
 	log     *slog.Logger
 	pubRate *keyedLimiter // HTTP publishes per user or address
 	proxies Proxies
+	// kaPeriod is how often the keepalive loop looks at idle connections: a connection that
+	// must hear from the server within some interval is written to one period early.
+	kaPeriod time.Duration
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -219,6 +222,7 @@ func New(cfg Config) *Server {
 		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		conns:   make(map[*writer]struct{}), perIP: make(map[string]int), polls: make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),
+		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
 	}
 	go s.keepalive()
 	return s
@@ -290,8 +294,7 @@ func (s *Server) connStats(transport string) *connStats {
 // keepalive writes pings and heart-beats on idle connections. One loop for all connections
 // instead of a timer each keeps idle connections cheap.
 func (s *Server) keepalive() {
-	period := min(s.lim.PingInterval, s.lim.SSEHeartbeat, s.lim.StompHeartbeat) / 2
-	t := time.NewTicker(period)
+	t := time.NewTicker(s.kaPeriod)
 	defer t.Stop()
 	var ws []*writer
 	for {

@@ -34,7 +34,9 @@ type stompConn struct {
 	tx        map[string]*stompTx  // open transactions by id
 	rl        rateLimiter
 	hbIn      time.Duration          // client promised to send at least this often (0: never)
-	hbOut     time.Duration          // we send at least this often (0: WebSocket pings instead); set before tracking
+	hbOut     atomic.Int64           // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
+	tcp       bool                   // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
+	version   string                 // negotiated at CONNECT; "1.0" sessions get headers unescaped
 	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
 	release   func()                 // gives back the connection's admission (see Server.admit)
 	connectBy time.Time              // the CONNECT frame must come before this
@@ -88,7 +90,7 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 			n, b := len(k.pending), k.pendingBytes
 			k.mu.Unlock()
 			// A client that never acknowledges is a slow consumer: what it holds is bounded.
-			k.c.s.m.QueueOverflows.WithLabelValues(metrics.STOMP).Inc()
+			k.c.s.m.QueueOverflows.WithLabelValues(k.c.w.stats.transport).Inc()
 			k.c.w.close(Reason{Code: ReasonSlow.Code, WSCode: ReasonSlow.WSCode, Reconnect: true, Text: fmt.Sprintf(
 				"subscription %s has %d unacknowledged messages (%d bytes), at most %d and %d bytes: ACK them",
 				k.id, n, b, lim.UnackedMsgs, lim.UnackedBytes)}, false)
@@ -109,23 +111,45 @@ func (k *stompSub) Gap(topic string, now hub.Position, reason string) {
 // gapFrame is the MESSAGE that tells a subscription its history is gone.
 func gapFrame(dest, id, topic string, offset uint64, epoch, reason string) *stomp.Frame {
 	body, _ := json.Marshal(map[string]any{"topic": topic, "offset": offset, "epoch": epoch, "reason": reason})
-	return &stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
-		{Key: "destination", Value: dest}, {Key: "subscription", Value: id},
-		{Key: "message-id", Value: id + ":gap"}, {Key: "gap", Value: "true"},
-		{Key: "reason", Value: reason}, {Key: "epoch", Value: epoch},
-		{Key: "content-type", Value: "application/json"},
-	}, Body: body}
+	return &stomp.Frame{Command: stomp.CmdMessage, Headers: nonEmpty(
+		stomp.Header{Key: "destination", Value: dest}, stomp.Header{Key: "subscription", Value: id},
+		stomp.Header{Key: "message-id", Value: id + ":gap"}, stomp.Header{Key: "gap", Value: "true"},
+		stomp.Header{Key: "reason", Value: reason}, stomp.Header{Key: "epoch", Value: epoch},
+		stomp.Header{Key: "content-type", Value: "application/json"},
+	), Body: body}
+}
+
+// nonEmpty drops headers without a value: STOMP frames carry no empty headers, so an unknown
+// value is left out rather than sent as "key:".
+func nonEmpty(h ...stomp.Header) []stomp.Header {
+	kept := h[:0]
+	for _, x := range h {
+		if x.Value != "" {
+			kept = append(kept, x)
+		}
+	}
+	return kept
 }
 
 // encSTOMPTail is the part of a MESSAGE shared by every subscription: the headers after the
 // per-subscription ones, the blank line, the body and the NUL.
-func encSTOMPTail(p *hub.Publication) []byte {
+func encSTOMPTail(p *hub.Publication) []byte { return appendSTOMPTail(p, true) }
+
+func appendSTOMPTail(p *hub.Publication, escape bool) []byte {
 	b := make([]byte, 0, len(p.Data)+160)
 	b = append(b, "content-type:application/json\noffset:"...)
 	b = strconv.AppendUint(b, p.Offset, 10)
-	b = stomp.AppendHeader(append(b, '\n'), "epoch", p.Epoch)
+	b = append(b, '\n')
+	if p.Epoch != "" {
+		b = stomp.AppendHeader(b, "epoch", p.Epoch)
+	}
+	// The time's colons are escaped (\c) as STOMP 1.1 and 1.2 require of every header value.
 	b = append(b, "time:"...)
+	start := len(b)
 	b = p.Time.UTC().AppendFormat(b, hub.TimeFormat)
+	if escape {
+		b = append(b[:start], stomp.AppendEscaped(nil, string(b[start:]))...)
+	}
 	b = append(b, '\n')
 	if p.Sender != "" {
 		b = stomp.AppendHeader(b, "sender", p.Sender)
@@ -139,6 +163,10 @@ func encSTOMPTail(p *hub.Publication) []byte {
 	b = append(b, p.Data...)
 	return append(b, 0)
 }
+
+// encSTOMPTail10 is encSTOMPTail for STOMP 1.0 sessions, which know no escapes: their time
+// header keeps its colons.
+func encSTOMPTail10(p *hub.Publication) []byte { return appendSTOMPTail(p, false) }
 
 func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	if it.pub == nil {
@@ -172,7 +200,12 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 		h = append(h, "redelivered:true\n"...)
 	}
 	tail := it.pub.Cached(slotSTOMP, encSTOMPTail)
-	buf = appendWSHeader(buf, 1, len(h)+len(tail))
+	if c.version == "1.0" {
+		tail = encSTOMPTail10(it.pub) // rare: not worth a cache slot on every publication
+	}
+	if !c.tcp {
+		buf = appendWSHeader(buf, 1, len(h)+len(tail))
+	}
 	buf = append(buf, h...)
 	return append(buf, tail...)
 }
@@ -182,27 +215,55 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	case ReasonReadError.Code:
 		return nil
 	case ReasonClientClosed.Code, "stomp_error", ReasonNormal.Code:
+		if c.tcp {
+			return nil
+		}
 		return wsClose(r.WSCode, r.Code)
 	}
 	f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{
 		{Key: "message", Value: r.Code + ": " + r.Text}, {Key: "content-type", Value: "text/plain"},
 		{Key: "reconnect", Value: strconv.FormatBool(r.Reconnect)},
 	}, Body: []byte(r.Text)}
-	return append(appendWSText(nil, stomp.AppendFrame(nil, &f)), wsClose(r.WSCode, r.Code)...)
+	b := c.wire(stomp.AppendFrame(nil, &f))
+	if c.tcp {
+		return b
+	}
+	return append(b, wsClose(r.WSCode, r.Code)...)
 }
 
-var stompEOL = appendWSText(nil, []byte{'\n'})
+// wire wraps one encoded frame for the connection: a WebSocket text message, or as it is on
+// TCP.
+func (c *stompConn) wire(frame []byte) []byte {
+	if c.tcp {
+		return frame
+	}
+	return appendWSText(nil, frame)
+}
+
+var (
+	stompEOL    = appendWSText(nil, []byte{'\n'})
+	stompEOLTCP = []byte{'\n'}
+)
 
 func (c *stompConn) keepalive() []byte {
-	if c.hbOut > 0 {
+	switch {
+	case c.hbOut.Load() > 0 && c.tcp:
+		return stompEOLTCP
+	case c.hbOut.Load() > 0:
 		return stompEOL
+	case c.tcp:
+		return nil // no heart-beats negotiated: TCP keep-alive probes find dead peers
 	}
 	return wsPing
 }
 
+// keepaliveDue says whether the keepalive loop writes a heart-beat now. It looks again only
+// after kaPeriod, so a heart-beat goes out when waiting for that look (and a quarter period
+// more, for a late one) could leave the client without one for the negotiated interval.
 func (c *stompConn) keepaliveDue(idle time.Duration) bool {
-	if c.hbOut > 0 {
-		return idle >= c.hbOut
+	if hb := time.Duration(c.hbOut.Load()); hb > 0 {
+		p := c.s.kaPeriod
+		return idle+p+p/4 >= hb
 	}
 	return idle >= c.s.lim.PingInterval
 }
@@ -243,7 +304,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			s.hub.Unsubscribe(k.sub)
 		}
 		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, metrics.STOMP)
+		s.untrack(c.w, c.w.stats.transport)
 		c.release()
 		s.policy.Disconnected(c.client())
 	}()
@@ -294,11 +355,14 @@ func (c *stompConn) badFrame(err error) {
 }
 
 // readDeadline is when the session ends unless the client sends something: two heart-beat
-// intervals (or ping intervals) from now, and never after connectBy before CONNECT.
+// intervals (or ping intervals) from now, and never after connectBy before CONNECT. A TCP
+// client that asked for no heart-beats has none: it is never cut for silence.
 func (c *stompConn) readDeadline() time.Time {
 	timeout := 2*c.s.lim.PingInterval + 10*time.Second
 	if c.hbIn > 0 {
 		timeout = 2*c.hbIn + time.Second
+	} else if c.tcp && c.connected {
+		return time.Time{}
 	}
 	d := time.Now().Add(timeout)
 	if !c.connected && c.connectBy.Before(d) {
@@ -312,7 +376,7 @@ func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident}
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	code, _ := errorCode(err)
-	c.s.m.Refused.WithLabelValues(metrics.STOMP, code).Inc()
+	c.s.m.Refused.WithLabelValues(c.w.stats.transport, code).Inc()
 	msg := err.Error()
 	if code == "internal" {
 		msg = "internal error"
@@ -332,13 +396,13 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 		}
 		f.Body = []byte(fmt.Sprintf("%s\n\nframe: %s", msg, cause.Command))
 	}
-	c.w.sendRaw(appendWSText(nil, stomp.AppendFrame(nil, &f)))
+	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, &f)))
 	c.w.close(ProtocolReason("stomp_error", msg, wsCode), true)
 }
 
-// sendFrame queues a frame as one WebSocket message.
+// sendFrame queues a frame (on WebSocket, as one message).
 func (c *stompConn) sendFrame(f *stomp.Frame) {
-	c.w.sendRaw(appendWSText(nil, stomp.AppendFrame(nil, f)))
+	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, f)))
 }
 
 func (c *stompConn) receipt(f *stomp.Frame, extra ...stomp.Header) {
@@ -346,7 +410,7 @@ func (c *stompConn) receipt(f *stomp.Frame, extra ...stomp.Header) {
 	if !ok {
 		return
 	}
-	c.sendFrame(&stomp.Frame{Command: stomp.CmdReceipt, Headers: append([]stomp.Header{{Key: "receipt-id", Value: rid}}, extra...)})
+	c.sendFrame(&stomp.Frame{Command: stomp.CmdReceipt, Headers: nonEmpty(append([]stomp.Header{{Key: "receipt-id", Value: rid}}, extra...)...)})
 }
 
 // handle processes one frame and reports whether the session goes on.
@@ -438,8 +502,10 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: CONNECT needs a token: passcode, or an Authorization: Bearer header", ErrUnauthorized), f, 4003)
 		return false
 	}
-	// Heart-beats: we can send every StompHeartbeat and want to hear as often.
+	// Heart-beats: we can send every StompHeartbeat and want to hear as often. The keepalive
+	// loop looks every kaPeriod, at most half of StompHeartbeat, so what is granted is kept.
 	ours := c.s.lim.StompHeartbeat
+	var hbOut time.Duration
 	if hb, ok := f.Get("heart-beat"); ok {
 		cx, cy, err := parseHeartBeat(hb)
 		if err != nil {
@@ -447,20 +513,24 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 			return false
 		}
 		if cy > 0 {
-			c.hbOut = max(ours, cy)
+			hbOut = max(ours, cy)
 		}
 		if cx > 0 {
 			c.hbIn = max(ours, cx)
 		}
 	}
-	c.connected = true
-	c.sendFrame(&stomp.Frame{Command: stomp.CmdConnected, Headers: []stomp.Header{
+	c.hbOut.Store(int64(hbOut))
+	c.connected, c.version = true, version
+	h := []stomp.Header{
 		{Key: "version", Value: version},
 		{Key: "session", Value: c.id},
 		{Key: "server", Value: "rtlab"},
-		{Key: "heart-beat", Value: fmt.Sprintf("%d,%d", c.hbOut.Milliseconds(), c.hbIn.Milliseconds())},
-		{Key: "user-name", Value: c.ident.User},
-	}})
+		{Key: "heart-beat", Value: fmt.Sprintf("%d,%d", hbOut.Milliseconds(), c.hbIn.Milliseconds())},
+	}
+	if c.ident.User != "" { // STOMP has no empty headers: an anonymous session has no user-name
+		h = append(h, stomp.Header{Key: "user-name", Value: c.ident.User})
+	}
+	c.sendFrame(&stomp.Frame{Command: stomp.CmdConnected, Headers: h})
 	return true
 }
 
@@ -542,7 +612,8 @@ type STOMPRoute struct {
 	Topic string
 	// Publish publishes a SEND to the destination in place of Policy.Publish; req.Data is nil
 	// when the frame has no body, and Publish decides what that means. Nil: Policy.Publish, and
-	// a SEND needs a body.
+	// a SEND needs a body. It may return a nil publication when it published nothing;
+	// SendHeaders(ctx) gives the frame's headers.
 	Publish func(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 }
 
@@ -597,7 +668,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 // the session.
 func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
 	var opts hub.ReadOptions
-	route, err := c.s.destRoute(dest, false)
+	route, err := c.route(dest, false)
 	topic := route.Topic
 	if err == nil {
 		err = hub.ValidateTopic(topic)
@@ -684,7 +755,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 		c.fail(fmt.Errorf("%w: SEND needs a destination header", ErrBadRequest), f, 4000)
 		return false
 	}
-	route, err := c.s.destRoute(dest, true)
+	route, err := c.route(dest, true)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
@@ -713,13 +784,51 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	if route.Publish != nil {
 		publish = route.Publish
 	}
-	p, err := publish(pctx, c.client(), req)
+	p, err := publish(context.WithValue(pctx, sendFrameKey{}, f), c.client(), req)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
 	}
+	if p == nil { // a route that published nothing (an application's backend said so)
+		c.receipt(f)
+		return true
+	}
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch})
 	return true
+}
+
+// sendFrameKey is the context key of the SEND frame a route's Publish is called for.
+type sendFrameKey struct{}
+
+// SendHeaders returns the headers of the SEND frame a STOMPRoute's Publish was called for.
+func SendHeaders(ctx context.Context) []stomp.Header {
+	if f, ok := ctx.Value(sendFrameKey{}).(*stomp.Frame); ok {
+		return f.Headers
+	}
+	return nil
+}
+
+// userDest is the prefix of the connected user's own destinations, as Spring's user
+// destinations: SUBSCRIBE /user/queue/{name} is the topic user/{user}/queue/{name}, which
+// the application's backend publishes to for that user alone.
+const userDest = "/user/"
+
+// UserTopic returns the topic behind user's destination /user/{rest}.
+func UserTopic(user, rest string) string { return "user/" + user + "/" + rest }
+
+// route is destRoute with the session's user destinations.
+func (c *stompConn) route(dest string, send bool) (STOMPRoute, error) {
+	rest, ok := strings.CutPrefix(dest, userDest)
+	if !ok {
+		return c.s.destRoute(dest, send)
+	}
+	switch {
+	case send:
+		return STOMPRoute{}, fmt.Errorf("%w: %s* destinations are fed by the application's backend (the server API); clients SUBSCRIBE to them", ErrForbidden, userDest)
+	case c.ident.User == "":
+		return STOMPRoute{}, fmt.Errorf("%w: %s%s is the connected user's own: CONNECT with a token first", ErrUnauthorized, userDest, rest)
+	}
+	return STOMPRoute{Topic: UserTopic(c.ident.User, rest)}, nil
 }
 
 func (c *stompConn) onAck(f *stomp.Frame) bool {

@@ -46,6 +46,8 @@ const msgs = await wait;
 msgs.forEach((m, i) => {
   if (JSON.parse(m.body).i !== i) fail('order: ' + m.body);
   if (m.headers.offset !== String(i + 1)) fail('offset header ' + m.headers.offset);
+  // Header values are escaped (the time's colons as \c): stompjs gives the time back.
+  if (Number.isNaN(Date.parse(m.headers.time)) || !m.headers.time.includes(':')) fail('time header ' + m.headers.time);
 });
 console.log('ok publish/subscribe in order with offsets');
 
