@@ -212,6 +212,7 @@ func (s *Server) Limits() Limits { return s.lim }
 func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/publish/{topic...}", s.HandlePublish)
 	mux.HandleFunc("GET /api/poll/{topic...}", s.HandlePoll)
+	mux.HandleFunc("POST /api/poll", s.HandleMultiPoll)
 	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
 			s.HandlePresence(w, r, topic)
@@ -225,6 +226,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 		s.HandleHistory(w, r, topic)
 	})
 	mux.HandleFunc("GET /api/sse", s.HandleSSE)
+	mux.HandleFunc("POST /api/sse", s.HandleSSEPost)
 	mux.HandleFunc("GET /api/ws", s.HandleWS)
 	mux.HandleFunc("GET /api/stomp", s.HandleSTOMP)
 }
