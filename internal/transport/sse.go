@@ -27,6 +27,7 @@ type sseConn struct {
 	dataOnly bool          // a data stream (HandleDataSSE): data: carries the publication's data alone
 	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
 	watch    bool          // the client asked for the topics' presence (presence=true)
+	announce bool          // tell where each topic starts (event: subscribed)
 	guards   []Guard       // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
@@ -152,6 +153,7 @@ type sseRequest struct {
 	topics   []string
 	resume   map[string]hub.Position
 	presence bool
+	announce bool // event: subscribed per topic (POST /api/sse)
 }
 
 // HandleSSE serves GET /api/sse?topic=A&topic=B.
@@ -186,7 +188,7 @@ func (s *Server) HandleSSEPost(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	req := sseRequest{resume: map[string]hub.Position{}, presence: body.Presence}
+	req := sseRequest{resume: map[string]hub.Position{}, presence: body.Presence, announce: true}
 	for _, t := range body.Topics {
 		req.topics = append(req.topics, t.Topic)
 		if t.Since != nil {
@@ -307,7 +309,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
 	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
-		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && req.presence}
+		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && req.presence, announce: req.announce}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	// The stream ends at the token's expiry with event: disconnect (token_expired); an
 	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
@@ -378,10 +380,16 @@ func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte
 		if opts.Recover && res.Recovered {
 			c.pos[i] = hub.Position{Offset: opts.Since, Epoch: res.Top.Epoch}
 		}
+		start := c.pos[i]
 		c.mu.Unlock()
 		if !res.Recovered {
 			b, _ := json.Marshal(map[string]any{"topic": t, "offset": res.Top.Offset, "epoch": res.Top.Epoch, "reason": res.Reason})
 			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+		} else if c.announce {
+			// Where the topic starts, before anything of it: a "from now" subscription can
+			// resume from there even if nothing is published before the stream breaks.
+			b, _ := json.Marshal(map[string]any{"topic": t, "offset": start.Offset, "epoch": start.Epoch})
+			c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
 		}
 		st.sub.Start()
 	}
