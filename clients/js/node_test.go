@@ -2,6 +2,7 @@ package rtlabjs_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/faultproxy"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -43,13 +45,20 @@ func TestNode(t *testing.T) {
 	authed := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{"--auth-secret", secret}})
 	proxy := httptest.NewServer(servertest.NoUpgrades(srv.URL()))
 	t.Cleanup(proxy.Close)
+	faults, faultEnv := startFaults(t, apiKey)
+
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "test/")
+	files := []string{"test/"}
+	if v := os.Getenv("RTLAB_NODE_TESTS"); v != "" {
+		files = strings.Fields(v) // some of the files, while working on them
+	}
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
 	cmd.Env = append(os.Environ(), "RTLAB_URL="+srv.URL(), "RTLAB_NOWS_URL="+proxy.URL,
 		"RTLAB_API_KEY="+apiKey, "RTLAB_HISTORY="+strconv.Itoa(history),
-		"RTLAB_AUTH_URL="+authed.URL(), "RTLAB_AUTH_SECRET="+secret)
+		"RTLAB_AUTH_URL="+authed.URL(), "RTLAB_AUTH_SECRET="+secret, "RTLAB_FAULT_URL="+faults.URL())
+	cmd.Env = append(cmd.Env, faultEnv...)
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		t.Log(line)
@@ -57,4 +66,28 @@ func TestNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node --test: %v", err)
 	}
+}
+
+// startFaults starts the server the fault tests (test/faults.test.mjs) use, with keepalives
+// fast enough for their short maxSilence, and one fault proxy per transport in front of it,
+// controlled over HTTP (faultproxy.Handler). It returns the server and the tests' environment.
+func startFaults(t *testing.T, apiKey string) (*servertest.Proc, []string) {
+	srv := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{
+		"--api-key", apiKey, "--history-size", "5000", "--msg-rate", "-1",
+		"--ping-interval", "1s", "--sse-heartbeat", "500ms", "--stomp-heartbeat", "500ms"}})
+	host := strings.TrimPrefix(srv.URL(), "http://")
+	proxies := map[string]*faultproxy.Proxy{}
+	urls := map[string]string{}
+	for _, tr := range []string{"ws", "stomp", "sse", "longpoll", "shortpoll", "restart"} {
+		p, err := faultproxy.Start(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies[tr], urls[tr] = p, "http://"+p.Addr()
+	}
+	ctl := httptest.NewServer(faultproxy.Handler(proxies))
+	t.Cleanup(ctl.Close)
+	b, _ := json.Marshal(urls)
+	return srv, []string{"RTLAB_FAULT_CTL=" + ctl.URL, "RTLAB_FAULT_PROXIES=" + string(b)}
 }

@@ -506,13 +506,17 @@ export class Client extends Emitter {
     }
     const lived = t.liveAt ? Date.now() - t.liveAt : 0;
     this.failures = lived >= this.opts.minLive ? 1 : this.failures + 1;
+    this.hung = !t.liveAt && err?.code === 'timeout' ? (this.hung || 0) + 1 : 0;
     let delay = this._backoff();
     // A transport that delivered within keepRecent is retried, with backoff, before the next is
-    // tried: a server restart or a short outage is no reason to walk down the list.
+    // tried: a server restart or a short outage is no reason to walk down the list. Only a path
+    // that hangs (twice not up within connectTimeout: an upgrade or a stream held by a proxy)
+    // makes the client move on sooner.
     const recent = Date.now() - (this.delivered[t.name] || 0) < this.opts.keepRecent;
-    const moveOn = this.names.length > 1 && !recent && (!this.worked.has(t.name) || this.failures >= this.opts.failures);
+    const moveOn = this.names.length > 1 && (recent ? this.hung >= 2
+      : !this.worked.has(t.name) || this.failures >= this.opts.failures);
     if (moveOn) {
-      this.failures = 0;
+      this.failures = this.hung = 0;
       this.index = (this.index + 1) % this.names.length;
       if (this.index !== 0) delay = 0; // straight to the next; a full round backs off
     }
