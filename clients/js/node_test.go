@@ -54,7 +54,7 @@ func TestNode(t *testing.T) {
 	if v := os.Getenv("RTLAB_NODE_TESTS"); v != "" {
 		files = strings.Fields(v) // some of the files, while working on them
 	}
-	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{"--expose-gc", "--test", "--test-reporter=spec"}, files...)...)
 	cmd.Env = append(os.Environ(), "RTLAB_URL="+srv.URL(), "RTLAB_NOWS_URL="+proxy.URL,
 		"RTLAB_API_KEY="+apiKey, "RTLAB_HISTORY="+strconv.Itoa(history),
 		"RTLAB_AUTH_URL="+authed.URL(), "RTLAB_AUTH_SECRET="+secret, "RTLAB_FAULT_URL="+faults.URL())

@@ -1143,6 +1143,7 @@ class PollTransport {
       } finally {
         this.waiting = false;
         this.req = null;
+        req.unlink();
       }
       if (this.ctl.signal.aborted || c.t !== this) return;
       c._heard(this, ans.topics.some((r) => r.publications?.length));
