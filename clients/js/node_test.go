@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	rtlabjs "github.com/rtlab/rtlab/clients/js"
 	"github.com/rtlab/rtlab/internal/faultproxy"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
@@ -46,7 +47,6 @@ func TestNode(t *testing.T) {
 	proxy := httptest.NewServer(servertest.NoUpgrades(srv.URL()))
 	t.Cleanup(proxy.Close)
 	faults, faultEnv := startFaults(t, apiKey)
-
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -90,4 +90,51 @@ func startFaults(t *testing.T, apiKey string) (*servertest.Proc, []string) {
 	t.Cleanup(ctl.Close)
 	b, _ := json.Marshal(urls)
 	return srv, []string{"RTLAB_FAULT_CTL=" + ctl.URL, "RTLAB_FAULT_PROXIES=" + string(b)}
+}
+
+// TestPackage packs the npm package (npm pack), installs the tarball in an empty project, and
+// loads it both ways, require and import; it also checks that rtlab.cjs is current and that
+// the minified rtlab.js the server sends loads as a module.
+func TestPackage(t *testing.T) {
+	node, err := exec.LookPath("node")
+	var npm string
+	if err == nil {
+		npm, err = exec.LookPath("npm")
+	}
+	if err != nil {
+		if os.Getenv("RTLAB_REQUIRE_INTEROP") != "" {
+			t.Fatalf("node and npm are needed: %v", err)
+		}
+		t.Skipf("node and npm are needed: %v", err)
+	}
+	run := func(dir, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run(".", node, "build-cjs.mjs", "--check")
+	tmp := t.TempDir()
+	tgz := run(".", npm, "pack", "--silent", "--pack-destination", tmp)
+	proj := filepath.Join(tmp, "app")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "package.json"), []byte(`{"name":"app","version":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(proj, npm, "install", "--offline", "--no-audit", "--no-fund", "--silent", filepath.Join(tmp, filepath.Base(strings.Split(tgz, "\n")[0])))
+	const check = `if (typeof Client !== 'function' || typeof RtlabError !== 'function') throw new Error('exports missing');`
+	run(proj, node, "-e", `const { Client, RtlabError } = require('rtlab'); `+check)
+	run(proj, node, "--input-type=module", "-e", `import { Client, RtlabError } from 'rtlab'; `+check)
+	min := filepath.Join(tmp, "min.mjs")
+	if err := os.WriteFile(min, rtlabjs.Minified().Min, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(proj, node, "--input-type=module", "-e", `const { Client, RtlabError } = await import('file://`+min+`'); `+check+
+		` const c = new Client('http://127.0.0.1:9', { transports: ['shortpoll'] }); c.close();`)
 }

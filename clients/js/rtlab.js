@@ -1146,6 +1146,10 @@ class PollTransport {
         req.unlink();
       }
       if (this.ctl.signal.aborted || c.t !== this) return;
+      if (ans.disconnect) {
+        c._down(this, new RtlabError(ans.disconnect.code, ans.disconnect.reason), ans.disconnect);
+        return;
+      }
       c._heard(this, ans.topics.some((r) => r.publications?.length));
       catchUp = false;
       for (const r of ans.topics) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
@@ -53,6 +54,7 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries := s.multiPollEntries(Client{Identity: ident}, req)
+	var bye chan Reason
 	if wait > 0 {
 		release, err := s.admitLongPoll(r)
 		if err != nil {
@@ -60,12 +62,65 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer release()
+		bye = s.polls.add(ident.User)
+		defer s.polls.remove(ident.User, bye)
 	}
-	if err := s.multiPoll(r.Context(), entries, wait); err != nil {
+	r2, err := s.multiPoll(r.Context(), entries, wait, bye)
+	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
-	writeMultiPoll(w, entries)
+	writeMultiPoll(w, entries, r2)
+}
+
+// pollWaits are the waiting long polls of each user, so that the server API's disconnect
+// reaches them as it reaches streaming connections.
+type pollWaits struct {
+	mu     sync.Mutex
+	byUser map[string]map[chan Reason]struct{} // guarded by mu; only users with a waiting poll
+}
+
+func (p *pollWaits) add(user string) chan Reason {
+	ch := make(chan Reason, 1)
+	if user == "" {
+		return ch // anonymous: nobody can be disconnected by name
+	}
+	p.mu.Lock()
+	if p.byUser == nil {
+		p.byUser = make(map[string]map[chan Reason]struct{})
+	}
+	if p.byUser[user] == nil {
+		p.byUser[user] = make(map[chan Reason]struct{})
+	}
+	p.byUser[user][ch] = struct{}{}
+	p.mu.Unlock()
+	return ch
+}
+
+func (p *pollWaits) remove(user string, ch chan Reason) {
+	p.mu.Lock()
+	if m := p.byUser[user]; m != nil {
+		delete(m, ch)
+		if len(m) == 0 {
+			delete(p.byUser, user)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// disconnect ends user's waiting polls with r and returns how many it ended.
+func (p *pollWaits) disconnect(user string, r Reason) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ch := range p.byUser[user] {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+	n := len(p.byUser[user])
+	delete(p.byUser, user)
+	return n
 }
 
 func (s *Server) parseMultiPoll(w http.ResponseWriter, r *http.Request) (multiPollRequest, time.Duration, error) {
@@ -136,7 +191,7 @@ func (s *Server) multiPollEntries(c Client, req multiPollRequest) []*multiPollEn
 // multiPoll fills the entries' answers. With wait, each topic waits through one subscription
 // (which reads what is already there first); the first publication or gap on any of them ends
 // the wait for all.
-func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait time.Duration) error {
+func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait time.Duration, bye <-chan Reason) (*Reason, error) {
 	signal := make(chan struct{}, 1)
 	news := false
 	defer func() {
@@ -171,7 +226,7 @@ func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait 
 		}
 	}
 	if news || wait <= 0 {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	for _, e := range entries {
 		if e.sub != nil {
@@ -184,8 +239,10 @@ func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait 
 	case <-signal:
 	case <-t.C:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-s.draining:
+	case r := <-bye:
+		return &r, nil // told instead of publications: the client resumes from where it was
 	}
 	for _, e := range entries {
 		if e.w == nil {
@@ -207,13 +264,22 @@ func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait 
 		}
 		e.w.mu.Unlock()
 	}
-	return nil
+	return nil, nil
 }
 
 // writeMultiPoll answers {"topics":[...]}: each topic with news as a poll answers it, each
-// refused one as {"topic","error","reason"}.
-func writeMultiPoll(w http.ResponseWriter, entries []*multiPollEntry) {
+// refused one as {"topic","error","reason"}; a poll ended by a disconnect has
+// "disconnect":{"code","reason","reconnect"} and no topics.
+func writeMultiPoll(w http.ResponseWriter, entries []*multiPollEntry, bye *Reason) {
 	b := make([]byte, 0, 256)
+	if bye != nil {
+		msg, _ := json.Marshal(map[string]any{"code": bye.Code, "reason": bye.Text, "reconnect": bye.Reconnect})
+		b = fmt.Appendf(b, `{"disconnect":%s,"topics":[]}`+"\n", msg)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(b)
+		return
+	}
 	b = append(b, `{"topics":[`...)
 	first := true
 	for _, e := range entries {

@@ -186,6 +186,7 @@ type Server struct {
 	draining chan struct{}        // closed at shutdown: long polls return at once
 	wg       sync.WaitGroup       // connection goroutines
 	stop     chan struct{}
+	polls    pollWaits // waiting multi-topic long polls by user, for DisconnectUser
 }
 
 // New returns a Server. Call Close (or Shutdown) to stop its background work.

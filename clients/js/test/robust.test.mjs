@@ -158,6 +158,24 @@ test('auth: an expired token from getToken is an error event; no token at all is
   }
 });
 
+test('longpoll: the server API\'s disconnect reaches a waiting long poll and stops the client', { skip }, async () => {
+  const c = new Client(base, { ...opts, transports: ['longpoll'], token: await login('lou') });
+  try {
+    c.subscribe(fresh('bye'), {}, {});
+    await waitFor('connected', () => c.state === 'connected');
+    await sleep(300); // the long poll is waiting now
+    const bye = new Promise((resolve) => c.on('disconnect', resolve));
+    const res = await fetch(base + '/api/server/disconnect', {
+      method: 'POST', headers: { Authorization: 'apikey ' + apiKey }, body: JSON.stringify({ user: 'lou', reason: 'gone' }),
+    });
+    assert.ok((await res.json()).disconnected >= 1);
+    assert.equal((await bye).reason, 'gone');
+    assert.equal(c.state, 'disconnected');
+  } finally {
+    c.close();
+  }
+});
+
 test('history pages back with before', { skip }, async () => {
   const topic = fresh('pages');
   for (let i = 1; i <= 30; i++) await publish(topic, { i });
