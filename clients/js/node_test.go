@@ -48,7 +48,7 @@ func TestNode(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	faults, faultEnv := startFaults(t, apiKey)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	files := []string{"test/"}
 	if v := os.Getenv("RTLAB_NODE_TESTS"); v != "" {
