@@ -77,12 +77,22 @@ func TestUpgradesRefusedAndReset(t *testing.T) {
 		t.Fatalf("upgrade: %v %v", res, err)
 	}
 	res.Body.Close()
-	res, err = http.Get("http://" + p.Addr() + "/")
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("plain request: %v %v", res, err)
+	p.Set(Pass)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
 	}
-	res.Body.Close()
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := bufio.NewReader(c)
+	if l, _ := r.ReadString('\n'); !strings.HasPrefix(l, "HTTP/1.1 200") {
+		t.Fatalf("plain request: %q", l)
+	}
 	if n := p.Reset(); n < 2 {
-		t.Fatalf("reset %d ends, want the kept-alive pair", n)
+		t.Fatalf("reset %d ends, want the open pair", n)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(r); err == nil {
+		t.Fatal("the connection ended cleanly after a reset, want an error")
 	}
 }
