@@ -27,7 +27,7 @@ const defaults = {
   minBackoff: 250, // ms: first reconnect delay; doubles per failure, with jitter
   maxBackoff: 8000,
   connectTimeout: 5000, // a transport not live by then has failed
-  maxSilence: 15000, // a live connection that says nothing for this long is dead
+  maxSilence: 20000, // a live connection that says nothing for this long is dead
   keepRecent: 60000, // a transport that delivered this recently is retried before the next
   minLive: 5000, // a connection that drops sooner counts as failing
   failures: 3, // failures in a row before moving to the next transport

@@ -45,7 +45,7 @@ export interface ClientOptions {
   maxBackoff?: number;
   /** ms a transport has to come up (default 5000). */
   connectTimeout?: number;
-  /** ms of silence after which a connection is dead (default 15000). */
+  /** ms of silence after which a connection is dead (default 20000). */
   maxSilence?: number;
   /** ms since a transport last delivered within which it is retried before the next (60000). */
   keepRecent?: number;

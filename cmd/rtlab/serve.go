@@ -37,7 +37,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&lim.MsgRate, "msg-rate", 100, "publishes per second per connection (-1 = unlimited)")
 	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
 	fs.DurationVar(&lim.PingInterval, "ping-interval", 0, "WebSocket ping on idle connections (0 = 25s)")
-	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", 0, "SSE heart-beat comment on idle streams (0 = 15s)")
+	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", 0, "SSE heart-beat comment on idle streams (0 = 10s)")
 	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", 0, "STOMP heart-beat offered both ways (0 = 10s)")
 	fs.DurationVar(&lim.LongPollMax, "long-poll-max", 0, "longest wait a long poll may ask for (0 = 60s)")
 	fs.DurationVar(&cfg.Seed.LongTimeout, "seed-long-timeout", 0, "wait of the seed route GET /location/long/{group} (0 = 10s)")

@@ -28,7 +28,7 @@ type Limits struct {
 	MsgRate        float64       // publishes per second per connection; zero means 100, -1 unlimited
 	MsgBurst       int           // publish burst; zero means 2×MsgRate (at least 10)
 	PingInterval   time.Duration // WebSocket ping when idle; zero means 25 s
-	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 15 s
+	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 10 s
 	StompHeartbeat time.Duration // STOMP heart-beat offered both ways; zero means 10 s
 	LongPollMax    time.Duration // longest long-poll wait; zero means 60 s
 	SSEMaxAge      time.Duration // life of an /api/sse stream; zero (the default) never ends
@@ -89,7 +89,7 @@ func (l *Limits) fill() {
 	def(&l.BodyTimeout, 10*time.Second)
 	def(&l.WriteTimeout, 10*time.Second)
 	def(&l.PingInterval, 25*time.Second)
-	def(&l.SSEHeartbeat, 15*time.Second)
+	def(&l.SSEHeartbeat, 10*time.Second) // well within a client's 20 s of allowed silence
 	def(&l.StompHeartbeat, 10*time.Second)
 	def(&l.LongPollMax, 60*time.Second)
 }
