@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 
 	rtlabjs "github.com/rtlab/rtlab/clients/js"
@@ -40,19 +41,35 @@ func Handler(resultsDir string) http.Handler {
 		a.serve(w, r, "static/"+r.PathValue("file"))
 	})
 	lib := sha256.Sum256(rtlabjs.Source)
-	libTag := `"` + base64.RawURLEncoding.EncodeToString(lib[:12]) + `"`
+	libTag := base64.RawURLEncoding.EncodeToString(lib[:12])
 	mux.HandleFunc("GET /rtlab.js", func(w http.ResponseWriter, r *http.Request) {
+		// Minified, and compressed as the client accepts (brotli, gzip); one ETag per
+		// encoding, since the bytes differ.
+		min := rtlabjs.Minified()
+		body, enc := min.Min, ""
+		switch accept := r.Header.Get("Accept-Encoding"); {
+		case acceptsEncoding(accept, "br"):
+			body, enc = min.Brotli, "br"
+		case acceptsEncoding(accept, "gzip"):
+			body, enc = min.Gzip, "gzip"
+		}
+		tag := `"` + libTag + "-" + enc + `"`
 		h := w.Header()
-		h.Set("ETag", libTag)
+		h.Set("ETag", tag)
+		h.Set("Vary", "Accept-Encoding")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 		h.Set("Access-Control-Allow-Origin", "*") // a library: pages of any origin may import it
-		if r.Header.Get("If-None-Match") == libTag {
+		if enc != "" {
+			h.Set("Content-Encoding", enc)
+		}
+		if r.Header.Get("If-None-Match") == tag {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
-		_, _ = w.Write(rtlabjs.Source)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
 	})
 	l := &lab{dir: resultsDir}
 	mux.HandleFunc("GET /lab", l.serveList)
@@ -102,4 +119,16 @@ func (a *assets) serve(w http.ResponseWriter, r *http.Request, name string) {
 		h.Set("Referrer-Policy", "no-referrer")
 	}
 	http.ServeFileFS(w, r, files, name)
+}
+
+// acceptsEncoding reports whether an Accept-Encoding header takes enc (and not with q=0).
+func acceptsEncoding(header, enc string) bool {
+	for part := range strings.SplitSeq(header, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(name), enc) {
+			q := strings.ReplaceAll(params, " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
+	}
+	return false
 }

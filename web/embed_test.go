@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
+	rtlabjs "github.com/rtlab/rtlab/clients/js"
 	"github.com/rtlab/rtlab/web"
 )
 
@@ -42,7 +45,7 @@ func TestPageAndAssets(t *testing.T) {
 		{"/static/app.css", "text/css", ".card"},
 		{"/static/js/main.js", "text/javascript", "startTransport"},
 		{"/static/js/live.js", "text/javascript", "class Live"},
-		{"/rtlab.js", "text/javascript", "export class Client"},
+		{"/rtlab.js", "text/javascript", "Client"},
 	} {
 		res := get(t, h, tc.path)
 		b := body(t, res)
@@ -158,5 +161,42 @@ func TestLab(t *testing.T) {
 		if b := body(t, res); res.StatusCode != http.StatusOK || !strings.Contains(b, "No bench results yet") {
 			t.Errorf("GET /lab with results dir %q: %d\n%s", d, res.StatusCode, b)
 		}
+	}
+}
+
+// TestLibraryCompressed: /rtlab.js is minified, and sent brotli- or gzip-compressed to clients
+// that take it, each with its own ETag.
+func TestLibraryCompressed(t *testing.T) {
+	h := web.Handler("")
+	plain := get(t, h, "/rtlab.js")
+	min := body(t, plain)
+	if len(min) >= len(rtlabjs.Source)*3/4 {
+		t.Errorf("minified: %d bytes of %d", len(min), len(rtlabjs.Source))
+	}
+	tags := map[string]bool{plain.Header.Get("ETag"): true}
+	for _, enc := range []string{"gzip", "br"} {
+		res := get(t, h, "/rtlab.js", "Accept-Encoding", enc)
+		if res.Header.Get("Content-Encoding") != enc || res.Header.Get("Vary") != "Accept-Encoding" {
+			t.Fatalf("%s: Content-Encoding %q, Vary %q", enc, res.Header.Get("Content-Encoding"), res.Header.Get("Vary"))
+		}
+		var r io.Reader = res.Body
+		if enc == "gzip" {
+			zr, err := gzip.NewReader(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = zr
+		} else {
+			r = brotli.NewReader(res.Body)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil || string(b) != min {
+			t.Fatalf("%s: %d bytes decoded (%v), want the %d minified", enc, len(b), err, len(min))
+		}
+		tags[res.Header.Get("ETag")] = true
+		t.Logf("/rtlab.js: source %d B, minified %d B, %s %s B", len(rtlabjs.Source), len(min), enc, res.Header.Get("Content-Length"))
+	}
+	if len(tags) != 3 {
+		t.Errorf("ETags %v, want one per encoding", tags)
 	}
 }

@@ -33,16 +33,22 @@ export interface ClientOptions {
   transports?: TransportName[];
   /** A token (JWT) sent as access_token, STOMP passcode or Authorization: Bearer. */
   token?: string;
-  /** Returns a fresh token: called before the token expires and when the server refuses it. */
-  getToken?: () => Promise<string>;
+  /**
+   * Returns a fresh token: called before the token expires and when the server refuses it. A
+   * throw is an error event (token_error); null or '' means there is none: the client stops.
+   */
+  getToken?: () => Promise<string | null>;
   /** WebSocket implementation where there is no global one (Node 20: the ws package). */
   WebSocket?: unknown;
-  /** EventSource implementation where there is no global one (Node: the eventsource package). */
-  EventSource?: unknown;
   fetch?: typeof fetch;
   minBackoff?: number;
   maxBackoff?: number;
+  /** ms a transport has to come up (default 5000). */
   connectTimeout?: number;
+  /** ms of silence after which a connection is dead (default 20000). */
+  maxSilence?: number;
+  /** ms since a transport last delivered within which it is retried before the next (60000). */
+  keepRecent?: number;
   minLive?: number;
   failures?: number;
   retryBetter?: number;
@@ -90,6 +96,8 @@ export class Subscription<T = unknown> {
   /** Who is present (when presence was asked for), by node/client. */
   readonly members: Map<string, ClientInfo>;
   unsubscribe(): void;
+  /** Adds a handler; returns a function that removes it. */
+  on<K extends keyof Handlers<T>>(event: K, fn: NonNullable<Handlers<T>[K]>): () => void;
 }
 
 export interface ClientState {
@@ -119,6 +127,10 @@ export class Client {
   presence(topic: string): Promise<{ topic: string; clients: ClientInfo[]; users: string[] }>;
   history(topic: string, opts?: { since?: number; limit?: number; epoch?: string }): Promise<{
     topic: string; epoch: string; offset: number; recovered: boolean; reason?: string; publications: Publication[];
+  }>;
+  /** Pages back: publications older than before (0: the newest), newest first, and the next cursor. */
+  history(topic: string, opts: { before: number; limit?: number; epoch?: string }): Promise<{
+    topic: string; epoch: string; offset: number; publications: Publication[]; next: { before: number; epoch: string } | null;
   }>;
   close(): void;
   on(event: 'state', fn: (s: ClientState) => void): () => void;

@@ -12,7 +12,9 @@
 // one, every subscription resumes from there, and publications it already delivered are
 // dropped: nothing lost, nothing twice, in order. When a transport cannot connect, or keeps
 // failing, the client moves to the next; while it is not on the first, it checks now and then
-// whether a better one works again and moves back. See README.md for the options.
+// whether a better one works again and moves back. A connection that goes silent for
+// maxSilence is dead, whatever the socket says: the client reconnects and resumes. See
+// README.md for the options.
 
 const ALL = ['ws', 'stomp', 'sse', 'longpoll', 'shortpoll'];
 const WS_OPEN = 1;
@@ -21,12 +23,14 @@ const defaults = {
   transports: ALL,
   minBackoff: 250, // ms: first reconnect delay; doubles per failure, with jitter
   maxBackoff: 8000,
-  connectTimeout: 10000, // a transport not live by then has failed
+  connectTimeout: 5000, // a transport not live by then has failed
+  maxSilence: 20000, // a live connection that says nothing for this long is dead
+  keepRecent: 60000, // a transport that delivered this recently is retried before the next
   minLive: 5000, // a connection that drops sooner counts as failing
   failures: 3, // failures in a row before moving to the next transport
   retryBetter: 60000, // how often to check whether a better transport works again
   pollInterval: 1000, // short polling
-  longPollWait: 25, // seconds a long poll waits
+  longPollWait: 25, // seconds a long poll waits (at most maxSilence / 2)
   presenceInterval: 5000, // polling transports read presence this often
   refreshBefore: 30000, // ask getToken this long before the token expires
 };
@@ -59,10 +63,23 @@ class Emitter {
   }
 }
 
+// sleep waits ms, or less when signal aborts; it leaves no listener behind either way.
 const sleep = (ms, signal) => new Promise((resolve) => {
-  const t = setTimeout(resolve, ms);
-  signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  if (signal?.aborted) return resolve();
+  const done = () => { clearTimeout(t); signal?.removeEventListener('abort', done); resolve(); };
+  const t = setTimeout(done, ms);
+  signal?.addEventListener('abort', done);
 });
+
+// linked returns an AbortController that aborts with parent, and a function that unlinks it:
+// a request's own controller, so that nothing accumulates on the transport's signal.
+function linked(parent) {
+  const ctl = new AbortController();
+  const abort = () => ctl.abort();
+  if (parent.aborted) ctl.abort();
+  else parent.addEventListener('abort', abort);
+  return { ctl, unlink: () => parent.removeEventListener('abort', abort) };
+}
 
 // jwtExpiry returns a JWT's exp in ms since the epoch, or 0.
 function jwtExpiry(token) {
@@ -80,9 +97,11 @@ const presenceKey = (i) => `${i.node}/${i.client}`;
 // Subscription is one topic's subscription. Its handlers are called in order:
 // publication(p) for each publication once, gap(g) when history the client needed is gone,
 // state(s) as the subscription goes subscribing → subscribed (again after a reconnect),
-// presence(list) with who is there (when asked for), join(info) and leave(info) after it.
-export class Subscription {
+// presence(list) with who is there (when asked for), join(info) and leave(info) after it,
+// error(e) when the server refused it (it then ends). sub.on(event, fn) adds more handlers.
+export class Subscription extends Emitter {
   constructor(client, topic, opts, handlers) {
+    super();
     this.client = client;
     this.topic = topic;
     this.handlers = handlers || {};
@@ -97,8 +116,10 @@ export class Subscription {
 
   _call(name, v) {
     const fn = this.handlers[name];
-    if (!fn) return;
-    try { fn.call(this.handlers, v); } catch (e) { console.error(e); }
+    if (fn) {
+      try { fn.call(this.handlers, v); } catch (e) { console.error(e); }
+    }
+    this._emit(name, v);
   }
 
   // _deliver hands p over unless it was delivered before (a replay after a reconnect).
@@ -140,6 +161,8 @@ export class Subscription {
   // is away) the subscription ends, so that reconnects do not ask again.
   _refused(code, reason) {
     if (['closed', 'timeout', 'unavailable', 'internal', 'rate_limited'].includes(code)) return;
+    if (this.state === 'unsubscribed') return;
+    this.refused = true; // the server holds no subscription to end
     this._error(code, reason);
     this.unsubscribe();
   }
@@ -185,8 +208,8 @@ export class Client extends Emitter {
     this.token = o.token || '';
     this.getToken = o.getToken || null;
     this.WebSocket = o.WebSocket || globalThis.WebSocket;
-    this.EventSource = o.EventSource || globalThis.EventSource;
     this.fetch = o.fetch || globalThis.fetch.bind(globalThis);
+    this.silence = Math.max(500, o.maxSilence);
     this.names = o.transports.filter((n) => ALL.includes(n) && this._can(n));
     if (!this.names.length) throw new RtlabError('bad_request', `no usable transport in ${o.transports}`);
     this.subs = new Map(); // topic → Subscription
@@ -196,6 +219,8 @@ export class Client extends Emitter {
     this.clientId = '';
     this.failures = 0; // in a row, on this transport
     this.worked = new Set(); // transports that reached live at least once
+    this.delivered = {}; // transport → when it last brought something
+    this.probes = new Set(); // transports being tried by _tryBetter
     this.backoffN = 0;
     this.timers = {};
     this.closed = false;
@@ -205,7 +230,7 @@ export class Client extends Emitter {
 
   _can(name) {
     if (name === 'ws' || name === 'stomp') return typeof this.WebSocket === 'function';
-    if (name === 'sse') return typeof this.EventSource === 'function';
+    if (name === 'sse') return typeof ReadableStream === 'function';
     return true;
   }
 
@@ -243,21 +268,31 @@ export class Client extends Emitter {
   presence(topic) { return this._http('GET', `/api/topics/${topic}/presence`); }
 
   // history reads topic's retained publications after since: {topic, epoch, offset,
-  // recovered, publications}.
-  history(topic, { since = 0, limit, epoch } = {}) {
+  // recovered, publications}. With before (an offset; 0 for the newest) it pages back instead:
+  // at most limit publications older than before, oldest first, and the offset to ask next.
+  history(topic, { since = 0, limit, epoch, before } = {}) {
+    if (before !== undefined && before !== null) return this._http('GET', `/api/topics/${topic}/history`, { before, limit, epoch });
     return this._http('GET', `/api/topics/${topic}/history`, { since, limit, epoch });
   }
 
-  // close ends the connection and every subscription.
+  // close ends the connection and every subscription, and leaves no timer or request behind.
   close() {
     if (this.closed) return;
-    this.closed = true;
-    for (const t of Object.values(this.timers)) clearTimeout(t);
-    this.t?.close();
-    this.t = null;
+    this._stop();
     for (const s of this.subs.values()) s._state('unsubscribed');
     this.subs.clear();
     this._setState('closed');
+  }
+
+  // _stop ends everything that runs: timers, the transport, probes.
+  _stop() {
+    this.closed = true;
+    for (const t of Object.values(this.timers)) clearTimeout(t);
+    this.timers = {};
+    this.t?.close();
+    this.t = null;
+    for (const p of this.probes) p.close();
+    this.probes.clear();
   }
 
   _setState(state, reason = '') {
@@ -268,6 +303,7 @@ export class Client extends Emitter {
 
   _timer(name, ms, fn) {
     clearTimeout(this.timers[name]);
+    if (this.closed) return;
     this.timers[name] = setTimeout(() => { delete this.timers[name]; fn(); }, ms);
   }
 
@@ -287,27 +323,39 @@ export class Client extends Emitter {
   // _http makes a JSON request; a refused token is refreshed through getToken and the request
   // tried once more, unless it is a transport's own (signal given): that transport then
   // reconnects, as the others do when the server refuses their token.
-  async _http(method, path, params = {}, body, signal) {
+  async _http(method, path, params = {}, body, signal, timeout = 0) {
     for (let attempt = 0; ; attempt++) {
-      const init = { method, headers: this._headers(), cache: 'no-store', signal };
+      const init = { method, headers: this._headers(), cache: 'no-store' };
       if (body !== undefined) {
         init.headers['Content-Type'] = 'application/json';
         init.body = JSON.stringify(body);
       }
-      let res;
+      const own = signal ? linked(signal) : null;
+      let timer;
+      if (own) {
+        init.signal = own.ctl.signal;
+        if (timeout) timer = setTimeout(() => { own.timedOut = true; own.ctl.abort(); }, timeout);
+      }
+      let res, data;
       try {
         res = await this.fetch(this._url(path, params), init);
+        data = await res.json().catch(() => ({}));
       } catch (e) {
+        if (own?.timedOut) throw new RtlabError('timeout', `${method} ${path}: no answer within ${timeout} ms`);
         if (signal?.aborted) throw e;
         throw new RtlabError('network', `${method} ${path}: ${e.message}`);
+      } finally {
+        clearTimeout(timer);
+        own?.unlink();
       }
-      const data = await res.json().catch(() => ({}));
       if (res.ok) return data;
       if (res.status === 401 && attempt === 0 && this.getToken && !signal) {
         await this._refreshToken();
         continue;
       }
-      throw new RtlabError(data.error || 'http', data.reason || `${method} ${path}: HTTP ${res.status}`, res.status);
+      const err = new RtlabError(data.error || 'http', data.reason || `${method} ${path}: HTTP ${res.status}`, res.status);
+      err.retryAfter = Number(res.headers.get('Retry-After')) * 1000 || 0;
+      throw err;
     }
   }
 
@@ -318,25 +366,55 @@ export class Client extends Emitter {
     if (!exp || !this.getToken || this.closed) return;
     const left = exp - Date.now();
     const before = Math.min(this.opts.refreshBefore, Math.max(1000, left / 3));
-    this._timer('refresh', Math.max(1000, left - before), () => this._refreshToken().catch(() => {}));
+    this._timer('refresh', Math.max(1000, left - before), () => this._freshToken());
   }
 
   // _refreshToken gets a new token and gives it to the live connection (WebSocket and STOMP
-  // refresh in place; SSE and polling send it with their next request).
+  // refresh in place; SSE and polling send it with their next request). A getToken that gives
+  // no token rejects with unauthorized.
   _refreshToken() {
     if (!this.getToken) return Promise.resolve(this.token);
     this.refreshing ??= (async () => {
       try {
         const tok = await this.getToken();
-        if (typeof tok === 'string' && tok) this.token = tok;
-        this._scheduleRefresh();
-        this.t?.refresh?.(this.token).catch(() => {});
-        return this.token;
+        if (typeof tok !== 'string' || !tok) throw new RtlabError('unauthorized', 'getToken gave no token');
+        this.token = tok;
+        this.tokenFresh = true;
+        if (!this.closed) {
+          this._scheduleRefresh();
+          this.t?.refresh?.(tok).catch(() => {});
+        }
+        return tok;
       } finally {
         this.refreshing = null;
       }
     })();
     return this.refreshing;
+  }
+
+  // _freshToken asks getToken for the next attempt's token. A getToken that throws, or gives a
+  // token that has already expired, is told as an error event (token_error, token_expired): the
+  // caller waits a backoff step before asking again. One that gives no token means there is
+  // none for good: the client stops with disconnect.
+  async _freshToken() {
+    try {
+      await this._refreshToken();
+    } catch (e) {
+      if (this.closed) return false;
+      if (e instanceof RtlabError && e.code === 'unauthorized') {
+        this._disconnect({ code: 'unauthorized', reason: e.message, reconnect: false });
+        return false;
+      }
+      this._emit('error', new RtlabError('token_error', `getToken failed: ${e?.message || e}`));
+      return false;
+    }
+    if (this.closed) return false;
+    const exp = jwtExpiry(this.token);
+    if (exp && exp <= Date.now()) {
+      this._emit('error', new RtlabError('token_expired', 'getToken gave a token that has already expired'));
+      return false;
+    }
+    return true;
   }
 
   _expiring() {
@@ -363,12 +441,48 @@ export class Client extends Emitter {
   _live(t) {
     if (t !== this.t || this.closed || t.liveAt) return;
     clearTimeout(this.timers.connect);
-    t.liveAt = Date.now();
+    t.liveAt = t.heard = Date.now();
     this.worked.add(t.name);
     this.backoffN = 0;
+    this.tokenFresh = false;
     this._setState('connected');
     this._emit('transport', { transport: t.name, event: 'connected' });
+    this._watch(t);
     if (this.index > 0) this._timer('better', this.opts.retryBetter, () => this._tryBetter());
+  }
+
+  // _heard is called by a transport for everything the server sends: the connection is alive.
+  _heard(t, delivered = false) {
+    if (t !== this.t) return;
+    t.heard = Date.now();
+    if (delivered) this.delivered[t.name] = t.heard;
+  }
+
+  // _watch checks a live connection for silence: the server writes at least every ping or
+  // heart-beat interval, so one silent for maxSilence is gone (a black hole, a dead NAT entry,
+  // a laptop that slept) even when its socket looks open. Half way, a transport that can ask
+  // for an answer (WebSocket ping) does.
+  _watch(t) {
+    const every = Math.max(100, this.silence / 4);
+    this._timer('silence', every, () => {
+      if (t !== this.t || this.closed) return;
+      const quiet = Date.now() - t.heard;
+      if (quiet >= this.silence) {
+        this._down(t, new RtlabError('timeout', `${t.name}: nothing heard for ${quiet} ms (maxSilence)`));
+        return;
+      }
+      if (quiet >= this.silence / 2) t.ping?.();
+      this._watch(t);
+    });
+  }
+
+  // _disconnect stops the client for good: the server or getToken said not to come back.
+  _disconnect(bye) {
+    const why = bye.reason || bye.code;
+    this._stop();
+    this._setState('disconnected', why);
+    this._emit('disconnect', bye);
+    for (const s of this.subs.values()) s._state('unsubscribed', why);
   }
 
   // _down is called by a transport that failed or was closed by the server. bye is what the
@@ -377,35 +491,51 @@ export class Client extends Emitter {
     if (t !== this.t || this.closed) return;
     t.close();
     this.t = null;
-    clearTimeout(this.timers.connect);
-    clearTimeout(this.timers.better);
+    for (const n of ['connect', 'better', 'silence']) clearTimeout(this.timers[n]);
     const reason = err?.message || String(err);
     this._emit('transport', { transport: t.name, event: 'failed', reason });
-    if (bye && bye.reconnect === false && bye.code !== 'token_expired' && bye.code !== 'unauthorized') {
-      // The server does not want this client back (an operator disconnected it).
-      this._setState('disconnected', bye.reason || bye.code);
-      this._emit('disconnect', bye);
-      for (const s of this.subs.values()) s._state('unsubscribed', bye.reason || bye.code);
-      this.closed = true;
+    const tokenCode = bye && (bye.code === 'token_expired' || bye.code === 'unauthorized');
+    if (bye && bye.reconnect === false && !tokenCode) {
+      this._disconnect(bye); // an operator disconnected this client
+      return;
+    }
+    if (bye?.code === 'unauthorized' && this.tokenFresh) {
+      // A token fresh from getToken refused again: it is not a matter of time.
+      this._disconnect({ ...bye, reconnect: false });
       return;
     }
     const lived = t.liveAt ? Date.now() - t.liveAt : 0;
     this.failures = lived >= this.opts.minLive ? 1 : this.failures + 1;
+    this.hung = !t.liveAt && err?.code === 'timeout' ? (this.hung || 0) + 1 : 0;
     let delay = this._backoff();
-    const moveOn = this.names.length > 1 && (!this.worked.has(t.name) || this.failures >= this.opts.failures);
+    // A transport that delivered within keepRecent is retried, with backoff, before the next is
+    // tried: a server restart or a short outage is no reason to walk down the list. Only a path
+    // that hangs (twice not up within connectTimeout: an upgrade or a stream held by a proxy)
+    // makes the client move on sooner.
+    const recent = Date.now() - (this.delivered[t.name] || 0) < this.opts.keepRecent;
+    const moveOn = this.names.length > 1 && (recent ? this.hung >= 2
+      : !this.worked.has(t.name) || this.failures >= this.opts.failures);
     if (moveOn) {
-      this.failures = 0;
+      this.failures = this.hung = 0;
       this.index = (this.index + 1) % this.names.length;
       if (this.index !== 0) delay = 0; // straight to the next; a full round backs off
     }
     this._setState('connecting', `${t.name}: ${reason}`);
-    // A browser does not tell why a WebSocket or EventSource could not connect: a refused
-    // token looks like any failure. So a connection that never came up asks for a token too.
-    const tokenTrouble = (bye && (bye.code === 'token_expired' || bye.code === 'unauthorized')) || (!t.liveAt && this.token);
-    this._timer('reconnect', delay, async () => {
-      if (this.getToken && (tokenTrouble || this._expiring())) await this._refreshToken().catch(() => {});
-      this._open();
-    });
+    // A browser does not tell why a WebSocket could not connect: a refused token looks like any
+    // failure. So a connection that never came up asks for a token too.
+    const tokenTrouble = tokenCode || (!t.liveAt && this.token);
+    this._timer('reconnect', delay, () => this._reconnect(tokenTrouble));
+  }
+
+  // _reconnect opens the transport again, with a new token first when the old one is the
+  // trouble; a token that cannot be had waits a backoff step (one getToken call per step).
+  async _reconnect(tokenTrouble) {
+    if (this.closed) return;
+    if (this.getToken && (tokenTrouble || this._expiring()) && !(await this._freshToken())) {
+      if (!this.closed) this._timer('reconnect', this._backoff(), () => this._reconnect(true));
+      return;
+    }
+    this._open();
   }
 
   _backoff() {
@@ -421,7 +551,11 @@ export class Client extends Emitter {
       const name = this.names[i];
       if (name === 'longpoll' || name === 'shortpoll' || this.t !== current) continue;
       const T = name === 'ws' ? WSTransport : name === 'stomp' ? StompTransport : SSETransport;
-      const ok = await new T(this, name).probe().catch(() => false);
+      const probe = new T(this, name);
+      this.probes.add(probe);
+      const ok = await probe.probe().catch(() => false);
+      probe.close();
+      this.probes.delete(probe);
       if (ok && this.t === current && !this.closed) {
         this._emit('transport', { transport: name, event: 'upgrading' });
         current.close();
@@ -456,6 +590,7 @@ class WSTransport {
     ws.onmessage = (e) => {
       let m;
       try { m = JSON.parse(typeof e.data === 'string' ? e.data : String(e.data)); } catch { return; }
+      this.c._heard(this, m.op === 'message');
       onMsg(m);
     };
     ws.onclose = (e) => onClose(e);
@@ -471,11 +606,20 @@ class WSTransport {
     });
   }
 
+  // probe connects and resolves whether the server said connected; close() ends it.
   probe() {
     return new Promise((resolve) => {
-      const ws = this._dial((m) => { if (m.op === 'connected') { resolve(true); ws.close(1000); } }, () => resolve(false));
-      setTimeout(() => { resolve(false); ws.close(); }, this.c.opts.connectTimeout);
+      const done = (ok) => { clearTimeout(this.probeTimer); resolve(ok); };
+      this.ws = this._dial((m) => { if (m.op === 'connected') done(true); }, () => done(false));
+      this.probeTimer = setTimeout(() => done(false), this.c.opts.connectTimeout);
     });
+  }
+
+  // ping asks the server for an answer when the connection has been quiet (see Client._watch).
+  ping() {
+    if (Date.now() - (this.pinged || 0) < this.c.silence / 4) return;
+    this.pinged = Date.now();
+    this.send({ op: 'ping' });
   }
 
   send(msg) {
@@ -528,7 +672,8 @@ class WSTransport {
     this.send(msg);
   }
 
-  remove(sub) { if (this.ready) this.send({ op: 'unsubscribe', topic: sub.topic }); }
+  // remove unsubscribes; a subscription the server refused has nothing to end there.
+  remove(sub) { if (this.ready && !sub.refused) this.send({ op: 'unsubscribe', topic: sub.topic }); }
 
   request(msg, timeoutMsg) {
     const id = ++this.seq;
@@ -564,6 +709,7 @@ class WSTransport {
   failPending(err) { for (const id of [...this.pending.keys()]) this.settle(id, err); }
 
   close() {
+    clearTimeout(this.probeTimer);
     const ws = this.ws;
     this.ws = null;
     if (ws) {
@@ -627,10 +773,13 @@ class StompTransport {
 
   _dial(onFrame, onClose) {
     const ws = new this.c.WebSocket(this.c._url('/api/stomp', {}, 'ws'), ['v12.stomp']);
+    // heart-beat: ours every 10 s at most, and the server's often enough that maxSilence
+    // holds three of them.
     ws.onopen = () => ws.send(stompFrame('CONNECT', {
-      'accept-version': '1.2', host: new URL(this.c.base).hostname, 'heart-beat': '10000,10000', passcode: this.c.token,
+      'accept-version': '1.2', host: new URL(this.c.base).hostname, 'heart-beat': `10000,${Math.round(this.c.silence / 3)}`, passcode: this.c.token,
     }));
     ws.onmessage = (e) => {
+      this.c._heard(this);
       const { frames, rest } = parseStomp(this.buf + (typeof e.data === 'string' ? e.data : String(e.data)));
       this.buf = rest;
       for (const f of frames) onFrame(f);
@@ -651,8 +800,9 @@ class StompTransport {
 
   probe() {
     return new Promise((resolve) => {
-      const ws = this._dial((f) => { if (f.command === 'CONNECTED') { resolve(true); ws.close(1000); } }, () => resolve(false));
-      setTimeout(() => { resolve(false); ws.close(); }, this.c.opts.connectTimeout);
+      const done = (ok) => { clearTimeout(this.probeTimer); resolve(ok); };
+      this.ws = this._dial((f) => { if (f.command === 'CONNECTED') done(true); }, () => done(false));
+      this.probeTimer = setTimeout(() => done(false), this.c.opts.connectTimeout);
     });
   }
 
@@ -677,7 +827,12 @@ class StompTransport {
       case 'MESSAGE': {
         const sub = this.bySub.get(h.subscription);
         if (!sub) break;
-        if (h.gap === 'true') sub._gap(JSON.parse(f.body));
+        if (h.refused) {
+          // The server refused this subscription alone and keeps the session (docs/protocol.md).
+          this.bySub.delete(h.subscription);
+          this.byTopic.delete(sub.topic);
+          sub._refused(h.refused, h.message || h.refused);
+        } else if (h.gap === 'true') sub._gap(JSON.parse(f.body));
         else if (h.presence) {
           const d = JSON.parse(f.body);
           if (h.presence === 'presence') sub._presence(d.clients || []);
@@ -689,6 +844,7 @@ class StompTransport {
           const p = { topic: sub.topic, offset: Number(h.offset), epoch: h.epoch, time: h.time, data };
           if (h.sender) p.sender = h.sender;
           if (h.type) p.type = h.type;
+          c._heard(this, true);
           sub._deliver(p);
         }
         break;
@@ -734,6 +890,7 @@ class StompTransport {
     if (sub.position) Object.assign(headers, { since: String(sub.position.offset), epoch: sub.position.epoch });
     if (sub.wantsPresence) headers.presence = 'true';
     this.receipt('SUBSCRIBE', headers).then((f) => {
+      if (f.headers.refused) return; // told by the refusal's MESSAGE
       if (f.headers.offset !== undefined) sub._advance(Number(f.headers.offset), f.headers.epoch, true);
       sub._state('subscribed');
     }, (err) => sub._refused(err.code, err.message));
@@ -743,7 +900,7 @@ class StompTransport {
     const id = this.byTopic.get(sub.topic);
     this.byTopic.delete(sub.topic);
     this.bySub.delete(id);
-    if (id) this.send('UNSUBSCRIBE', { id });
+    if (id && !sub.refused) this.send('UNSUBSCRIBE', { id });
   }
 
   async publish(topic, data, type) {
@@ -761,6 +918,7 @@ class StompTransport {
 
   close() {
     clearInterval(this.beat);
+    clearTimeout(this.probeTimer);
     const ws = this.ws;
     this.ws = null;
     if (ws) {
@@ -775,182 +933,258 @@ class StompTransport {
   }
 }
 
-// ---- Server-Sent Events (/api/sse), publishing over HTTP -------------------------------------
+// ---- Server-Sent Events (POST /api/sse), publishing over HTTP --------------------------------
 
+// The stream is read with fetch, not EventSource: the topics and positions go in a POST body
+// (no URL to outgrow), and the server's comments (": connected", ": ping") are seen, so a
+// stream counts as up only once the server's first bytes arrive through whatever proxy is in
+// between, and one that falls silent is noticed.
 class SSETransport {
   constructor(c, name) {
     this.c = c;
     this.name = name;
-    this.es = null;
     this.ctl = new AbortController();
+    this.req = null; // the open stream's {ctl, unlink}
     this.bye = null;
   }
 
-  // nowPositions learns where "from now" subscriptions stand, so that the stream (which has no
-  // "subscribed" answer) resumes them from there after a reconnect.
-  async nowPositions() {
-    await Promise.all([...this.c.subs.values()].filter((s) => !s.position).map(async (s) => {
-      const r = await this.c._http('GET', '/api/poll/' + s.topic, {}, undefined, this.ctl.signal);
-      s._advance(r.offset, r.epoch);
-    }));
-  }
-
-  _source(topics, presence) {
+  open() {
     const c = this.c;
-    const token = topics.map((s) => s.position && `${s.topic}=${s.position.offset}:${s.position.epoch}`).filter(Boolean).join(',');
-    return new c.EventSource(c._url('/api/sse', {
-      topic: topics.map((s) => s.topic), lastEventId: token, access_token: c.token, presence: presence ? 'true' : '',
-    }));
-  }
-
-  async open() {
-    const c = this.c;
-    this.es?.close();
-    this.es = null;
     if (!c.subs.size) {
       c._live(this); // nothing to stream until a subscription comes
       return;
     }
-    this.opening = true;
-    try {
-      await this.nowPositions();
-    } catch (e) {
-      if (!this.ctl.signal.aborted) c._down(this, e);
-      return;
-    } finally {
-      this.opening = false;
+    const subs = [...c.subs.values()];
+    const req = linked(this.ctl.signal);
+    this.req = req;
+    this.bye = null;
+    const body = {
+      topics: subs.map((s) => ({ topic: s.topic, ...c._since(s) })),
+      presence: subs.some((s) => s.wantsPresence),
+    };
+    const headers = c._headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' });
+    c.fetch(c._url('/api/sse'), { method: 'POST', headers, body: JSON.stringify(body), cache: 'no-store', signal: req.ctl.signal })
+      .then((res) => this.read(res, subs, req))
+      .catch((e) => {
+        if (this.req !== req || c.t !== this) return;
+        c._down(this, e instanceof RtlabError ? e : new RtlabError('network', `sse: ${e.message}`), this.bye);
+      })
+      .finally(() => req.unlink());
+  }
+
+  async read(res, subs, req) {
+    const c = this.c;
+    if (!res.ok) {
+      const data = await res.json().catch(() => ({}));
+      const err = new RtlabError(data.error || 'http', data.reason || `sse: HTTP ${res.status}`, res.status);
+      if (subs.length === 1 && res.status >= 400 && res.status < 500 && ![401, 408, 429].includes(res.status)) {
+        subs[0]._refused(err.code, err.message); // the stream's only topic is refused
+        if (this.req === req && c.t === this) this.open();
+        return;
+      }
+      throw err;
     }
-    if (this.ctl.signal.aborted || c.t !== this) return;
-    const subs = [...c.subs.values()]; // read again: some may have come meanwhile
-    const es = this._source(subs, subs.some((s) => s.wantsPresence));
-    this.es = es;
-    const on = (event, fn) => es.addEventListener(event, (e) => {
-      if (this.es !== es || c.t !== this) return;
-      let d;
-      try { d = JSON.parse(e.data); } catch { return; }
-      fn(d);
-    });
-    es.onopen = () => {
-      if (this.es !== es) return;
-      c._live(this);
-      for (const s of subs) s._state('subscribed');
-    };
-    es.onmessage = (e) => {
-      if (this.es !== es || c.t !== this) return;
-      const p = JSON.parse(e.data);
-      c.subs.get(p.topic)?._deliver(p);
-    };
-    on('gap', (d) => c.subs.get(d.topic)?._gap(d));
-    on('presence', (d) => c.subs.get(d.topic)?._presence(d.clients || []));
-    on('join', (d) => c.subs.get(d.topic)?._join(d.info));
-    on('leave', (d) => c.subs.get(d.topic)?._leave(d.info));
-    on('refused', (d) => c.subs.get(d.topic)?._error('refused', d.reason));
-    on('disconnect', (d) => { this.bye = d; });
-    es.onerror = () => {
-      if (this.es !== es) return;
-      es.close();
-      const why = this.bye ? `${this.bye.code}: ${this.bye.reason}` : 'stream failed';
-      c._down(this, new RtlabError(this.bye?.code || 'network', why), this.bye);
-    };
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    let ev = { event: 'message', data: '' };
+    let first = true;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (this.req !== req || c.t !== this) return reader.cancel().catch(() => {});
+      if (done) break;
+      if (first) {
+        first = false; // the server's first bytes came through
+        c._live(this);
+        for (const s of subs) s._state('subscribed');
+      }
+      c._heard(this);
+      buf += dec.decode(value, { stream: true });
+      let nl;
+      while ((nl = buf.search(/\r\n|\n|\r/)) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
+        if (line === '') {
+          if (ev.data) this.dispatch(ev.event, ev.data.slice(0, -1));
+          ev = { event: 'message', data: '' };
+          continue;
+        }
+        if (line.startsWith(':')) continue; // a comment: heard, nothing more
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        const v = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+        if (field === 'event') ev.event = v;
+        else if (field === 'data') ev.data += v + '\n';
+      }
+    }
+    const why = this.bye ? `${this.bye.code}: ${this.bye.reason}` : 'stream ended';
+    throw new RtlabError(this.bye?.code || 'closed', why);
   }
 
+  dispatch(event, data) {
+    const c = this.c;
+    let d;
+    try { d = JSON.parse(data); } catch { return; }
+    const sub = d && typeof d === 'object' ? c.subs.get(d.topic) : undefined;
+    switch (event) {
+      case 'message': c._heard(this, true); sub?._deliver(d); break;
+      case 'subscribed': sub?._advance(d.offset, d.epoch, true); break;
+      case 'gap': sub?._gap(d); break;
+      case 'presence': sub?._presence(d.clients || []); break;
+      case 'join': sub?._join(d.info); break;
+      case 'leave': sub?._leave(d.info); break;
+      case 'refused': sub?._refused(d.code || 'refused', d.reason); break;
+      case 'disconnect': this.bye = d; break;
+    }
+  }
+
+  // probe opens a stream of one topic and resolves whether the server's first bytes come.
   probe() {
-    const first = [...this.c.subs.values()][0];
+    const c = this.c;
+    const first = [...c.subs.values()][0];
     if (!first) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const es = this._source([{ topic: first.topic }], false);
-      es.onopen = () => { resolve(true); es.close(); };
-      es.onerror = () => { resolve(false); es.close(); };
-      setTimeout(() => { resolve(false); es.close(); }, this.c.opts.connectTimeout);
-    });
+    const headers = c._headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' });
+    const timer = setTimeout(() => this.ctl.abort(), c.opts.connectTimeout);
+    return c.fetch(c._url('/api/sse'), { method: 'POST', headers, body: JSON.stringify({ topics: [{ topic: first.topic }] }), signal: this.ctl.signal })
+      .then(async (res) => res.ok && !(await res.body.getReader().read()).done)
+      .catch(() => false)
+      .finally(() => { clearTimeout(timer); this.ctl.abort(); });
   }
 
-  // A stream's topics are fixed: adding or dropping one reopens it, resuming the others.
+  // A stream's topics are fixed: adding or dropping some reopens it once, resuming the others.
   add() { this.reopen(); }
 
   remove() { this.reopen(); }
 
   reopen() {
-    if (this.c.t !== this || this.opening) return; // an opening stream takes them all
-    this.ctl.abort(); // a stream still learning positions
-    this.ctl = new AbortController();
-    this.es?.close();
-    this.es = null;
-    this.open();
+    if (this.c.t !== this || this.reopening) return;
+    this.reopening = true;
+    queueMicrotask(() => {
+      this.reopening = false;
+      if (this.c.t !== this) return;
+      this.req?.ctl.abort();
+      this.req = null;
+      this.open();
+    });
   }
 
   close() {
     this.ctl.abort();
-    this.es?.close();
-    this.es = null;
+    this.req = null;
   }
 }
 
-// ---- long and short polling (/api/poll/{topic}), publishing over HTTP ------------------------
+// ---- long and short polling (POST /api/poll, every topic in one request) -------------------
 
 class PollTransport {
   constructor(c, name) {
     this.c = c;
     this.name = name;
     this.long = name === 'longpoll';
-    this.loops = new Map(); // topic → AbortController
     this.ctl = new AbortController();
+    this.req = null; // the request in flight: {ctl, unlink}
+    this.presence = new Map(); // topic → AbortController of its presence loop
   }
 
   open() {
-    if (!this.c.subs.size) this.c._live(this);
-    for (const s of this.c.subs.values()) this.add(s);
+    this.run();
+    for (const s of this.c.subs.values()) this.watchPresence(s);
   }
 
+  // add: the next request carries the new topic; a long poll that is waiting is cut short so
+  // that it comes now. A burst of subscribes cuts it once.
   add(sub) {
-    this.remove(sub);
-    const ctl = new AbortController();
-    this.ctl.signal.addEventListener('abort', () => ctl.abort(), { once: true });
-    this.loops.set(sub.topic, ctl);
-    this.loop(sub, ctl.signal);
-    if (sub.wantsPresence) this.presenceLoop(sub, ctl.signal);
+    this.watchPresence(sub);
+    if (this.waking) return;
+    this.waking = true;
+    queueMicrotask(() => {
+      this.waking = false;
+      if (this.waiting) this.req?.ctl.abort();
+      this.idle?.();
+    });
   }
 
   remove(sub) {
-    this.loops.get(sub.topic)?.abort();
-    this.loops.delete(sub.topic);
+    this.presence.get(sub.topic)?.abort();
+    this.presence.delete(sub.topic);
   }
 
-  async loop(sub, signal) {
+  async run() {
     const c = this.c;
+    const o = c.opts;
+    const wait = Math.max(0.5, Math.min(o.longPollWait, c.silence / 2000));
     let catchUp = true; // the first request answers at once: it proves the server is there
-    while (!signal.aborted && c.t === this) {
-      const q = { ...c._since(sub) };
-      if (this.long && !catchUp) q.wait = c.opts.longPollWait;
-      let body;
+    while (!this.ctl.signal.aborted && c.t === this) {
+      const subs = [...c.subs.values()];
+      if (!subs.length) {
+        c._live(this);
+        await new Promise((resolve) => { this.idle = resolve; }); // until add or close
+        this.idle = null;
+        continue;
+      }
+      const body = { topics: subs.map((s) => ({ topic: s.topic, ...c._since(s) })) };
+      this.waiting = this.long && !catchUp;
+      if (this.waiting) body.wait = wait;
+      const req = linked(this.ctl.signal);
+      this.req = req;
+      let ans;
       try {
-        body = await c._http('GET', '/api/poll/' + sub.topic, q, undefined, signal);
+        ans = await c._http('POST', '/api/poll', {}, body, req.ctl.signal, (this.waiting ? wait * 1000 : 0) + c.silence / 2);
       } catch (e) {
-        if (signal.aborted || c.t !== this) return;
-        if (e.status >= 400 && e.status < 500 && e.status !== 429 && e.status !== 401) {
-          sub._refused(e.code, e.message); // this topic is refused; the others go on
-          return;
+        if (this.ctl.signal.aborted || c.t !== this) return;
+        if (req.ctl.signal.aborted && e?.code !== 'timeout') continue; // cut short by add
+        if (e.status === 429) {
+          // The server is busy with this address: wait as it asks, keep the transport.
+          await sleep(Math.max(e.retryAfter, c._backoff()), this.ctl.signal);
+          continue;
         }
-        c._down(this, e, e.status === 401 ? { code: 'unauthorized', reason: e.message, reconnect: true } : null);
+        c._down(this, e, e.status === 401 ? { code: e.code, reason: e.message, reconnect: true } : null);
+        return;
+      } finally {
+        this.waiting = false;
+        this.req = null;
+        req.unlink();
+      }
+      if (this.ctl.signal.aborted || c.t !== this) return;
+      if (ans.disconnect) {
+        c._down(this, new RtlabError(ans.disconnect.code, ans.disconnect.reason), ans.disconnect);
         return;
       }
-      if (signal.aborted || c.t !== this) return;
-      if (body.recovered === false) sub._gap({ epoch: body.epoch, reason: body.reason });
-      for (const p of body.publications) sub._deliver(p);
-      if (!body.publications.length) sub._advance(body.offset, body.epoch);
-      sub._state('subscribed');
+      c._heard(this, ans.topics.some((r) => r.publications?.length));
+      catchUp = false;
+      for (const r of ans.topics) {
+        const s = c.subs.get(r.topic);
+        if (!s) continue;
+        if (r.error) {
+          s._refused(r.error, r.reason); // this topic alone; the others go on
+          continue;
+        }
+        if (r.recovered === false) s._gap({ epoch: r.epoch, reason: r.reason });
+        for (const p of r.publications) s._deliver(p);
+        if (!r.publications.length) s._advance(r.offset, r.epoch);
+        catchUp ||= r.publications.length >= 100;
+      }
+      for (const s of subs) if (c.subs.get(s.topic) === s && s.position) s._state('subscribed');
       c._live(this);
-      const more = body.publications.length > 0 && body.publications.length >= 100;
-      catchUp = more;
-      if (!this.long && !more) await sleep(c.opts.pollInterval, signal);
+      if (!this.long && !catchUp) {
+        await sleep(o.pollInterval, this.ctl.signal);
+        c._heard(this); // a pause of ours is no silence of the server's
+      }
     }
+  }
+
+  watchPresence(sub) {
+    if (!sub.wantsPresence || this.presence.has(sub.topic)) return;
+    const ctl = linked(this.ctl.signal);
+    this.presence.set(sub.topic, ctl.ctl);
+    this.presenceLoop(sub, ctl.ctl.signal).finally(ctl.unlink);
   }
 
   async presenceLoop(sub, signal) {
     const c = this.c;
     while (!signal.aborted && c.t === this) {
       try {
-        const r = await c._http('GET', `/api/topics/${sub.topic}/presence`, {}, undefined, signal);
+        const r = await c._http('GET', `/api/topics/${sub.topic}/presence`, {}, undefined, signal, c.silence);
         if (!signal.aborted && c.t === this) sub._presence(r.clients || []);
       } catch { /* the poll loop notices a server that is gone */ }
       await sleep(c.opts.presenceInterval, signal);
@@ -959,5 +1193,8 @@ class PollTransport {
 
   probe() { return Promise.resolve(true); }
 
-  close() { this.ctl.abort(); }
+  close() {
+    this.ctl.abort();
+    this.idle?.();
+  }
 }

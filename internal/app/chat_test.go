@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/stomp"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
@@ -136,8 +137,13 @@ func TestChatRulesAndMembers(t *testing.T) {
 	st := tt.DialSTOMP(t, s.ws("/api/stomp"))
 	st.Send("CONNECT\naccept-version:1.2\npasscode:" + bob + "\n\n\x00SUBSCRIBE\nid:1\ndestination:/topic/notify/ann\n\n\x00")
 	st.Expect("CONNECTED")
-	if f := st.Frame(5 * time.Second); f.Command != "ERROR" {
+	// Refused alone: a MESSAGE naming the code, and the session goes on.
+	if f := st.Frame(5 * time.Second); f.Command != "MESSAGE" || !hasHeader(f, "refused", "forbidden") {
 		t.Fatalf("stomp subscribe to another's notifications: %+v", f)
+	}
+	st.Send("SUBSCRIBE\nid:2\ndestination:/topic/notify/bob\nreceipt:r2\n\n\x00")
+	if f := st.Frame(5 * time.Second); f.Command != "RECEIPT" {
+		t.Fatalf("stomp subscribe to one's own notifications after a refusal: %+v", f)
 	}
 	for transport, least := range map[string]float64{"http": 3, "ws": 1, "stomp": 1} {
 		if n := metricValue(t, s, `rtlab_refused_total{reason="forbidden",transport="`+transport+`"}`); n < least {
@@ -218,4 +224,9 @@ func TestNotificationOnEveryTransport(t *testing.T) {
 	if code, _ := do(t, s, "GET", "/api/notifications?user=owner", guest, ""); code != 403 {
 		t.Fatalf("guest reading owner's notifications: %d", code)
 	}
+}
+
+func hasHeader(f stomp.Frame, key, want string) bool {
+	v, _ := f.Get(key)
+	return v == want
 }

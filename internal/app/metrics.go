@@ -7,7 +7,7 @@ import (
 )
 
 // requestRoute is the route label of an answered request, once the mux has matched it: the
-// kind of the data routes, whichever API they come by (publish, shortpoll, longpoll, history,
+// kind of the data routes, whichever API they come by (publish, shortpoll, longpoll, multipoll, history,
 // presence), else the matched path pattern (/api/login, /cur/{group}), and "other" for what
 // matched no route, so that the label's values stay few whatever clients ask for.
 func requestRoute(r *http.Request) string {
@@ -21,6 +21,8 @@ func requestRoute(r *http.Request) string {
 		return "shortpoll"
 	case "GET /location/long/{group}":
 		return "longpoll"
+	case "POST /api/poll":
+		return "multipoll" // short or long, the body says: many topics in one request
 	case "GET /api/topics/{rest...}":
 		switch rest := r.PathValue("rest"); {
 		case strings.HasSuffix(rest, "/presence"):

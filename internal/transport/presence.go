@@ -225,7 +225,7 @@ func (s *Server) DisconnectUser(user string, r Reason) int {
 	for _, w := range ws {
 		w.close(r, false)
 	}
-	return len(ws)
+	return len(ws) + s.pollWaits.disconnect(user, r)
 }
 
 // connUser is the user of a connection, by its framer.

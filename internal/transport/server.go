@@ -28,7 +28,7 @@ type Limits struct {
 	MsgRate        float64       // publishes per second per connection; zero means 100, -1 unlimited
 	MsgBurst       int           // publish burst; zero means 2×MsgRate (at least 10)
 	PingInterval   time.Duration // WebSocket ping when idle; zero means 25 s
-	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 15 s
+	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 10 s
 	StompHeartbeat time.Duration // STOMP heart-beat offered both ways; zero means 10 s
 	LongPollMax    time.Duration // longest long-poll wait; zero means 60 s
 	SSEMaxAge      time.Duration // life of an /api/sse stream; zero (the default) never ends
@@ -51,7 +51,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxFrame: 64 << 10, QueueBytes: 1 << 20, WriteTimeout: 10 * time.Second, MaxSubs: 128,
-		MsgRate: 100, PingInterval: 25 * time.Second, SSEHeartbeat: 15 * time.Second,
+		MsgRate: 100, PingInterval: 25 * time.Second, SSEHeartbeat: 10 * time.Second,
 		StompHeartbeat: 10 * time.Second, LongPollMax: 60 * time.Second,
 		StompTxFrames: 100, StompTxBytes: 1 << 20, StompTxMax: 16, UnackedMsgs: 1000, UnackedBytes: 4 << 20,
 		FirstFrameTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
@@ -198,16 +198,17 @@ type Server struct {
 	// must hear from the server within some interval is written to one period early.
 	kaPeriod time.Duration
 
-	nextID   atomic.Uint64
-	closing  atomic.Bool
-	mu       sync.Mutex
-	conns    map[*writer]struct{}       // guarded by mu
-	polls    map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
-	admitted int                        // streaming connections admitted; guarded by mu
-	perIP    map[string]int             // admitted connections per client address; guarded by mu
-	draining chan struct{}              // closed at shutdown: long polls return at once
-	wg       sync.WaitGroup             // connection goroutines
-	stop     chan struct{}
+	nextID    atomic.Uint64
+	closing   atomic.Bool
+	mu        sync.Mutex
+	conns     map[*writer]struct{}       // guarded by mu
+	polls     map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
+	admitted  int                        // streaming connections admitted; guarded by mu
+	perIP     map[string]int             // admitted connections per client address; guarded by mu
+	draining  chan struct{}              // closed at shutdown: long polls return at once
+	wg        sync.WaitGroup             // connection goroutines
+	stop      chan struct{}
+	pollWaits pollWaits // waiting multi-topic long polls by user, for DisconnectUser
 }
 
 // New returns a Server. Call Close (or Shutdown) to stop its background work.
@@ -236,6 +237,7 @@ func (s *Server) Limits() Limits { return s.lim }
 func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/publish/{topic...}", s.HandlePublish)
 	mux.HandleFunc("GET /api/poll/{topic...}", s.HandlePoll)
+	mux.HandleFunc("POST /api/poll", s.HandleMultiPoll)
 	mux.HandleFunc("GET /api/topics/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		if topic, ok := strings.CutSuffix(r.PathValue("rest"), "/presence"); ok {
 			s.HandlePresence(w, r, topic)
@@ -249,6 +251,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 		s.HandleHistory(w, r, topic)
 	})
 	mux.HandleFunc("GET /api/sse", s.HandleSSE)
+	mux.HandleFunc("POST /api/sse", s.HandleSSEPost)
 	mux.HandleFunc("GET /api/ws", s.HandleWS)
 	mux.HandleFunc("GET /api/stomp", s.HandleSTOMP)
 }

@@ -27,6 +27,7 @@ type sseConn struct {
 	dataOnly bool          // a data stream (HandleDataSSE): data: carries the publication's data alone
 	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
 	watch    bool          // the client asked for the topics' presence (presence=true)
+	announce bool          // tell where each topic starts (event: subscribed)
 	guards   []Guard       // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
@@ -150,19 +151,97 @@ func parseResumeToken(tok string) (map[string]hub.Position, error) {
 	return out, nil
 }
 
+// sseRequest is what a stream is asked for: its topics, where each resumes, presence.
+type sseRequest struct {
+	topics   []string
+	resume   map[string]hub.Position
+	presence bool
+	announce bool // event: subscribed per topic (POST /api/sse)
+}
+
 // HandleSSE serves GET /api/sse?topic=A&topic=B.
 func (s *Server) HandleSSE(w http.ResponseWriter, r *http.Request) {
-	s.serveSSE(w, r, r.URL.Query()["topic"], false, s.streamAge())
+	req, err := sseQuery(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	s.serveSSE(w, r, req, false, s.streamAge())
+}
+
+// HandleSSEPost serves POST /api/sse: the topics and positions come in a JSON body
+// ({"topics":[{"topic","since"?,"epoch"?}],"presence"?}), so that a client with many topics
+// never outgrows a URL or header limit. The stream is the same as GET /api/sse's.
+func (s *Server) HandleSSEPost(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Topics []struct {
+			Topic string  `json:"topic"`
+			Since *uint64 `json:"since"`
+			Epoch string  `json:"epoch"`
+		} `json:"topics"`
+		Presence bool `json:"presence"`
+	}
+	b, err := s.readBody(w, r)
+	if err == nil && b != nil {
+		if jerr := json.Unmarshal(b, &body); jerr != nil {
+			err = fmt.Errorf("%w: body: %v", ErrBadRequest, jerr)
+		}
+	}
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	req := sseRequest{resume: map[string]hub.Position{}, presence: body.Presence, announce: true}
+	for _, t := range body.Topics {
+		req.topics = append(req.topics, t.Topic)
+		if t.Since != nil {
+			req.resume[t.Topic] = hub.Position{Offset: *t.Since, Epoch: t.Epoch}
+		}
+	}
+	s.serveSSE(w, r, req, false, s.streamAge())
+}
+
+// sseQuery reads a GET stream's request: topic= parameters, and where to start (a resume
+// token in Last-Event-ID or lastEventId, or since= for a single topic).
+func sseQuery(r *http.Request) (sseRequest, error) {
+	q := r.URL.Query()
+	req := sseRequest{topics: q["topic"], resume: map[string]hub.Position{}, presence: wantsPresence(r)}
+	tok := r.Header.Get("Last-Event-ID")
+	if tok == "" {
+		tok = q.Get("lastEventId")
+	}
+	if tok != "" {
+		var err error
+		req.resume, err = parseResumeToken(tok)
+		return req, err
+	}
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || len(req.topics) != 1 {
+			return req, fmt.Errorf("%w: since=%q must be an offset, with a single topic", ErrBadRequest, v)
+		}
+		req.resume[req.topics[0]] = hub.Position{Offset: n, Epoch: q.Get("epoch")}
+	}
+	return req, nil
 }
 
 // HandleDataSSE serves a stream of topic for an application's own dialect: data: carries each
 // publication's data alone (no gap or presence events; a closing reason comes as a comment),
 // and the stream ends cleanly after exactly maxAge (zero or negative: never).
 func (s *Server) HandleDataSSE(w http.ResponseWriter, r *http.Request, topic string, maxAge time.Duration) {
-	s.serveSSE(w, r, []string{topic}, true, max(maxAge, 0))
+	req, err := sseQuery(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	req.topics, req.presence = []string{topic}, false
+	s.serveSSE(w, r, req, true, max(maxAge, 0))
 }
 
-func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []string, dataOnly bool, maxAge time.Duration) {
+// serveSSE checks the request and starts the stream. A topic refused on its own (the policy
+// forbids it, it is past --max-subs) is told in an event: refused naming it, and the stream
+// goes on for the others; a stream of one topic that is refused is answered with the error.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest, dataOnly bool, maxAge time.Duration) {
 	ident, err := s.authenticate(r)
 	if err == nil {
 		err = s.checkOrigin(r)
@@ -171,17 +250,16 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		s.WriteError(w, r, err)
 		return
 	}
+	topics := req.topics
 	if len(topics) == 0 {
 		s.WriteError(w, r, fmt.Errorf("%w: give at least one topic= parameter", ErrBadRequest))
 		return
 	}
-	if len(topics) > s.lim.MaxSubs {
-		s.WriteError(w, r, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs))
-		return
-	}
 	seen := make(map[string]bool, len(topics))
 	guards := make([]Guard, len(topics))
-	for i, t := range topics {
+	var refused []byte
+	kept := topics[:0:0]
+	for _, t := range topics {
 		if err := hub.ValidateTopic(t); err != nil {
 			s.WriteError(w, r, err)
 			return
@@ -191,30 +269,28 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 			return
 		}
 		seen[t] = true
-		if guards[i], err = s.policy.CanSubscribe(Client{Identity: ident}, t); err != nil {
-			s.WriteError(w, r, err)
-			return
+		var g Guard
+		var err error
+		if len(kept) >= s.lim.MaxSubs {
+			err = fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs)
+		} else {
+			g, err = s.policy.CanSubscribe(Client{Identity: ident}, t)
 		}
-	}
-	// Where to start: a resume token, or since= for a single topic.
-	resume := map[string]hub.Position{}
-	tok := r.Header.Get("Last-Event-ID")
-	if tok == "" {
-		tok = r.URL.Query().Get("lastEventId")
-	}
-	if tok != "" {
-		if resume, err = parseResumeToken(tok); err != nil {
-			s.WriteError(w, r, err)
-			return
+		if err != nil {
+			if len(topics) == 1 || dataOnly {
+				s.WriteError(w, r, err)
+				return
+			}
+			code, _ := errorCode(err)
+			s.m.Refused.WithLabelValues("sse", code).Inc()
+			refused = appendRefusedEvent(refused, t, err)
+			continue
 		}
-	} else if v := r.URL.Query().Get("since"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || len(topics) != 1 {
-			s.WriteError(w, r, fmt.Errorf("%w: since=%q must be an offset, with a single topic", ErrBadRequest, v))
-			return
-		}
-		resume[topics[0]] = hub.Position{Offset: n, Epoch: r.URL.Query().Get("epoch")}
+		guards[len(kept)] = g
+		kept = append(kept, t)
 	}
+	topics, guards = kept, guards[:len(kept)]
+	resume := req.resume
 
 	hj, ok := w.(http.Hijacker)
 	if !ok {
@@ -236,7 +312,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
 	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
-		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && wantsPresence(r)}
+		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && req.presence, announce: req.announce}
 	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
 	c.w.ident = ident // its expiry is armed once the head is queued (run)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
@@ -246,7 +322,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, topics []strin
 		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, ident, resume, []byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), release)
+	go c.run(conn, ident, resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...), release)
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
@@ -282,8 +358,7 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 		}
 		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i, guard: c.guards[i]}, opts)
 		if err != nil {
-			b, _ := json.Marshal(map[string]string{"topic": t, "reason": reasonText(err)})
-			failed = fmt.Appendf(failed, "event: refused\ndata: %s\n\n", b)
+			failed = appendRefusedEvent(failed, t, err)
 			continue
 		}
 		subs = append(subs, started{idx: i, sub: sub, res: res, opts: opts})
@@ -310,10 +385,16 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 		if opts.Recover && res.Recovered {
 			c.pos[i] = hub.Position{Offset: opts.Since, Epoch: res.Top.Epoch}
 		}
+		start := c.pos[i]
 		c.mu.Unlock()
 		if !res.Recovered {
 			b, _ := json.Marshal(map[string]any{"topic": t, "offset": res.Top.Offset, "epoch": res.Top.Epoch, "reason": res.Reason})
 			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+		} else if c.announce {
+			// Where the topic starts, before anything of it: a "from now" subscription can
+			// resume from there even if nothing is published before the stream breaks.
+			b, _ := json.Marshal(map[string]any{"topic": t, "offset": start.Offset, "epoch": start.Epoch})
+			c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
 		}
 		st.sub.Start()
 	}
@@ -335,4 +416,11 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 			return
 		}
 	}
+}
+
+// appendRefusedEvent appends an event: refused naming topic, with the code and reason.
+func appendRefusedEvent(b []byte, topic string, err error) []byte {
+	code, _ := errorCode(err)
+	msg, _ := json.Marshal(map[string]string{"topic": topic, "code": code, "reason": reasonText(err)})
+	return fmt.Appendf(b, "event: refused\ndata: %s\n\n", msg)
 }

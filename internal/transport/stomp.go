@@ -649,8 +649,8 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	// The frame is checked, and answered, in functions of their own: the hub's subscribe is
 	// deep, and every connection's reader goroutine keeps the stack its first frames needed.
 	k, opts, ok := c.subscription(f, dest)
-	if !ok {
-		return false
+	if k == nil {
+		return ok // refused alone (ok), or the session failed
 	}
 	sub, res, err := c.s.hub.Subscribe(ctx, k.topic, k, opts)
 	if err != nil {
@@ -665,7 +665,7 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 }
 
 // subscription checks a SUBSCRIBE to dest and returns the subscription it asks for, or fails
-// the session.
+// the session (nil, false), or refuses the subscription alone (nil, true).
 func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
 	var opts hub.ReadOptions
 	route, err := c.route(dest, false)
@@ -686,8 +686,8 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 		return nil, opts, false
 	}
 	if len(c.subs) >= c.s.lim.MaxSubs {
-		c.fail(fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs), f, 4000)
-		return nil, opts, false
+		c.refuseSubscription(f, id, dest, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs))
+		return nil, opts, true
 	}
 	mode := ackAuto
 	switch v, _ := f.Get("ack"); v {
@@ -702,8 +702,8 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 	}
 	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
 	if err != nil {
-		c.fail(err, f, 4003)
-		return nil, opts, false
+		c.refuseSubscription(f, id, dest, err)
+		return nil, opts, true
 	}
 	if v, ok := f.Get("since"); ok {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -717,6 +717,22 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode, guard: guard}
 	k.watch = headerTrue(f, "presence")
 	return k, opts, true
+}
+
+// refuseSubscription answers a SUBSCRIBE refused on its own account (the policy forbids the
+// topic, or the session holds --max-subs). An ERROR frame would end the session, as STOMP
+// requires of ERROR, and every other subscription with it; so the refusal is a MESSAGE to
+// the refused subscription with a refused header (the code) and message (the reason), and the
+// RECEIPT, when one was asked for, carries the same two headers.
+func (c *stompConn) refuseSubscription(f *stomp.Frame, id, dest string, err error) {
+	code, _ := errorCode(err)
+	c.s.m.Refused.WithLabelValues(metrics.STOMP, code).Inc()
+	msg := reasonText(err)
+	c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
+		{Key: "subscription", Value: id}, {Key: "destination", Value: dest}, {Key: "message-id", Value: "refused-" + id},
+		{Key: "refused", Value: code}, {Key: "message", Value: msg}, {Key: "content-type", Value: "text/plain"},
+	}, Body: []byte(msg)})
+	c.receipt(f, stomp.Header{Key: "refused", Value: code}, stomp.Header{Key: "message", Value: msg})
 }
 
 // subscribed answers a SUBSCRIBE the hub took: its receipt with where the subscription

@@ -1,0 +1,98 @@
+package faultproxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echo is an upstream that answers each line with the same line.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func start(t *testing.T, upstream string) *Proxy {
+	p, err := Start(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestBlackHoleHoldsThenDelivers(t *testing.T) {
+	p := start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	_, _ = io.WriteString(c, "one\n")
+	if l, _ := r.ReadString('\n'); l != "one\n" {
+		t.Fatalf("before: %q", l)
+	}
+	p.Set(BlackHole)
+	_, _ = io.WriteString(c, "two\n")
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if l, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a black hole let %q through", l)
+	}
+	p.Set(Pass)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if l, err := r.ReadString('\n'); l != "two\n" {
+		t.Fatalf("after the black hole: %q, %v", l, err)
+	}
+}
+
+func TestUpgradesRefusedAndReset(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	p := start(t, strings.TrimPrefix(srv.URL, "http://"))
+	p.Set(RefuseUpgrades)
+	req, _ := http.NewRequest("GET", "http://"+p.Addr()+"/", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 403 {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	res.Body.Close()
+	p.Set(Pass)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	r := bufio.NewReader(c)
+	if l, _ := r.ReadString('\n'); !strings.HasPrefix(l, "HTTP/1.1 200") {
+		t.Fatalf("plain request: %q", l)
+	}
+	if n := p.Reset(); n < 2 {
+		t.Fatalf("reset %d ends, want the open pair", n)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(r); err == nil {
+		t.Fatal("the connection ended cleanly after a reset, want an error")
+	}
+}
