@@ -293,6 +293,7 @@ func (s *Server) keepalive() {
 					w.sendRaw(b)
 				}
 			}
+			clear(ws) // a closed connection's writer must not stay reachable from here
 		}
 	}
 }
