@@ -47,6 +47,12 @@ type Config struct {
 	// HistoryMaxBytes bounds the memory broker's non-durable history (memory.Config.MaxBytes):
 	// zero means 256 MiB, negative unlimited.
 	HistoryMaxBytes int64
+	// MaxTopics bounds the topics the memory broker holds (memory.Config.MaxTopics): zero means
+	// 100,000, negative unlimited.
+	MaxTopics int
+	// DurableMaxBytes bounds the memory of durable topics' windows (memory.Config.DurableMaxBytes):
+	// zero means 64 MiB, negative unlimited.
+	DurableMaxBytes int64
 	Limits          transport.Limits
 	Seed            SeedConfig    // the seed-compatible routes (seed.go)
 	ShutdownTimeout time.Duration // zero means 5 s
@@ -95,6 +101,12 @@ type Config struct {
 
 // DefaultHistoryMaxBytes is the default of Config.HistoryMaxBytes (--history-max-bytes).
 const DefaultHistoryMaxBytes = memory.DefaultMaxBytes
+
+// Defaults of Config.MaxTopics (--max-topics) and Config.DurableMaxBytes (--durable-max-bytes).
+const (
+	DefaultMaxTopics       = memory.DefaultMaxTopics
+	DefaultDurableMaxBytes = memory.DefaultDurableMaxBytes
+)
 
 // App is a configured server.
 type App struct {
@@ -173,7 +185,7 @@ func New(cfg Config) (*App, error) {
 	defer bcancel()
 	switch {
 	case cfg.Broker == "memory":
-		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes}
+		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
 		if cfg.DataDir != "" && len(cfg.Durable) > 0 {
 			var err error
 			st, err = store.Open(store.Config{
@@ -677,4 +689,16 @@ func registerMemoryStats(reg prometheus.Registerer, b *memory.Broker) {
 		Name: "rtlab_history_trimmed_topics_total",
 		Help: "Topics whose history the memory broker dropped to stay within --history-max-bytes (least recently used first).",
 	}, func() float64 { return float64(b.Trimmed()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rtlab_topics_held",
+		Help: "Topics the memory broker holds in memory, bounded by --max-topics.",
+	}, func() float64 { return float64(b.Topics()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rtlab_durable_window_bytes",
+		Help: "Estimated memory held by durable topics' windows (memory broker), bounded by --durable-max-bytes.",
+	}, func() float64 { return float64(b.DurableBytes()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rtlab_topics_forgotten_total",
+		Help: "Topics the memory broker took out of memory to make room (--max-topics, --durable-max-bytes); durable ones are read back from the store.",
+	}, func() float64 { return float64(b.Forgotten()) }))
 }

@@ -16,6 +16,9 @@ var (
 	ErrBadData  = errors.New("hub: data is not valid JSON")
 	ErrBadText  = errors.New("hub: text is not valid UTF-8")
 	ErrNotReady = errors.New("hub: broker not ready")
+	// ErrTooManyTopics refuses a publication to a new topic when the broker holds as many
+	// topics as it may and every one of them has subscribers or is being written.
+	ErrTooManyTopics = errors.New("hub: too many topics")
 )
 
 // ValidateTopic reports whether name is a valid topic: 1–200 characters of [A-Za-z0-9_.:@/-].
