@@ -21,12 +21,17 @@ import (
 
 // Limits bound what one client may do and hold. Zero values mean the defaults given.
 type Limits struct {
-	MaxFrame       int           // bytes of one client frame or request body; zero means 64 KiB
-	QueueBytes     int           // bytes queued per connection before it is cut off; zero means 1 MiB
-	WriteTimeout   time.Duration // one socket write; zero means 10 s
-	MaxSubs        int           // subscriptions per connection; zero means 128
-	MsgRate        float64       // publishes per second per connection; zero means 100, -1 unlimited
-	MsgBurst       int           // publish burst; zero means 2×MsgRate (at least 10)
+	MaxFrame     int           // bytes of one client frame or request body; zero means 64 KiB
+	QueueBytes   int           // bytes queued per connection before it is cut off; zero means 1 MiB
+	WriteTimeout time.Duration // one socket write; zero means 10 s
+	MaxSubs      int           // subscriptions per connection; zero means 128
+	MsgRate      float64       // publishes per second per connection; zero means 100, -1 unlimited
+	MsgBurst     int           // publish burst; zero means 2×MsgRate (at least 10)
+	// OpRate paces every message a WebSocket or STOMP client sends (publishes, subscribes,
+	// pings, history reads, refreshes): over it the connection is not read until a token is
+	// back, so a flood slows its sender only. Zero means 200, -1 unlimited.
+	OpRate         float64
+	OpBurst        int           // zero means 2×OpRate (at least 10)
 	PingInterval   time.Duration // WebSocket ping when idle; zero means 25 s
 	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 15 s
 	StompHeartbeat time.Duration // STOMP heart-beat offered both ways; zero means 10 s
@@ -66,6 +71,12 @@ func (l *Limits) fill() {
 	}
 	if l.MsgBurst <= 0 {
 		l.MsgBurst = max(10, int(2*l.MsgRate))
+	}
+	if l.OpRate == 0 {
+		l.OpRate = 200
+	}
+	if l.OpBurst <= 0 {
+		l.OpBurst = max(10, int(2*l.OpRate))
 	}
 	if l.HTTPPubRate == 0 {
 		l.HTTPPubRate = 100
@@ -140,6 +151,14 @@ type Policy interface {
 	Publish(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
 	// Disconnected is called once when a streaming connection has closed.
 	Disconnected(c Client)
+}
+
+// PublishChecker is implemented by a Policy that can tell, without publishing, whether
+// publishes would be refused: a STOMP COMMIT checks all of its SENDs first, so that it
+// publishes all or none. reqs are in order; one may depend on an earlier one (a chat ENTER
+// before a TALK).
+type PublishChecker interface {
+	CheckPublish(ctx context.Context, c Client, reqs []hub.PublishRequest) error
 }
 
 // authenticate resolves a request's identity and refuses anonymous ones when auth is required.
@@ -359,12 +378,33 @@ func newRateLimiter(l Limits) rateLimiter {
 	return rateLimiter{rate: l.MsgRate, burst: float64(l.MsgBurst), tokens: float64(l.MsgBurst)}
 }
 
+func newOpLimiter(l Limits) rateLimiter {
+	return rateLimiter{rate: l.OpRate, burst: float64(l.OpBurst), tokens: float64(l.OpBurst)}
+}
+
+// wait takes a token, waiting for one when there is none; false when ctx ended first.
+func (r *rateLimiter) wait(ctx context.Context) bool {
+	for !r.allow(time.Now()) {
+		t := time.NewTimer(time.Duration((1 - r.tokens) / r.rate * float64(time.Second)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return true
+}
+
 // errRateLimited is the refusal of a publish over the connection's rate.
 func (s *Server) errRateLimited() error {
 	return fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, s.lim.MsgRate)
 }
 
-func (r *rateLimiter) allow(now time.Time) bool {
+func (r *rateLimiter) allow(now time.Time) bool { return r.allowN(now, 1) }
+
+// allowN takes n tokens, or none when there are fewer.
+func (r *rateLimiter) allowN(now time.Time, n int) bool {
 	if r.rate < 0 {
 		return true
 	}
@@ -372,10 +412,10 @@ func (r *rateLimiter) allow(now time.Time) bool {
 		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
 	}
 	r.last = now
-	if r.tokens < 1 {
+	if r.tokens < float64(n) {
 		return false
 	}
-	r.tokens--
+	r.tokens -= float64(n)
 	return true
 }
 
