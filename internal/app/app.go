@@ -322,10 +322,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var started atomic.Bool
+	ln = a.tr.Listener(ln) // every TCP connection counts toward the caps
 	srv := &http.Server{
 		Handler:           whileStarting(&started, a.handler),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       a.tr.Limits().HTTPIdleTimeout,
 		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,14 @@ type Limits struct {
 	HTTPPubRate       float64       // HTTP publishes per second per user (address when anonymous); zero means 100, -1 unlimited
 	HTTPPubBurst      int           // HTTP publish burst; zero means 2×HTTPPubRate (at least 10)
 	MaxConns          int           // streaming connections in all; zero means 10,000, -1 unlimited
-	MaxConnsPerIP     int           // streaming connections per client address; zero means 100, -1 unlimited
+	MaxConnsPerIP     int           // connections per client address (an IPv6 /64); zero means 2,000, -1 unlimited
+	MaxConnsPerUser   int           // streaming connections per user; zero means 500, -1 unlimited
+	// HTTPIdleTimeout closes a keep-alive HTTP connection idle this long; zero means 30 s.
+	HTTPIdleTimeout time.Duration
+	// LoginRate and LoginBurst bound password checks (POST /api/login with --login-users) per
+	// client address and per user name; zero means 2/s, burst 10; -1 unlimited.
+	LoginRate  float64
+	LoginBurst int
 }
 
 func (l *Limits) fill() {
@@ -95,7 +103,15 @@ func (l *Limits) fill() {
 	defInt(&l.UnackedMsgs, 1000)
 	defInt(&l.UnackedBytes, 4<<20)
 	defInt(&l.MaxConns, 10_000)
-	defInt(&l.MaxConnsPerIP, 100)
+	defInt(&l.MaxConnsPerIP, 2000)
+	defInt(&l.MaxConnsPerUser, 500)
+	def(&l.HTTPIdleTimeout, 30*time.Second)
+	if l.LoginRate == 0 {
+		l.LoginRate = 2
+	}
+	if l.LoginBurst <= 0 {
+		l.LoginBurst = 10
+	}
 	def(&l.FirstFrameTimeout, 10*time.Second)
 	def(&l.BodyTimeout, 10*time.Second)
 	def(&l.WriteTimeout, 10*time.Second)
@@ -195,6 +211,9 @@ type Server struct {
 	m       *metrics.Metrics
 	log     *slog.Logger
 	pubRate *keyedLimiter // HTTP publishes per user or address
+	// loginRate: password checks per address and per user name; checking: those running.
+	loginRate *keyedLimiter
+	checking  chan struct{}
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -202,6 +221,7 @@ type Server struct {
 	conns    map[*writer]struct{} // guarded by mu
 	admitted int                  // streaming connections admitted; guarded by mu
 	perIP    map[string]int       // admitted connections per client address; guarded by mu
+	perUser  map[string]int       // admitted connections per user; guarded by mu
 	draining chan struct{}        // closed at shutdown: long polls return at once
 	wg       sync.WaitGroup       // connection goroutines
 	stop     chan struct{}
@@ -215,8 +235,10 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
-		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
-		conns:   make(map[*writer]struct{}), perIP: make(map[string]int),
+		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
+		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
+		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		conns:     make(map[*writer]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 	}
 	go s.keepalive()

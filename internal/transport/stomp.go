@@ -435,6 +435,16 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 			c.fail(err, f, 4003)
 			return false
 		}
+		if ident.User != "" && c.ident.User == "" {
+			// Admitted anonymously at the upgrade: the user's connections are counted now.
+			userRelease, err := c.s.admitUser(ident.User)
+			if err != nil {
+				c.fail(err, f, 4000)
+				return false
+			}
+			addrRelease := c.release
+			c.release = func() { userRelease(); addrRelease() }
+		}
 		if ident.User != "" {
 			c.ident = ident
 			c.userSeen.Store(&ident.User)
