@@ -11,14 +11,14 @@ import (
 // Listener wraps ln so that every TCP connection, plain HTTP requests' keep-alive ones
 // included, counts toward the per-address cap: at most MaxConnsPerIP from one address (an
 // IPv6 /64). All of them together are held below the process's open-file limit, and one
-// address to half of what that leaves, so connections from one address can never take the
-// descriptors the others need. (MaxConns, which counts streaming connections, is admit's.) A
+// address (unless unlimited) to half of what that leaves, so connections from one address
+// cannot take the descriptors the others need. (MaxConns, which counts streaming connections, is admit's.) A
 // connection over a cap is answered 429 or 503 at once and closed, before a request is read.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	total, perAddr := -1, s.lim.MaxConnsPerIP
 	if files := openFileLimit(); files > 0 {
 		total = max(16, files-64) // the store, the broker, logs
-		if perAddr < 0 || perAddr > total/2 {
+		if perAddr > total/2 { // -1 (unlimited, a load test's) stays so
 			perAddr = max(1, total/2)
 		}
 	}
