@@ -85,6 +85,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&ac.Cache, "auth-cache", 10_000, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
 	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", 4<<10, "largest chat message in bytes")
 	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", 1000, "members (and invited users) per chat room")
+	fs.IntVar(&cfg.ChatMaxRooms, "chat-max-rooms", 1000, "chat rooms one connection may have entered; an ENTER past it is refused")
 	fs.DurationVar(&cfg.ChatIdle, "chat-idle", 0, "a chat room's in-memory view unused this long is dropped; its state stays in the store (0 = 10m)")
 	privateRooms := fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
 	fs.StringVar(&cfg.DataDir, "data-dir", "./data", "directory for durable history (empty: keep everything in memory)")
@@ -102,7 +103,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	// What each value must be; durations not named here must not be negative (0: the default).
 	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
 		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
-		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "durable-history", "archive-queue")
+		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "chat-max-rooms", "durable-history", "archive-queue")
 	fs.rule(between(1, 1_000_000), "history-size")
 	fs.rule(atLeast(0), "msg-burst", "op-burst", "http-pub-burst", "login-burst", "auth-cache")
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")

@@ -59,6 +59,7 @@ type Config struct {
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
 	ChatMaxMembers  int           // members (and invited users) per chat room; zero means 1000
+	ChatMaxRooms    int           // chat rooms one connection may have entered; zero means 1000
 	ChatIdle        time.Duration // a chat room's in-memory view unused this long is dropped; zero means 10 min
 	// PrivateRooms lists topic prefixes (e.g. chat/private/) whose rooms are members-only.
 	PrivateRooms []string
@@ -251,12 +252,15 @@ func New(cfg Config) (*App, error) {
 	if cfg.ChatMaxMembers <= 0 {
 		cfg.ChatMaxMembers = 1000
 	}
+	if cfg.ChatMaxRooms <= 0 {
+		cfg.ChatMaxRooms = 1000
+	}
 	if cfg.ChatIdle <= 0 {
 		cfg.ChatIdle = 10 * time.Minute
 	}
 	a.notes = newNotifications(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
-		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
+		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, maxRooms: cfg.ChatMaxRooms, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	a.tr = transport.New(transport.Config{

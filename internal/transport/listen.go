@@ -18,7 +18,7 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 	total, perAddr := -1, s.lim.MaxConnsPerIP
 	if files := openFileLimit(); files > 0 {
 		total = max(16, files-64) // the store, the broker, logs
-		if perAddr > total/2 { // -1 (unlimited, a load test's) stays so
+		if perAddr > total/2 {    // -1 (unlimited, a load test's) stays so
 			perAddr = max(1, total/2)
 		}
 	}
