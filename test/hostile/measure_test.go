@@ -139,7 +139,7 @@ func TestMeasureRooms(t *testing.T) {
 	t.Logf("+6,000 TALKs of 3.9 KB: %s; durable windows %.0f MiB", msMem(p), msMetric(p, "rtlab_durable_window_bytes")/(1<<20))
 	if os.Getenv("RTLAB_MEASURE_WAIT") != "" {
 		time.Sleep(130 * time.Second)
-		t.Logf("130 s later: %s", msMem(p))
+		t.Logf("130 s later: %s; topics held %.0f, durable windows %.0f MiB", msMem(p), msMetric(p, "rtlab_topics_held"), msMetric(p, "rtlab_durable_window_bytes")/(1<<20))
 	}
 	p.Restart(false)
 	time.Sleep(5 * time.Second)
@@ -270,4 +270,24 @@ func TestMeasureLogins(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("login flood: bystander p99 %v (before %v); %d attempts, %d answered 429", during, base, n.Load(), limited.Load())
+}
+
+// Thousand: a load test holding 1,000 WebSocket connections from one host, default flags.
+func TestMeasureThousand(t *testing.T) {
+	p := servertest.Start(t, measured(t))
+	ok, refused := 0, 0
+	var open []*tt.WSConn
+	for range 1000 {
+		c, err := (tt.Dialer{From: "127.0.0.2"}).TryWS(t.Context(), p.WS("/api/ws"))
+		if err != nil {
+			refused++
+			continue
+		}
+		ok++
+		open = append(open, c)
+	}
+	for _, c := range open {
+		c.Close()
+	}
+	t.Logf("1,000 connections from one address on default flags: %d open, %d refused", ok, refused)
 }
