@@ -507,7 +507,11 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 		return hub.HistoryResult{}, s.loadErr
 	}
 	b.expireLocked(s, now)
-	s.lastUsed = now
+	if !s.durable {
+		// A durable topic's use is its publishes: the archive reads every topic published to at
+		// each sweep, and reads counting as use would keep every room in memory for good.
+		s.lastUsed = now
+	}
 	return hub.HistoryResult{
 		Top:          hub.Position{Offset: s.visible, Epoch: s.epoch},
 		Oldest:       s.ring.Oldest(),
