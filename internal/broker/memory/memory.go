@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	mrand "math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -579,8 +580,9 @@ func (b *Broker) stream(topic string, now time.Time, create bool) (*stream, erro
 	return s, nil
 }
 
-// TopicsSince names the topics published to or read since since, and, when since is zero,
-// every topic kept in the store: what an archive sweep must look at.
+// TopicsSince names the topics in memory published to (a non-durable one: or read) since
+// since, and, when since is zero, every topic kept in the store: what an archive sweep must
+// look at.
 func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
 	var out []string
 	for i := range b.shards {
@@ -634,23 +636,33 @@ func (b *Broker) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := b.cfg.Now()
-		for i := range b.shards {
-			sh := &b.shards[i]
-			sh.mu.Lock()
-			for name, s := range sh.streams {
-				s.mu.Lock()
-				b.expireLocked(s, now)
-				idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
-				// Durable topics leave memory sooner: their state is read back from the store.
-				idle = idle || (s.durable && now.Sub(s.lastUsed) > b.cfg.DurableIdle)
-				s.mu.Unlock()
-				if idle {
-					b.forgetLocked(sh, name, s, false)
-				}
-			}
-			sh.mu.Unlock()
+		before := b.retained.Load() + b.durBytes.Load()
+		b.sweepOnce(b.cfg.Now())
+		if freed := before - b.retained.Load() - b.durBytes.Load(); freed > 32<<20 {
+			// A flood has gone: give its memory back to the system now rather than over many
+			// minutes (a full collection, at most once a minute and only after one).
+			debug.FreeOSMemory()
 		}
+	}
+}
+
+// sweepOnce expires history and forgets idle topics.
+func (b *Broker) sweepOnce(now time.Time) {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for name, s := range sh.streams {
+			s.mu.Lock()
+			b.expireLocked(s, now)
+			idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
+			// Durable topics leave memory sooner: their state is read back from the store.
+			idle = idle || (s.durable && now.Sub(s.lastUsed) > b.cfg.DurableIdle)
+			s.mu.Unlock()
+			if idle {
+				b.forgetLocked(sh, name, s, false)
+			}
+		}
+		sh.mu.Unlock()
 	}
 }
 
