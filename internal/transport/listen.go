@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"net"
 	"strconv"
 	"sync"
@@ -22,7 +23,7 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 			perAddr = max(1, total/2)
 		}
 	}
-	return &capListener{Listener: ln, s: s, total: total, perAddr: perAddr, count: make(map[string]int)}
+	return &capListener{Listener: ln, s: s, total: total, perAddr: perAddr, count: make(map[string]int), refusing: make(chan struct{}, 64)}
 }
 
 // openFileLimit is the process's soft limit on open files, or 0 when unknown.
@@ -38,6 +39,8 @@ type capListener struct {
 	net.Listener
 	s              *Server
 	total, perAddr int // -1: unlimited
+
+	refusing chan struct{} // refusals being answered
 
 	mu    sync.Mutex
 	open  int            // guarded by mu
@@ -72,21 +75,41 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse answers a connection over a cap with a short HTTP error and closes it, without
-// waiting on the client (a write that would block is dropped).
+// refuse answers a connection over a cap with a short HTTP error and closes it. The answer
+// follows the request's head (read for a second at most, in a goroutine of its own: HTTP
+// clients take an answer before their request for a broken connection); past 64 refusals at
+// once a connection is closed unanswered, so refusing costs neither descriptors nor goroutines
+// without bound.
 func (l *capListener) refuse(c net.Conn, status int, code, reason string) {
 	if l.s.m != nil {
 		l.s.m.Refused.WithLabelValues("http", code).Inc()
 	}
-	body := `{"error":"` + code + `","reason":"` + reason + `"}`
-	text := "Too Many Requests"
-	if status == 503 {
-		text = "Service Unavailable"
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		_ = c.Close()
+		return
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = c.Write([]byte("HTTP/1.1 " + strconv.Itoa(status) + " " + text + "\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: " +
-		strconv.Itoa(len(body)) + "\r\n\r\n" + body))
-	_ = c.Close()
+	go func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 4096)
+		for n := 0; n < len(buf); {
+			m, err := c.Read(buf[n:])
+			n += m
+			if err != nil || bytes.Contains(buf[:n], []byte("\r\n\r\n")) {
+				break
+			}
+		}
+		body := `{"error":"` + code + `","reason":"` + reason + `"}`
+		text := "Too Many Requests"
+		if status == 503 {
+			text = "Service Unavailable"
+		}
+		_, _ = c.Write([]byte("HTTP/1.1 " + strconv.Itoa(status) + " " + text + "\r\nContent-Type: application/json\r\nRetry-After: 5\r\nConnection: close\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+	}()
 }
 
 func (l *capListener) release(key string) {
