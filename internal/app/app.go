@@ -49,12 +49,19 @@ type Config struct {
 	// HistoryMaxBytes bounds the memory broker's non-durable history (memory.Config.MaxBytes):
 	// zero means 256 MiB, negative unlimited.
 	HistoryMaxBytes int64
+	// MaxTopics bounds the topics the memory broker holds (memory.Config.MaxTopics): zero means
+	// 100,000, negative unlimited.
+	MaxTopics int
+	// DurableMaxBytes bounds the memory of durable topics' windows (memory.Config.DurableMaxBytes):
+	// zero means 64 MiB, negative unlimited.
+	DurableMaxBytes int64
 	Limits          transport.Limits
 	Seed            SeedConfig    // the seed-compatible routes (seed.go)
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
 	ChatMaxMembers  int           // members (and invited users) per chat room; zero means 1000
+	ChatMaxRooms    int           // chat rooms one connection may have entered; zero means 1000
 	ChatIdle        time.Duration // a chat room's in-memory view unused this long is dropped; zero means 10 min
 	// PrivateRooms lists topic prefixes (e.g. chat/private/) whose rooms are members-only.
 	PrivateRooms []string
@@ -117,6 +124,12 @@ type Config struct {
 
 // DefaultHistoryMaxBytes is the default of Config.HistoryMaxBytes (--history-max-bytes).
 const DefaultHistoryMaxBytes = memory.DefaultMaxBytes
+
+// Defaults of Config.MaxTopics (--max-topics) and Config.DurableMaxBytes (--durable-max-bytes).
+const (
+	DefaultMaxTopics       = memory.DefaultMaxTopics
+	DefaultDurableMaxBytes = memory.DefaultDurableMaxBytes
+)
 
 // App is a configured server.
 type App struct {
@@ -202,7 +215,7 @@ func New(cfg Config) (*App, error) {
 	defer bcancel()
 	switch {
 	case cfg.Broker == "memory":
-		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes}
+		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
 		if cfg.DataDir != "" && len(cfg.Durable) > 0 {
 			var err error
 			st, err = store.Open(store.Config{
@@ -271,12 +284,15 @@ func New(cfg Config) (*App, error) {
 	if cfg.ChatMaxMembers <= 0 {
 		cfg.ChatMaxMembers = d.ChatMaxMembers
 	}
+	if cfg.ChatMaxRooms <= 0 {
+		cfg.ChatMaxRooms = 1000
+	}
 	if cfg.ChatIdle <= 0 {
 		cfg.ChatIdle = d.ChatIdle
 	}
 	a.notes = newNotifications(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
-		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
+		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, maxRooms: cfg.ChatMaxRooms, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	appd, err := newAppDests(&cfg, h, a.policy, reg)
@@ -366,10 +382,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var started atomic.Bool
+	ln = a.tr.Listener(ln) // every TCP connection counts toward the caps
 	srv := &http.Server{
 		Handler:           whileStarting(&started, a.handler),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       a.tr.Limits().HTTPIdleTimeout,
 		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
@@ -843,4 +860,16 @@ func registerMemoryStats(reg prometheus.Registerer, b *memory.Broker) {
 		Name: "rtlab_history_trimmed_topics_total",
 		Help: "Topics whose history the memory broker dropped to stay within --history-max-bytes (least recently used first).",
 	}, func() float64 { return float64(b.Trimmed()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rtlab_topics_held",
+		Help: "Topics the memory broker holds in memory, bounded by --max-topics.",
+	}, func() float64 { return float64(b.Topics()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rtlab_durable_window_bytes",
+		Help: "Estimated memory held by durable topics' windows (memory broker), bounded by --durable-max-bytes.",
+	}, func() float64 { return float64(b.DurableBytes()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rtlab_topics_forgotten_total",
+		Help: "Topics the memory broker took out of memory to make room (--max-topics, --durable-max-bytes); durable ones are read back from the store.",
+	}, func() float64 { return float64(b.Forgotten()) }))
 }

@@ -65,6 +65,7 @@ func (r *roomRecord) admits(user string, g *auth.Grants, topic string, private b
 type chatConfig struct {
 	maxMsg     int           // largest chat message, bytes
 	maxMembers int           // members (and invited users) per room
+	maxRooms   int           // rooms one connection may have entered
 	private    []string      // topic prefixes of rooms that are members-only from the start
 	idle       time.Duration // a room view no subscription used for this long is dropped
 }
@@ -182,6 +183,9 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	var owner string
 	switch typ {
 	case typeEnter:
+		if n := cr.enteredBy(c.ID, topic); n >= cr.cfg.maxRooms {
+			return nil, fmt.Errorf("%w: this connection is in %d rooms, at most %d (--chat-max-rooms)", transport.ErrForbidden, n, cr.cfg.maxRooms)
+		}
 		rec, err := cr.enter(ctx, c, topic, name)
 		if err != nil {
 			return nil, err
@@ -335,6 +339,21 @@ func (r *roomRecord) makePrivate() {
 		}
 	}
 	slices.Sort(r.Invited)
+}
+
+// enteredBy is how many rooms other than topic connection connID has entered (0 for plain
+// HTTP requests, which enter for no connection).
+func (cr *chatRooms) enteredBy(connID, topic string) int {
+	if connID == "" {
+		return 0
+	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	byTopic := cr.entered[connID]
+	if _, in := byTopic[topic]; in {
+		return 0
+	}
+	return len(byTopic)
 }
 
 // track counts a connection that entered topic as name, for the automatic LEAVE.

@@ -14,14 +14,16 @@ import (
 // use: its owner locks it.
 type Ring struct {
 	size  int                // most publications kept
-	buf   []*hub.Publication // circular; nil until the first Append, then len == cap == size
+	buf   []*hub.Publication // circular; nil until the first Append, grown by doubling up to size
 	head  int                // index of the oldest retained
 	n     int                // retained count
 	bytes int64              // Footprint of the retained publications
 }
 
 // NewRing returns a ring holding at most size publications (at least 1). Its buffer is
-// allocated by the first Append, so a topic that is only looked at costs a few words.
+// allocated by the first Append and grows as publications come, so a topic that is only looked
+// at costs a few words and one holding a few publications a few more (a durable room's window
+// of 1,000 is not 8 KiB of pointers until it holds 1,000).
 func NewRing(size int) Ring {
 	return Ring{size: max(size, 1)}
 }
@@ -34,8 +36,8 @@ func Footprint(p *hub.Publication) int64 {
 
 // Append adds p as the newest, dropping the oldest when full.
 func (r *Ring) Append(p *hub.Publication) {
-	if r.buf == nil {
-		r.buf = make([]*hub.Publication, r.size)
+	if r.n == len(r.buf) && len(r.buf) < r.size {
+		r.grow()
 	}
 	r.bytes += Footprint(p)
 	if r.n == len(r.buf) {
@@ -46,6 +48,15 @@ func (r *Ring) Append(p *hub.Publication) {
 	}
 	r.buf[(r.head+r.n)%len(r.buf)] = p
 	r.n++
+}
+
+// grow doubles the buffer (up to size), oldest first at index 0.
+func (r *Ring) grow() {
+	buf := make([]*hub.Publication, min(r.size, max(4, 2*len(r.buf))))
+	for i := range r.n {
+		buf[i] = r.buf[(r.head+i)%len(r.buf)]
+	}
+	r.buf, r.head = buf, 0
 }
 
 // Expire drops publications published before cutoff.

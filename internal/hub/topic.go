@@ -17,6 +17,9 @@ var (
 	ErrBadText  = errors.New("hub: text is not valid UTF-8")
 	ErrNotReady = errors.New("hub: broker not ready")
 	ErrBadName  = errors.New("hub: control character in a name")
+	// ErrTooManyTopics refuses a publication to a new topic when the broker holds as many
+	// topics as it may and every one of them has subscribers or is being written.
+	ErrTooManyTopics = errors.New("hub: too many topics")
 )
 
 // checkName refuses a publication's type or sender holding a control character (NUL, line

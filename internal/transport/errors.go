@@ -46,6 +46,8 @@ func errorCode(err error) (string, int) {
 		return "server_full", http.StatusServiceUnavailable
 	case errors.Is(err, ErrTimeout):
 		return "timeout", http.StatusRequestTimeout
+	case errors.Is(err, hub.ErrTooManyTopics):
+		return "too_many_topics", http.StatusServiceUnavailable
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
 		return "unavailable", http.StatusServiceUnavailable
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -35,14 +36,26 @@ func retryAfter(err error) string {
 	return strconv.Itoa(max(1, int(math.Ceil(re.after.Seconds()))))
 }
 
-// admit counts a new streaming connection from r against MaxConns and MaxConnsPerIP. The
-// returned release must be called once the connection has ended (or was never opened).
-func (s *Server) admit(r *http.Request) (release func(), err error) {
-	return s.admitAddr(s.clientIP(r))
+// addrKey is what limits per client address key on: the address, or for IPv6 its /64 (one
+// subscriber's network, in which it may pick any address).
+func addrKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return ip
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
-// admitAddr is admit for a connection from the address ip.
-func (s *Server) admitAddr(ip string) (release func(), err error) {
+// admit counts a new streaming connection from r, of user (empty when anonymous), against
+// MaxConns, MaxConnsPerIP (the address's /64 for IPv6) and MaxConnsPerUser. The returned
+// release must be called once the connection has ended (or was never opened).
+func (s *Server) admit(r *http.Request, user string) (release func(), err error) {
+	return s.admitAddr(addrKey(s.clientIP(r)), user)
+}
+
+// admitAddr is admit for a connection from ip, an address already keyed by addrKey.
+func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 	s.mu.Lock()
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
@@ -51,9 +64,15 @@ func (s *Server) admitAddr(ip string) (release func(), err error) {
 	case s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
 		s.mu.Unlock()
 		return nil, &retryError{fmt.Errorf("%w: %d connections from %s, at most %d per address (--max-conns-per-ip)", ErrTooManyConns, s.perIP[ip], ip, s.lim.MaxConnsPerIP), 5 * time.Second}
+	case user != "" && s.lim.MaxConnsPerUser >= 0 && s.perUser[user] >= s.lim.MaxConnsPerUser:
+		s.mu.Unlock()
+		return nil, &retryError{fmt.Errorf("%w: %d connections of user %s, at most %d per user (--max-conns-per-user)", ErrTooManyConns, s.perUser[user], user, s.lim.MaxConnsPerUser), 5 * time.Second}
 	}
 	s.admitted++
 	s.perIP[ip]++
+	if user != "" {
+		s.perUser[user]++
+	}
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -63,6 +82,32 @@ func (s *Server) admitAddr(ip string) (release func(), err error) {
 			if s.perIP[ip]--; s.perIP[ip] <= 0 {
 				delete(s.perIP, ip) // the map holds only addresses with open connections
 			}
+			if user != "" {
+				if s.perUser[user]--; s.perUser[user] <= 0 {
+					delete(s.perUser, user)
+				}
+			}
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+// admitUser counts a connection admitted anonymously that has since named its user (STOMP
+// CONNECT with a passcode) against MaxConnsPerUser.
+func (s *Server) admitUser(user string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lim.MaxConnsPerUser >= 0 && s.perUser[user] >= s.lim.MaxConnsPerUser {
+		return nil, &retryError{fmt.Errorf("%w: %d connections of user %s, at most %d per user (--max-conns-per-user)", ErrTooManyConns, s.perUser[user], user, s.lim.MaxConnsPerUser), 5 * time.Second}
+	}
+	s.perUser[user]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.perUser[user]--; s.perUser[user] <= 0 {
+				delete(s.perUser, user)
+			}
 			s.mu.Unlock()
 		})
 	}, nil
@@ -70,8 +115,8 @@ func (s *Server) admitAddr(ip string) (release func(), err error) {
 
 // admitLongPoll admits a waiting long poll like a streaming connection (it holds a
 // subscription as long as one) and counts it in the long-poll gauge.
-func (s *Server) admitLongPoll(r *http.Request) (func(), error) {
-	admitted, err := s.admit(r)
+func (s *Server) admitLongPoll(r *http.Request, user string) (func(), error) {
+	admitted, err := s.admit(r, user)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +176,7 @@ func (k *keyedLimiter) size() int {
 // allowHTTPPublish applies the HTTP publish rate to the request's user, or to its address
 // when anonymous.
 func (s *Server) allowHTTPPublish(r *http.Request, user string) error {
-	ip := s.clientIP(r)
+	ip := addrKey(s.clientIP(r))
 	key, who := "a:"+ip, "address "+ip
 	if user != "" {
 		key, who = "u:"+user, "user "+user
@@ -141,6 +186,27 @@ func (s *Server) allowHTTPPublish(r *http.Request, user string) error {
 		return nil
 	}
 	return &retryError{fmt.Errorf("%w: at most %g publishes per second per %s over HTTP (--http-pub-rate)", ErrRateLimited, s.lim.HTTPPubRate, who), wait}
+}
+
+// AllowLogin admits one password check of user from r's address: a token from the login
+// rate of the address (an IPv6 /64) and of the user name (--login-rate), then a place among the
+// checks running at once (half the CPUs), so that bcrypt cannot take every core. release ends
+// the check. A refusal wraps ErrRateLimited and says when to retry.
+func (s *Server) AllowLogin(r *http.Request, user string) (release func(), err error) {
+	now := time.Now()
+	addr := addrKey(s.clientIP(r))
+	if ok, wait := s.loginRate.allow("a:"+addr, now); !ok {
+		return nil, &retryError{fmt.Errorf("%w: at most %g login attempts per second from address %s (--login-rate)", ErrRateLimited, s.lim.LoginRate, addr), wait}
+	}
+	if ok, wait := s.loginRate.allow("u:"+user, now); !ok {
+		return nil, &retryError{fmt.Errorf("%w: at most %g login attempts per second for user %q (--login-rate)", ErrRateLimited, s.lim.LoginRate, user), wait}
+	}
+	select {
+	case s.checking <- struct{}{}:
+		return func() { <-s.checking }, nil
+	default:
+		return nil, &retryError{fmt.Errorf("%w: %d password checks running, try again", ErrRateLimited, cap(s.checking)), time.Second}
+	}
 }
 
 // Origins says which browser origins may open WebSocket, STOMP and SSE connections and get

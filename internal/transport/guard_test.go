@@ -144,3 +144,18 @@ func TestCORS(t *testing.T) {
 		}
 	}
 }
+
+// Per-address limits key an IPv6 client on its /64, in which it may pick any address.
+func TestAddrKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":               "192.0.2.7",
+		"2001:db8:1:2:aaaa::1":    "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff:1:2:3": "2001:db8:1:2::/64",
+		"::ffff:192.0.2.7":        "::ffff:192.0.2.7",
+		"not an address":          "not an address",
+	} {
+		if got := addrKey(in); got != want {
+			t.Errorf("addrKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -56,7 +56,7 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 	entries := s.multiPollEntries(Client{Identity: ident}, req)
 	var bye chan Reason
 	if wait > 0 {
-		release, err := s.admitLongPoll(r)
+		release, err := s.admitLongPoll(r, ident.User)
 		if err != nil {
 			s.WriteError(w, r, err)
 			return

@@ -134,7 +134,7 @@ func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (poll
 // longPoll waits for what follows opts (see poll), the request admitted as a streaming
 // connection meanwhile (admitLongPoll). On an error the client has been answered and ok is false.
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
-	release, err := s.admitLongPoll(r)
+	release, err := s.admitLongPoll(r, "")
 	if err != nil {
 		s.WriteError(w, r, err)
 		return res, false

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,12 +22,17 @@ import (
 
 // Limits bound what one client may do and hold. Zero values mean the defaults given.
 type Limits struct {
-	MaxFrame       int           // bytes of one client frame or request body; zero means 64 KiB
-	QueueBytes     int           // bytes queued per connection before it is cut off; zero means 1 MiB
-	WriteTimeout   time.Duration // one socket write; zero means 10 s
-	MaxSubs        int           // subscriptions per connection; zero means 128
-	MsgRate        float64       // publishes per second per connection; zero means 100, -1 unlimited
-	MsgBurst       int           // publish burst; zero means 2×MsgRate (at least 10)
+	MaxFrame     int           // bytes of one client frame or request body; zero means 64 KiB
+	QueueBytes   int           // bytes queued per connection before it is cut off; zero means 1 MiB
+	WriteTimeout time.Duration // one socket write; zero means 10 s
+	MaxSubs      int           // subscriptions per connection; zero means 128
+	MsgRate      float64       // publishes per second per connection; zero means 100, -1 unlimited
+	MsgBurst     int           // publish burst; zero means 2×MsgRate (at least 10)
+	// OpRate paces every message a WebSocket or STOMP client sends (publishes, subscribes,
+	// pings, history reads, refreshes): over it the connection is not read until a token is
+	// back, so a flood slows its sender only. Zero means 200, -1 unlimited.
+	OpRate         float64
+	OpBurst        int           // zero means 2×OpRate (at least 10)
 	PingInterval   time.Duration // WebSocket ping when idle; zero means 25 s
 	SSEHeartbeat   time.Duration // SSE comment when idle; zero means 10 s
 	StompHeartbeat time.Duration // STOMP heart-beat offered both ways; zero means 10 s
@@ -43,7 +49,14 @@ type Limits struct {
 	HTTPPubRate       float64       // HTTP publishes per second per user (address when anonymous); zero means 100, -1 unlimited
 	HTTPPubBurst      int           // HTTP publish burst; zero means 2×HTTPPubRate (at least 10)
 	MaxConns          int           // streaming connections in all; zero means 10,000, -1 unlimited
-	MaxConnsPerIP     int           // streaming connections per client address; zero means 100, -1 unlimited
+	MaxConnsPerIP     int           // connections per client address (an IPv6 /64); zero means 2,000, -1 unlimited
+	MaxConnsPerUser   int           // streaming connections per user; zero means 500, -1 unlimited
+	// HTTPIdleTimeout closes a keep-alive HTTP connection idle this long; zero means 30 s.
+	HTTPIdleTimeout time.Duration
+	// LoginRate and LoginBurst bound password checks (POST /api/login with --login-users) per
+	// client address and per user name; zero means 2/s, burst 10; -1 unlimited.
+	LoginRate  float64
+	LoginBurst int
 }
 
 // DefaultLimits are the limits' defaults, stated once: the serve flags show them and fill
@@ -55,7 +68,8 @@ func DefaultLimits() Limits {
 		StompHeartbeat: 10 * time.Second, LongPollMax: 60 * time.Second,
 		StompTxFrames: 100, StompTxBytes: 1 << 20, StompTxMax: 16, UnackedMsgs: 1000, UnackedBytes: 4 << 20,
 		FirstFrameTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
-		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 100,
+		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 2000, MaxConnsPerUser: 500,
+		OpRate: 200, HTTPIdleTimeout: 30 * time.Second, LoginRate: 2, LoginBurst: 10,
 	}
 }
 
@@ -80,6 +94,12 @@ func (l *Limits) fill() {
 	if l.MsgBurst <= 0 {
 		l.MsgBurst = max(10, int(2*l.MsgRate))
 	}
+	if l.OpRate == 0 {
+		l.OpRate = d.OpRate
+	}
+	if l.OpBurst <= 0 {
+		l.OpBurst = max(10, int(2*l.OpRate))
+	}
 	if l.HTTPPubRate == 0 {
 		l.HTTPPubRate = d.HTTPPubRate
 	}
@@ -93,7 +113,7 @@ func (l *Limits) fill() {
 	}{
 		{&l.StompTxFrames, d.StompTxFrames}, {&l.StompTxBytes, d.StompTxBytes}, {&l.StompTxMax, d.StompTxMax},
 		{&l.UnackedMsgs, d.UnackedMsgs}, {&l.UnackedBytes, d.UnackedBytes},
-		{&l.MaxConns, d.MaxConns}, {&l.MaxConnsPerIP, d.MaxConnsPerIP},
+		{&l.MaxConns, d.MaxConns}, {&l.MaxConnsPerIP, d.MaxConnsPerIP}, {&l.MaxConnsPerUser, d.MaxConnsPerUser},
 	} {
 		if *f.v == 0 {
 			*f.v = f.d
@@ -106,6 +126,13 @@ func (l *Limits) fill() {
 	zeroDur(&l.SSEHeartbeat, d.SSEHeartbeat)
 	zeroDur(&l.StompHeartbeat, d.StompHeartbeat)
 	zeroDur(&l.LongPollMax, d.LongPollMax)
+	zeroDur(&l.HTTPIdleTimeout, d.HTTPIdleTimeout)
+	if l.LoginRate == 0 {
+		l.LoginRate = d.LoginRate
+	}
+	if l.LoginBurst <= 0 {
+		l.LoginBurst = d.LoginBurst
+	}
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.
@@ -156,6 +183,14 @@ type Policy interface {
 	Disconnected(c Client)
 }
 
+// PublishChecker is implemented by a Policy that can tell, without publishing, whether
+// publishes would be refused: a STOMP COMMIT checks all of its SENDs first, so that it
+// publishes all or none. reqs are in order; one may depend on an earlier one (a chat ENTER
+// before a TALK).
+type PublishChecker interface {
+	CheckPublish(ctx context.Context, c Client, reqs []hub.PublishRequest) error
+}
+
 // authenticate resolves a request's identity and refuses anonymous ones when auth is required.
 func (s *Server) authenticate(r *http.Request) (Identity, error) {
 	id, err := s.policy.Authenticate(r)
@@ -197,6 +232,9 @@ type Server struct {
 	// kaPeriod is how often the keepalive loop looks at idle connections: a connection that
 	// must hear from the server within some interval is written to one period early.
 	kaPeriod time.Duration
+	// loginRate: password checks per address and per user name; checking: those running.
+	loginRate *keyedLimiter
+	checking  chan struct{}
 
 	nextID    atomic.Uint64
 	closing   atomic.Bool
@@ -205,6 +243,7 @@ type Server struct {
 	polls     map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
 	admitted  int                        // streaming connections admitted; guarded by mu
 	perIP     map[string]int             // admitted connections per client address; guarded by mu
+	perUser   map[string]int             // admitted connections per user; guarded by mu
 	draining  chan struct{}              // closed at shutdown: long polls return at once
 	wg        sync.WaitGroup             // connection goroutines
 	stop      chan struct{}
@@ -219,9 +258,12 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
-		proxies: cfg.Proxies,
-		pubRate: newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
-		conns:   make(map[*writer]struct{}), perIP: make(map[string]int), polls: make(map[*longPollWait]struct{}),
+		proxies:   cfg.Proxies,
+		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
+		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
+		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		conns:     make(map[*writer]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
+		polls:    make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
 	}
@@ -319,6 +361,7 @@ func (s *Server) keepalive() {
 					w.sendRaw(b)
 				}
 			}
+			clear(ws) // a closed connection's writer must not stay reachable from here
 		}
 	}
 }
@@ -384,12 +427,33 @@ func newRateLimiter(l Limits) rateLimiter {
 	return rateLimiter{rate: l.MsgRate, burst: float64(l.MsgBurst), tokens: float64(l.MsgBurst)}
 }
 
+func newOpLimiter(l Limits) rateLimiter {
+	return rateLimiter{rate: l.OpRate, burst: float64(l.OpBurst), tokens: float64(l.OpBurst)}
+}
+
+// wait takes a token, waiting for one when there is none; false when ctx ended first.
+func (r *rateLimiter) wait(ctx context.Context) bool {
+	for !r.allow(time.Now()) {
+		t := time.NewTimer(time.Duration((1 - r.tokens) / r.rate * float64(time.Second)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return true
+}
+
 // errRateLimited is the refusal of a publish over the connection's rate.
 func (s *Server) errRateLimited() error {
 	return fmt.Errorf("%w: at most %g messages per second", ErrRateLimited, s.lim.MsgRate)
 }
 
-func (r *rateLimiter) allow(now time.Time) bool {
+func (r *rateLimiter) allow(now time.Time) bool { return r.allowN(now, 1) }
+
+// allowN takes n tokens, or none when there are fewer.
+func (r *rateLimiter) allowN(now time.Time, n int) bool {
 	if r.rate < 0 {
 		return true
 	}
@@ -397,10 +461,10 @@ func (r *rateLimiter) allow(now time.Time) bool {
 		r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.rate)
 	}
 	r.last = now
-	if r.tokens < 1 {
+	if r.tokens < float64(n) {
 		return false
 	}
-	r.tokens--
+	r.tokens -= float64(n)
 	return true
 }
 

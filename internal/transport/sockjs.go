@@ -167,7 +167,7 @@ func (s *sockjsServer) sockjsOpen(w http.ResponseWriter, r *http.Request, id str
 	err := s.checkOrigin(r)
 	var release func()
 	if err == nil {
-		release, err = s.admit(r)
+		release, err = s.admit(r, "")
 	}
 	if err != nil {
 		s.WriteError(w, r, err)

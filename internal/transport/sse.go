@@ -297,7 +297,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		s.WriteError(w, r, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
 		return
 	}
-	release, err := s.admit(r)
+	release, err := s.admit(r, ident.User)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return

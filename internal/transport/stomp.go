@@ -30,9 +30,10 @@ type stompConn struct {
 	ident     Identity // from the handshake or CONNECT; refreshed in place
 	connected bool
 	parser    *stomp.Parser
-	subs      map[string]*stompSub // by subscription id
-	tx        map[string]*stompTx  // open transactions by id
-	rl        rateLimiter
+	subs      map[string]*stompSub   // by subscription id
+	tx        map[string]*stompTx    // open transactions by id
+	rl        rateLimiter            // publishes (--msg-rate)
+	ops       rateLimiter            // every frame (--op-rate)
 	hbIn      time.Duration          // client promised to send at least this often (0: never)
 	hbOut     atomic.Int64           // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
 	tcp       bool                   // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
@@ -46,7 +47,16 @@ type stompConn struct {
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
 type stompTx struct {
 	frames []stomp.Frame
-	bytes  int // body bytes held
+	bytes  int // body and header bytes held
+}
+
+// frameBytes is what a held frame costs: its body and headers, and a little per header.
+func frameBytes(f *stomp.Frame) int {
+	n := len(f.Body)
+	for _, h := range f.Headers {
+		n += len(h.Key) + len(h.Value) + 32
+	}
+	return n
 }
 
 type ackMode int
@@ -280,7 +290,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	c := &stompConn{
 		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
+		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
 	}
 	c.userSeen.Store(&ident.User)
 	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
@@ -326,7 +336,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			if !ok {
 				break
 			}
-			if !c.handle(ctx, &f) {
+			if !c.ops.wait(ctx) || !c.handle(ctx, &f) {
 				return
 			}
 		}
@@ -449,7 +459,7 @@ func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 		if txid, ok := f.Get("transaction"); ok {
 			return c.onTxSend(f, txid)
 		}
-		return c.onSend(ctx, f)
+		return c.onSend(ctx, f, false)
 	case stomp.CmdAck, stomp.CmdNack:
 		return c.onAck(f)
 	case stomp.CmdBegin, stomp.CmdCommit, stomp.CmdAbort:
@@ -491,6 +501,16 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		if err != nil {
 			c.fail(err, f, 4003)
 			return false
+		}
+		if ident.User != "" && c.ident.User == "" {
+			// Admitted anonymously at the upgrade: the user's connections are counted now.
+			userRelease, err := c.s.admitUser(ident.User)
+			if err != nil {
+				c.fail(err, f, 4000)
+				return false
+			}
+			addrRelease := c.release
+			c.release = func() { userRelease(); addrRelease() }
 		}
 		if ident.User != "" {
 			c.ident = ident
@@ -752,19 +772,57 @@ func (c *stompConn) onTxSend(f *stomp.Frame, txid string) bool {
 		return false
 	}
 	lim := &c.s.lim
-	if len(tx.frames) >= lim.StompTxFrames || tx.bytes+len(f.Body) > lim.StompTxBytes {
-		c.fail(fmt.Errorf("%w: transaction %q would hold more than %d frames or %d bytes (--stomp-tx-frames, --stomp-tx-bytes): commit smaller ones",
+	n := frameBytes(f)
+	if len(tx.frames) >= lim.StompTxFrames || tx.bytes+n > lim.StompTxBytes {
+		c.fail(fmt.Errorf("%w: transaction %q would hold more than %d frames or %d bytes of bodies and headers (--stomp-tx-frames, --stomp-tx-bytes): commit smaller ones",
 			hub.ErrTooLarge, txid, lim.StompTxFrames, lim.StompTxBytes), f, 1009)
 		return false
 	}
 	// The body is copied: it may share the parser's buffer (headers are the frame's own).
 	tx.frames = append(tx.frames, stomp.Frame{Command: f.Command, Headers: f.Headers, Body: append([]byte(nil), f.Body...)})
-	tx.bytes += len(f.Body)
+	tx.bytes += n
 	c.receipt(f)
 	return true
 }
 
-func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
+// checkCommit checks every SEND of a transaction before any is published, so that a COMMIT
+// publishes all of them or none: the rate (the transaction takes one token per SEND, all at
+// once), destinations, bodies and, when the Policy can tell, permissions.
+func (c *stompConn) checkCommit(ctx context.Context, frames []stomp.Frame) error {
+	reqs := make([]hub.PublishRequest, 0, len(frames))
+	for i := range frames {
+		f := &frames[i]
+		dest, _ := f.Get("destination")
+		route, err := c.s.destRoute(dest, true)
+		if err != nil {
+			return err
+		}
+		if err := hub.ValidateTopic(route.Topic); err != nil {
+			return err
+		}
+		if route.Publish != nil {
+			continue // an application's own route decides when it publishes
+		}
+		if len(strings.TrimSpace(string(f.Body))) == 0 {
+			return fmt.Errorf("%w: SEND %d needs a body (the data to publish)", ErrBadRequest, i+1)
+		}
+		typ, _ := f.Get("type")
+		reqs = append(reqs, hub.PublishRequest{Topic: route.Topic, Data: f.Body, Type: typ, Sender: c.ident.User})
+	}
+	if pc, ok := c.s.policy.(PublishChecker); ok {
+		if err := pc.CheckPublish(ctx, c.client(), reqs); err != nil {
+			return err
+		}
+	}
+	if !c.rl.allowN(time.Now(), len(frames)) {
+		return fmt.Errorf("%w: a transaction of %d SENDs, at most %g messages per second (burst %d)", ErrRateLimited, len(frames), c.s.lim.MsgRate, c.s.lim.MsgBurst)
+	}
+	return nil
+}
+
+// onSend publishes a SEND; paid says the rate was already taken for it (a committed
+// transaction's).
+func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool {
 	c.published = true
 	dest, ok := f.Get("destination")
 	if !ok || dest == "" {
@@ -788,7 +846,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame) bool {
 	case !json.Valid(f.Body):
 		data = AsJSON(f.Body)
 	}
-	if !c.rl.allow(time.Now()) {
+	if !paid && !c.rl.allow(time.Now()) {
 		c.fail(c.s.errRateLimited(), f, 4000)
 		return false
 	}
@@ -918,10 +976,14 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 		}
 		delete(c.tx, txid)
 		if f.Command == stomp.CmdCommit {
+			if err := c.checkCommit(ctx, tx.frames); err != nil {
+				c.fail(fmt.Errorf("transaction %q not committed, none of its %d SENDs published: %w", txid, len(tx.frames), err), f, 4000)
+				return false
+			}
 			frames := tx.frames
 			for i := range frames {
 				frames[i].Del("receipt")
-				if !c.onSend(ctx, &frames[i]) {
+				if !c.onSend(ctx, &frames[i], true) {
 					return false
 				}
 			}

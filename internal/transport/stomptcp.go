@@ -48,7 +48,7 @@ func (s *Server) acceptSTOMP(conn net.Conn) {
 	if err != nil {
 		host = conn.RemoteAddr().String()
 	}
-	release, err := s.admitAddr(host)
+	release, err := s.admitAddr(addrKey(host), "")
 	if err != nil {
 		code, _ := errorCode(err)
 		s.m.Refused.WithLabelValues(metrics.STOMPTCP, code).Inc()

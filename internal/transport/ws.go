@@ -89,7 +89,8 @@ type wsConn struct {
 	rawc  RawConn   // what raw is handed: this connection
 	w     *writer   // safe for concurrent use
 	subs  map[string]*hub.Subscription
-	rl    rateLimiter
+	rl    rateLimiter // publishes (--msg-rate)
+	ops   rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
 
@@ -169,7 +170,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	}
 	c := &wsConn{
 		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, raw: raw,
-		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), release: release,
+		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
 	}
 	c.rawc = RawConn{c}
 	if c.w, ok = s.startSocket(conn, c, ident, metrics.WS, release); !ok {
@@ -236,6 +237,9 @@ type wsRequest struct {
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
+	if !c.ops.wait(ctx) {
+		return
+	}
 	if tok, ok := refreshOp(msg); ok {
 		c.refresh(tok)
 		return

@@ -361,7 +361,7 @@ func (s *Server) upgradeSocket(w http.ResponseWriter, r *http.Request, anonymous
 		err = s.checkOrigin(r)
 	}
 	if err == nil {
-		release, err = s.admit(r)
+		release, err = s.admit(r, ident.User)
 	}
 	if err != nil {
 		s.WriteError(w, r, err)

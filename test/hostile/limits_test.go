@@ -450,12 +450,11 @@ trickle:
 }
 
 // TestConnectionCaps: 200 WebSocket connections from one address were all accepted. Now an
-// address may hold --max-conns-per-ip (100) streaming connections (and waiting long polls)
-// and the server
-// --max-conns; past them the upgrade is refused (429 / 503, Retry-After, a JSON reason), and
-// a closed connection frees its place.
+// address may hold --max-conns-per-ip connections (100 here; HTTP keep-alive ones count too)
+// and the server --max-conns streaming ones; past them the upgrade is refused (429 / 503,
+// Retry-After, a JSON reason), and a closed connection frees its place.
 func TestConnectionCaps(t *testing.T) {
-	p, b := startWithBystander(t, "news/conns", "--max-conns", "150")
+	p, b := startWithBystander(t, "news/conns", "--max-conns", "150", "--max-conns-per-ip", "100")
 	var open []*tt.WSConn
 	refused := 0
 	for i := 0; i < 200; i++ {
@@ -481,11 +480,11 @@ func TestConnectionCaps(t *testing.T) {
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("SSE over the per-address cap: %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
 	}
-	// So do waiting long polls (they hold a subscription as long); short polls do not.
+	// So do long polls and short ones: every HTTP connection counts.
 	for _, q := range []struct {
 		path string
 		want int
-	}{{"/api/poll/news/conns?wait=5s", http.StatusTooManyRequests}, {"/location/long/c", http.StatusTooManyRequests}, {"/api/poll/news/conns", http.StatusOK}} {
+	}{{"/api/poll/news/conns?wait=5s", http.StatusTooManyRequests}, {"/location/long/c", http.StatusTooManyRequests}, {"/api/poll/news/conns", http.StatusTooManyRequests}} {
 		res, err := httpFrom(attacker).Get(p.URL() + q.path)
 		if err != nil {
 			t.Fatal(err)

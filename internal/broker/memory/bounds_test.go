@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -96,5 +97,70 @@ func TestHistoryBytesBounded(t *testing.T) {
 	hr, err = b.History(ctx, "flood/1999", 0, 0)
 	if err != nil || len(hr.Publications) != 1 {
 		t.Fatalf("the newest topic: %+v, %v", hr, err)
+	}
+}
+
+// A flood of large publications trims the flooder's own topics first: the idle topics a
+// bystander published to keep their history while the flooder holds more than they do.
+func TestTrimTakesFromTheLargestPublisher(t *testing.T) {
+	const max = 4 << 20
+	b := start(t, memory.Config{MaxBytes: max})
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := b.Publish(ctx, hub.PublishRequest{Topic: fmt.Sprintf("own/%d", i), Sender: "bob", Data: []byte(`{"n":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := []byte(`{"pad":"` + strings.Repeat("x", 60<<10) + `"}`)
+	for i := range 2000 {
+		if _, err := b.Publish(ctx, hub.PublishRequest{Topic: fmt.Sprintf("flood/%d", i), Sender: "eve", Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.Trimmed() == 0 || b.RetainedBytes() > max+int64(4*len(data)) {
+		t.Fatalf("trimmed %d topics, %d bytes retained", b.Trimmed(), b.RetainedBytes())
+	}
+	for i := range 200 {
+		hr, err := b.History(ctx, fmt.Sprintf("own/%d", i), 0, 0)
+		if err != nil || len(hr.Publications) != 1 {
+			t.Fatalf("bob's own/%d lost its history to eve's flood: %+v, %v", i, hr, err)
+		}
+	}
+}
+
+// The number of topics is bounded: new topics make room by forgetting idle ones, never one
+// with subscribers, and refuse when every topic has subscribers.
+func TestTopicsBounded(t *testing.T) {
+	b := start(t, memory.Config{MaxTopics: 100})
+	ctx := context.Background()
+	if err := b.Subscribe(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := b.Publish(ctx, hub.PublishRequest{Topic: "kept", Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		if _, err := b.Publish(ctx, hub.PublishRequest{Topic: fmt.Sprintf("t/%d", i), Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Topics(); n > 110 {
+			t.Fatalf("%d topics held, bound 100", n)
+		}
+	}
+	hr, err := b.History(ctx, "kept", 0, 0)
+	if err != nil || hr.Top.Epoch != kept.Epoch || len(hr.Publications) != 1 {
+		t.Fatalf("the subscribed topic was forgotten: %+v, %v", hr, err)
+	}
+	full := start(t, memory.Config{MaxTopics: 3})
+	for i := range 3 {
+		name := fmt.Sprintf("s/%d", i)
+		_ = full.Subscribe(ctx, name)
+		if _, err := full.Publish(ctx, hub.PublishRequest{Topic: name, Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := full.Publish(ctx, hub.PublishRequest{Topic: "s/new", Data: []byte(`{}`)}); !errors.Is(err, hub.ErrTooManyTopics) {
+		t.Fatalf("a new topic with every topic subscribed: %v, want ErrTooManyTopics", err)
 	}
 }

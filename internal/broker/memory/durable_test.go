@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/store"
@@ -92,3 +94,53 @@ func BenchmarkPublishDurable(b *testing.B) {
 
 // benchParallelism × GOMAXPROCS publishers are in flight in BenchmarkPublishDurable.
 var benchParallelism = 256
+
+// Durable windows count toward DurableMaxBytes: over it, rooms leave memory and are read back
+// from the store whole; reading rooms brings none into memory.
+func TestDurableWindowsBounded(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(store.Config{Path: filepath.Join(dir, "rtlab.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const budget = 512 << 10
+	b := New(Config{Store: st, Durable: func(t string) bool { return strings.HasPrefix(t, "chat/") }, DurableMaxBytes: budget})
+	_ = b.Run(context.Background(), &countingHandler{})
+	defer b.Close()
+	ctx := context.Background()
+	data := json.RawMessage(`{"text":"` + strings.Repeat("x", 4000) + `"}`)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() { // rooms in parallel, so the store commits them in batches
+			defer wg.Done()
+			for range 5 {
+				if _, err := b.Publish(ctx, hub.PublishRequest{Topic: fmt.Sprintf("chat/r%d", i), Data: data}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.DurableBytes() > budget && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.DurableBytes(); got > budget {
+		t.Fatalf("durable windows hold %d bytes, budget %d", got, budget)
+	}
+	if b.Forgotten() == 0 {
+		t.Fatal("no room left memory")
+	}
+	held := b.Topics()
+	for i := range 100 {
+		r, err := b.History(ctx, fmt.Sprintf("chat/r%d", i), 0, 0)
+		if err != nil || r.Top.Offset != 5 || len(r.Publications) != 5 {
+			t.Fatalf("chat/r%d read back: top %d, %d publications, %v", i, r.Top.Offset, len(r.Publications), err)
+		}
+	}
+	if b.Topics() != held {
+		t.Fatalf("reading rooms brought them into memory: %d topics held, %d before", b.Topics(), held)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	mrand "math/rand/v2"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,10 +42,25 @@ type Config struct {
 	// recently used topics lose their history; their offsets and epoch stay, so a client that
 	// resumes is told plainly that the publications are gone.
 	MaxBytes int64
+	// MaxTopics bounds the topics held in memory. Zero means DefaultMaxTopics, negative
+	// unlimited. A new topic over it makes room by forgetting the least recently used topic
+	// without subscribers (among a sample); a topic with subscribers is never forgotten.
+	MaxTopics int
+	// DurableMaxBytes bounds the memory held by durable topics' windows, by history.Footprint.
+	// Zero means DefaultDurableMaxBytes, negative unlimited. Over it, the least recently used
+	// durable topics leave memory; they are read back from the Store when next used.
+	DurableMaxBytes int64
+	// DurableIdle is how long a durable topic without subscribers stays in memory unused. Zero
+	// means one minute.
+	DurableIdle time.Duration
 }
 
-// DefaultMaxBytes is Config.MaxBytes's default: 256 MiB of non-durable history.
-const DefaultMaxBytes = 256 << 20
+// Defaults of Config's bounds.
+const (
+	DefaultMaxBytes        = 256 << 20 // non-durable history
+	DefaultMaxTopics       = 100_000
+	DefaultDurableMaxBytes = 64 << 20 // durable windows in memory
+)
 
 const numShards = 64
 
@@ -56,9 +73,13 @@ type Broker struct {
 	stop    chan struct{}
 	once    sync.Once
 
-	retained atomic.Int64 // Footprint of the non-durable topics' history
-	trimMu   sync.Mutex   // one trim at a time; others go on publishing
-	trimmed  atomic.Int64 // topics whose history a trim dropped
+	retained  atomic.Int64 // Footprint of the non-durable topics' history
+	durBytes  atomic.Int64 // Footprint of the durable topics' windows held in memory
+	topics    atomic.Int64 // streams held in memory
+	trimMu    sync.Mutex   // one trim at a time; others go on publishing
+	shedMu    sync.Mutex   // one shedDurable at a time
+	trimmed   atomic.Int64 // topics whose history a trim dropped
+	forgotten atomic.Int64 // topics forgotten to make room (MaxTopics, DurableMaxBytes)
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -66,6 +87,7 @@ var _ hub.Broker = (*Broker)(nil)
 type shard struct {
 	mu      sync.Mutex
 	streams map[string]*stream // guarded by mu
+	subs    map[string]bool    // topics this node's hub subscribed to; guarded by mu
 }
 
 // stream is one topic's offsets and history. Publishing and reading lock mu. Publications are
@@ -87,7 +109,9 @@ type stream struct {
 	lastUsed  time.Time
 	policy    hub.HistoryPolicy
 	durable   bool
-	loadErr   error // durable history could not be read; publishing and reading fail
+	loadErr   error  // durable history could not be read; publishing and reading fail
+	sender    string // who published last: trimming takes from the largest publishers first
+	gone      bool   // forgotten (no longer in its shard): a publisher holding it looks again
 }
 
 // New returns a memory broker.
@@ -104,9 +128,19 @@ func New(cfg Config) *Broker {
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = DefaultMaxBytes
 	}
+	if cfg.MaxTopics == 0 {
+		cfg.MaxTopics = DefaultMaxTopics
+	}
+	if cfg.DurableMaxBytes == 0 {
+		cfg.DurableMaxBytes = DefaultDurableMaxBytes
+	}
+	if cfg.DurableIdle <= 0 {
+		cfg.DurableIdle = time.Minute
+	}
 	b := &Broker{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	for i := range b.shards {
 		b.shards[i].streams = make(map[string]*stream)
+		b.shards[i].subs = make(map[string]bool)
 	}
 	return b
 }
@@ -127,12 +161,29 @@ func (b *Broker) Close() error {
 // Ready is always true: there is nothing to lose contact with.
 func (b *Broker) Ready() bool { return true }
 
-// Subscribe is a no-op: every publication on this node is handed to the hub, which drops
-// topics without subscribers.
-func (b *Broker) Subscribe(context.Context, string) error { return nil }
+// Subscribe notes that the hub has subscribers on topic, so it is never forgotten to make
+// room. Every publication on this node is handed to the hub anyway, which drops topics
+// without subscribers.
+func (b *Broker) Subscribe(_ context.Context, topic string) error {
+	sh := b.shard(topic)
+	sh.mu.Lock()
+	sh.subs[topic] = true
+	sh.mu.Unlock()
+	return nil
+}
 
-// Unsubscribe is a no-op, see Subscribe.
-func (b *Broker) Unsubscribe(context.Context, string) error { return nil }
+// Unsubscribe undoes Subscribe.
+func (b *Broker) Unsubscribe(_ context.Context, topic string) error {
+	sh := b.shard(topic)
+	sh.mu.Lock()
+	delete(sh.subs, topic)
+	sh.mu.Unlock()
+	return nil
+}
+
+func (b *Broker) shard(topic string) *shard {
+	return &b.shards[maphash.String(b.seed, topic)%numShards]
+}
 
 // Publish assigns the next offset, stores the publication and delivers it. A durable topic's
 // publication is delivered, and Publish returns, only once it is committed to the store.
@@ -141,11 +192,18 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	if req.Time.IsZero() {
 		req.Time = now
 	}
-	s := b.stream(req.Topic, now, true)
+	s, err := b.stream(req.Topic, now, true)
+	if err != nil {
+		return nil, err
+	}
 	if s.durable {
 		return b.publishDurable(ctx, s, req, now)
 	}
 	s.mu.Lock()
+	if s.gone { // forgotten since it was looked up: publish on the one there now
+		s.mu.Unlock()
+		return b.Publish(ctx, req)
+	}
 	before := s.ring.Bytes()
 	s.expireLocked(now)
 	s.top++
@@ -161,6 +219,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	s.ring.Append(p)
 	s.visible = p.Offset
 	s.lastUsed = now
+	s.sender = req.Sender
 	s.queue = append(s.queue, p)
 	grown := s.ring.Bytes() - before
 	s.mu.Unlock()
@@ -171,55 +230,179 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	return p, nil
 }
 
-// trim drops the history of least recently used non-durable topics until their history fits
-// in nine tenths of MaxBytes. It samples a few topics at a time, as finding the least recently
-// used of all would take every shard's lock; the cost falls only on publishes over the bound.
+// trim drops the history of non-durable topics until it fits in nine tenths of MaxBytes,
+// taking from the largest publishers first: the topics whose last publisher holds the most
+// history lose theirs, least recently used first. A client flooding topics trims its own,
+// never the idle topics others published to while it holds more than they do. It looks at
+// every topic (at most MaxTopics); the cost falls only on the publish that went over.
 func (b *Broker) trim() {
 	if !b.trimMu.TryLock() {
 		return // another publish is trimming
 	}
 	defer b.trimMu.Unlock()
+	type held struct {
+		s    *stream
+		used time.Time
+	}
+	by := make(map[string][]held) // publisher → its topics holding history
+	total := make(map[string]int64)
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for _, s := range sh.streams {
+			if s.durable {
+				continue
+			}
+			s.mu.Lock()
+			if n := s.ring.Bytes(); n > 0 {
+				by[s.sender] = append(by[s.sender], held{s, s.lastUsed})
+				total[s.sender] += n
+			}
+			s.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	for _, hs := range by {
+		slices.SortFunc(hs, func(a, b held) int { return a.used.Compare(b.used) })
+	}
 	goal := b.cfg.MaxBytes / 10 * 9
-	for misses := 0; b.retained.Load() > goal && misses < 8; {
+	for b.retained.Load() > goal {
+		who, most := "", int64(0)
+		for k, n := range total {
+			if n > most {
+				who, most = k, n
+			}
+		}
+		if most == 0 {
+			return
+		}
+		h := by[who][0]
+		if by[who] = by[who][1:]; len(by[who]) == 0 {
+			delete(total, who)
+		}
+		h.s.mu.Lock()
+		freed := h.s.ring.Bytes()
+		h.s.ring.Clear()
+		h.s.mu.Unlock()
+		b.retained.Add(-freed)
+		if _, ok := total[who]; ok {
+			total[who] -= freed
+		}
+		b.trimmed.Add(1)
+	}
+}
+
+// makeRoom forgets the least recently used topic without subscribers among a sample (32 of
+// them, shard after shard from a random one), so a new topic fits within MaxTopics. It
+// reports whether it forgot one.
+func (b *Broker) makeRoom() bool {
+	for range 3 {
 		var victim *stream
-		var oldest time.Time
-		start := mrand.IntN(numShards)
-		for i := range 4 {
-			sh := &b.shards[(start+i*numShards/4)%numShards]
+		var vsh *shard
+		var vname string
+		var vused time.Time
+		start, looked := mrand.IntN(numShards), 0
+		for i := 0; i < numShards && looked < 32; i++ {
+			sh := &b.shards[(start+i)%numShards]
 			sh.mu.Lock()
-			// Map order is random: a sample of up to 8 streams that hold history, looking at 64
-			// at most, since once trimming has begun most streams hold none and a sample of any
-			// 8 would often find no victim.
-			looked, found := 0, 0
-			for _, s := range sh.streams {
-				if looked++; looked > 64 || found == 8 {
-					break
-				}
-				if s.durable {
+			for name, s := range sh.streams { // map order is random
+				if sh.subs[name] {
 					continue
 				}
+				if looked++; looked > 32 {
+					break
+				}
 				s.mu.Lock()
-				if s.ring.Len() > 0 {
-					found++
-					if victim == nil || s.lastUsed.Before(oldest) {
-						victim, oldest = s, s.lastUsed
-					}
+				if victim == nil || s.lastUsed.Before(vused) {
+					victim, vsh, vname, vused = s, sh, name, s.lastUsed
 				}
 				s.mu.Unlock()
 			}
 			sh.mu.Unlock()
 		}
 		if victim == nil {
-			misses++
-			continue
+			return false // every topic has subscribers
 		}
-		victim.mu.Lock()
-		freed := victim.ring.Bytes()
-		victim.ring.Clear()
-		victim.mu.Unlock()
-		b.retained.Add(-freed)
-		b.trimmed.Add(1)
+		vsh.mu.Lock()
+		ok := vsh.streams[vname] == victim && b.forgetLocked(vsh, vname, victim, false)
+		vsh.mu.Unlock()
+		if ok {
+			b.forgotten.Add(1)
+			return true
+		}
 	}
+	return false
+}
+
+// shedDurable takes the least recently used durable topics out of memory until their windows
+// fit in nine tenths of DurableMaxBytes. Nothing is lost: they are read back from the store.
+func (b *Broker) shedDurable() {
+	if !b.shedMu.TryLock() {
+		return
+	}
+	defer b.shedMu.Unlock()
+	type held struct {
+		name string
+		s    *stream
+		sh   *shard
+		used time.Time
+	}
+	var hs []held
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for name, s := range sh.streams {
+			if s.durable {
+				s.mu.Lock()
+				hs = append(hs, held{name, s, sh, s.lastUsed})
+				s.mu.Unlock()
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(hs, func(a, b held) int { return a.used.Compare(b.used) })
+	goal := b.cfg.DurableMaxBytes / 10 * 9
+	for _, h := range hs {
+		if b.durBytes.Load() <= goal {
+			return
+		}
+		h.sh.mu.Lock()
+		// Subscribed or not: a durable topic's window is in the store, read back when next used.
+		ok := h.sh.streams[h.name] == h.s && b.forgetLocked(h.sh, h.name, h.s, true)
+		h.sh.mu.Unlock()
+		if ok {
+			b.forgotten.Add(1)
+		}
+	}
+}
+
+// forgetLocked takes s out of sh when it may go: it has no subscribers on this node (unless
+// force), and a durable topic has nothing waiting for the store, which holds all of it then.
+// The caller holds sh.mu.
+func (b *Broker) forgetLocked(sh *shard, name string, s *stream, force bool) bool {
+	if !force && sh.subs[name] {
+		return false
+	}
+	if s.durable {
+		if !s.appendMu.TryLock() {
+			return false // a publish is handing over to the store
+		}
+		defer s.appendMu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.durable && s.visible != s.top {
+		return false
+	}
+	s.gone = true
+	if s.durable {
+		b.durBytes.Add(-s.ring.Bytes())
+	} else {
+		b.retained.Add(-s.ring.Bytes())
+	}
+	delete(sh.streams, name)
+	b.topics.Add(-1)
+	return true
 }
 
 // RetainedBytes is the estimated memory held by non-durable topics' history.
@@ -227,6 +410,15 @@ func (b *Broker) RetainedBytes() int64 { return b.retained.Load() }
 
 // Trimmed counts the topics whose history was dropped to stay within MaxBytes.
 func (b *Broker) Trimmed() int64 { return b.trimmed.Load() }
+
+// DurableBytes is the estimated memory held by durable topics' windows.
+func (b *Broker) DurableBytes() int64 { return b.durBytes.Load() }
+
+// Topics is the number of topics held in memory.
+func (b *Broker) Topics() int64 { return b.topics.Load() }
+
+// Forgotten counts the topics taken out of memory to make room (MaxTopics, DurableMaxBytes).
+func (b *Broker) Forgotten() int64 { return b.forgotten.Load() }
 
 // deliver hands everything queued on s to the handler, in order. When it returns, whatever
 // was queued before the call has been delivered.
@@ -252,6 +444,11 @@ func (b *Broker) deliver(s *stream) {
 func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishRequest, now time.Time) (*hub.Publication, error) {
 	s.appendMu.Lock()
 	s.mu.Lock()
+	if s.gone { // forgotten since it was looked up: publish on the one there now
+		s.mu.Unlock()
+		s.appendMu.Unlock()
+		return b.Publish(ctx, req)
+	}
 	if s.loadErr != nil {
 		s.mu.Unlock()
 		s.appendMu.Unlock()
@@ -263,16 +460,22 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 		Sender: req.Sender, Type: req.Type, Data: req.Data,
 	}
 	s.lastUsed = now
+	s.sender = req.Sender
 	s.mu.Unlock()
 	committed := make(chan error, 1)
 	b.cfg.Store.Append(p, func(err error) {
 		if err == nil {
 			s.mu.Lock()
+			before := s.ring.Bytes()
 			s.expireLocked(b.cfg.Now())
 			s.ring.Append(p)
 			s.visible = p.Offset
 			s.queue = append(s.queue, p)
+			grown := s.ring.Bytes() - before
 			s.mu.Unlock()
+			if b.durBytes.Add(grown) > b.cfg.DurableMaxBytes && b.cfg.DurableMaxBytes > 0 {
+				go b.shedDurable() // not on the store's goroutine, which calls done
+			}
 			b.deliver(s)
 		}
 		committed <- err
@@ -295,9 +498,9 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 // keeps nothing, so looking up names costs no memory.
 func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	now := b.cfg.Now()
-	s := b.stream(topic, now, false)
-	if s == nil {
-		return hub.HistoryResult{}, nil
+	s, err := b.stream(topic, now, false)
+	if err != nil || s == nil {
+		return hub.HistoryResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,7 +508,11 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 		return hub.HistoryResult{}, s.loadErr
 	}
 	b.expireLocked(s, now)
-	s.lastUsed = now
+	if !s.durable {
+		// A durable topic's use is its publishes: the archive reads every topic published to at
+		// each sweep, and reads counting as use would keep every room in memory for good.
+		s.lastUsed = now
+	}
 	return hub.HistoryResult{
 		Top:          hub.Position{Offset: s.visible, Epoch: s.epoch},
 		Oldest:       s.ring.Oldest(),
@@ -314,18 +521,23 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 }
 
 // stream returns topic's stream, creating it when create is set. Without create, a topic that
-// is neither in memory nor (durable) in the store gives nil.
-func (b *Broker) stream(topic string, now time.Time, create bool) *stream {
-	sh := &b.shards[maphash.String(b.seed, topic)%numShards]
+// is neither in memory nor (durable) in the store gives nil, and a durable one read from the
+// store is answered from without being kept: reading rooms (an archive's sweep after a
+// restart) brings none of them into memory.
+func (b *Broker) stream(topic string, now time.Time, create bool) (*stream, error) {
+	sh := b.shard(topic)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	s := sh.streams[topic]
+	sh.mu.Unlock()
 	if s != nil {
-		return s
+		return s, nil
 	}
 	durable := b.cfg.Store != nil && b.cfg.Durable != nil && b.cfg.Durable(topic)
 	if !durable && !create {
-		return nil // a read of a topic never published to: nothing to make (an epoch costs a getrandom)
+		return nil, nil // a read of a topic never published to: nothing to make (an epoch costs a getrandom)
+	}
+	if create && b.cfg.MaxTopics > 0 && b.topics.Load() >= int64(b.cfg.MaxTopics) && !b.makeRoom() {
+		return nil, fmt.Errorf("%w: %d topics held, each with subscribers (--max-topics)", hub.ErrTooManyTopics, b.cfg.MaxTopics)
 	}
 	pol := b.cfg.Policy(topic).Resolved() // a negative TTL: kept until trimmed by Size (durable topics)
 	s = &stream{ring: history.NewRing(pol.Size), policy: pol, lastUsed: now, durable: durable}
@@ -340,18 +552,31 @@ func (b *Broker) stream(topic string, now time.Time, create bool) *stream {
 				s.ring.Append(p)
 			}
 		case !create:
-			return nil
+			return nil, nil
 		}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if cur := sh.streams[topic]; cur != nil {
+		return cur, nil // made meanwhile by another caller
+	}
+	if !create {
+		return s, nil // a durable topic read: answered, not kept
 	}
 	if s.epoch == "" {
 		s.epoch = NewEpoch()
 	}
 	sh.streams[topic] = s
-	return s
+	b.topics.Add(1)
+	if durable {
+		b.durBytes.Add(s.ring.Bytes())
+	}
+	return s, nil
 }
 
-// TopicsSince names the topics published to or read since since, and, when since is zero,
-// every topic kept in the store: what an archive sweep must look at.
+// TopicsSince names the topics in memory published to (a non-durable one: or read) since
+// since, and, when since is zero, every topic kept in the store: what an archive sweep must
+// look at.
 func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
 	var out []string
 	for i := range b.shards {
@@ -405,22 +630,33 @@ func (b *Broker) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := b.cfg.Now()
-		for i := range b.shards {
-			sh := &b.shards[i]
-			sh.mu.Lock()
-			for name, s := range sh.streams {
-				s.mu.Lock()
-				b.expireLocked(s, now)
-				// Durable topics may be forgotten too: their state is reloaded from the store.
-				idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
-				s.mu.Unlock()
-				if idle {
-					delete(sh.streams, name)
-				}
-			}
-			sh.mu.Unlock()
+		before := b.retained.Load() + b.durBytes.Load()
+		b.sweepOnce(b.cfg.Now())
+		if freed := before - b.retained.Load() - b.durBytes.Load(); freed > 32<<20 {
+			// A flood has gone: give its memory back to the system now rather than over many
+			// minutes (a full collection, at most once a minute and only after one).
+			debug.FreeOSMemory()
 		}
+	}
+}
+
+// sweepOnce expires history and forgets idle topics.
+func (b *Broker) sweepOnce(now time.Time) {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for name, s := range sh.streams {
+			s.mu.Lock()
+			b.expireLocked(s, now)
+			idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
+			// Durable topics leave memory sooner: their state is read back from the store.
+			idle = idle || (s.durable && now.Sub(s.lastUsed) > b.cfg.DurableIdle)
+			s.mu.Unlock()
+			if idle {
+				b.forgetLocked(sh, name, s, false)
+			}
+		}
+		sh.mu.Unlock()
 	}
 }
 
