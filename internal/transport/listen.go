@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"syscall"
@@ -54,8 +55,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		key := c.RemoteAddr().String()
+		proxy := false // a --trusted-proxies peer carries many clients: only the file bound holds it
 		if host, _, err := net.SplitHostPort(key); err == nil {
 			key = addrKey(host)
+			if a, err := netip.ParseAddr(host); err == nil {
+				proxy = l.s.proxies.trusts(a.Unmap())
+			}
 		}
 		l.mu.Lock()
 		switch {
@@ -63,9 +68,10 @@ func (l *capListener) Accept() (net.Conn, error) {
 			l.mu.Unlock()
 			l.refuse(c, 503, "server_full", "at most "+strconv.Itoa(l.total)+" connections (the open-file limit)")
 			continue
-		case l.perAddr >= 0 && l.count[key] >= l.perAddr:
+		case !proxy && l.perAddr >= 0 && l.count[key] >= l.perAddr:
+			n := l.count[key]
 			l.mu.Unlock()
-			l.refuse(c, 429, "too_many_connections", "at most "+strconv.Itoa(l.perAddr)+" connections per address (--max-conns-per-ip)")
+			l.refuse(c, 429, "too_many_connections", "too many connections: "+strconv.Itoa(n)+" connections from "+key+", at most "+strconv.Itoa(l.perAddr)+" per address (--max-conns-per-ip)")
 			continue
 		}
 		l.open++
