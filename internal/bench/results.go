@@ -9,7 +9,7 @@ import (
 // SchemaVersion is written into every results file so readers can refuse files they do not
 // understand. Version 2 added connections.users and .reconnects, delivery.unconfirmed and
 // .outsideWindow, and recorded delivery latency only for receipts inside the receiver's window
-// (docs/bench.md, "results.json"); version 1 files still load.
+// (docs/results.md, docs/results.schema.json); version 1 files still load.
 const SchemaVersion = 2
 
 // Results is the content of results.json: one run of `rtlab bench`, possibly a matrix of
@@ -56,7 +56,7 @@ type Config struct {
 	Thresholds string `json:"thresholds,omitempty"`
 
 	// Added by the bench: settings that change the figures.
-	Grace        Duration `json:"grace"`        // see docs/bench.md, "Delivery ratio"
+	Grace        Duration `json:"grace"`        // see docs/results.md, "Delivery ratio"
 	LongPollWait Duration `json:"longPollWait"` // wait= of long polls
 	PublishConns int      `json:"publishConns"` // shared HTTP publish pool, per node (upper bound)
 	ServerArgs   []string `json:"serverArgs,omitempty"`

@@ -280,7 +280,7 @@ func hasColumn(lines []string, column string) bool {
 }
 
 // dropLastColumn removes column from the end of summary table headers in lines and the last
-// field of the rows under them.
+// field of the rows under them (not of the "· " notes that follow the rows).
 func dropLastColumn(lines []string, column string) []string {
 	out := make([]string, len(lines))
 	inTable := false
@@ -288,6 +288,7 @@ func dropLastColumn(lines []string, column string) []string {
 		switch {
 		case strings.HasPrefix(strings.TrimSpace(l), "transport ") && strings.HasSuffix(l, column):
 			l, inTable = strings.TrimSuffix(l, column), true
+		case inTable && strings.HasPrefix(strings.TrimSpace(l), "· "):
 		case inTable && strings.HasPrefix(l, "  "):
 			if f := strings.Fields(l); len(f) > 0 {
 				l = strings.TrimSuffix(strings.TrimRight(l, " "), f[len(f)-1])

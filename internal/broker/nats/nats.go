@@ -382,7 +382,7 @@ func (b *Broker) startConsumerLocked(l *streamLog, gen, applied uint64) error {
 		jetstream.PullExpiry(4*time.Second),
 		// A consumer that gets nothing, not even heartbeats, for two heartbeats is recreated
 		// by nats.go. nats-server 2.9.10 sometimes stops serving a pull consumer under load
-		// (docs/brokers.md, "Which nats-server"): the heartbeat bounds how long that lasts.
+		// (docs/brokers.md, "Running several nodes"): the heartbeat bounds how long that lasts.
 		jetstream.PullHeartbeat(500*time.Millisecond),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrNoHeartbeat) {
