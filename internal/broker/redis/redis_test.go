@@ -96,3 +96,37 @@ func TestDurableTopicsSurviveRestartWithAOF(t *testing.T) {
 		return nil
 	})
 }
+
+func clusterHarness(tb testing.TB) (brokertest.Harness, *brokertest.Server) {
+	srv := brokertest.StartRedisCluster(tb)
+	open := func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return redis.New(context.Background(), url, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+	}
+	flushAll := func(string) error {
+		for _, m := range srv.Members() {
+			opt, err := goredis.ParseURL(m.URL)
+			if err != nil {
+				return err
+			}
+			c := goredis.NewClient(opt)
+			err = c.FlushAll(context.Background()).Err()
+			_ = c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	h := brokertest.External(srv, open, flushAll)
+	// A relay in front of one node would not cut a node off: the cluster client dials every
+	// master at the addresses the cluster announces.
+	h.NewNodeVia = nil
+	return h, srv
+}
+
+// TestClusterConformance runs the suite on a Redis Cluster of three masters; its restart stops
+// and starts every master.
+func TestClusterConformance(t *testing.T) {
+	h, _ := clusterHarness(t)
+	brokertest.Run(t, h)
+}
