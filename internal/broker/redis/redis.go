@@ -336,17 +336,29 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 	return hr, nil
 }
 
-// wrap classifies err: Redis error replies are returned as they are; anything else means Redis
-// could not be reached.
+// wrap classifies err: Redis error replies are returned as they are, except those saying Redis
+// cannot serve for now; those and anything else mean Redis could not be reached.
 func (b *Broker) wrap(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("redis broker: %s: %w", op, err)
 	}
 	var rerr goredis.Error
-	if errors.As(err, &rerr) {
+	if errors.As(err, &rerr) && !unavailableReply(rerr.Error()) {
 		return fmt.Errorf("redis broker: %s: %w", op, err)
 	}
 	return hub.Unavailable("redis", fmt.Errorf("%s: %w", op, err))
+}
+
+// unavailableReply reports whether a Redis error reply means the server cannot serve for now: a
+// cluster not yet (or no longer) covering the slot, a replica without its master, a server
+// loading its data.
+func unavailableReply(msg string) bool {
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subscribe subscribes this node to topic's channel and returns once Redis confirmed it: from
