@@ -8,8 +8,9 @@
 // before any node receives it. History reads the stream in another script, atomically with the
 // topic's position.
 //
-// Each node holds one pub/sub connection and SUBSCRIBEs to the channels of topics it has local
-// subscribers for; Subscribe returns once Redis confirmed the subscription. When the connection
+// Each node holds one pub/sub connection (one per master of a Redis Cluster: cluster.go) and
+// SUBSCRIBEs to the channels of topics it has local subscribers for; Subscribe returns once
+// Redis confirmed the subscription. When the connection
 // drops, Ready is false and publishes fail at once; the node reconnects with backoff,
 // resubscribes every channel, and calls Handler.HandleResubscribed so the hub fetches from
 // history what was published meanwhile. A topic's offset and epoch live in a hash that outlives
