@@ -206,3 +206,21 @@ func TestClusterMasterRestart(t *testing.T) {
 		return len(got) > 0 && got[len(got)-1].Epoch == p.Epoch
 	})
 }
+
+// TestClusterOneMasterOutages runs the suite's restart and hang checks with only the master of
+// their topic restarted or hung, the two others serving on.
+func TestClusterOneMasterOutages(t *testing.T) {
+	h, srv := clusterHarness(t)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Members()[0].Addr}})
+	defer cc.Close()
+	master, err := cc.MasterForKey(context.Background(), "{"+brokertest.OutageTopic+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Members() {
+		if m.Addr == master.Options().Addr {
+			h.Server = m
+		}
+	}
+	brokertest.Outages(t, h)
+}
