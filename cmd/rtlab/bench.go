@@ -76,7 +76,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "output directory")
 	fs.defText["out"] = "./bench-results/<timestamp>"
 	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
-	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
+	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,redis+cluster://host:port?addr=host:port,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
 	rounds := fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
 	nodes := fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
 	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")

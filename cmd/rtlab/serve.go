@@ -132,7 +132,7 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	dl := d.Limits
 	logLevel := "info"
 	fs.StringVar(&cfg.Addr, "addr", d.Addr, "listen address (host:port)")
-	fs.StringVar(&cfg.Broker, "broker", d.Broker, "broker: memory (embedded, one node), redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
+	fs.StringVar(&cfg.Broker, "broker", d.Broker, "broker: memory (embedded, one node), redis://host:port/db, redis+cluster://host:port[?addr=host:port&addr=…] (a Redis Cluster), nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
 	fs.StringVar(&cfg.AMQPDirect, "amqp-direct", d.AMQPDirect, "RabbitMQ broker: while this node is the sequencer, take the other nodes' publish requests on this address (port 0: any free port), so that they skip a trip through RabbitMQ; the other nodes must reach it; empty = always through RabbitMQ")
 	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0: send at once)")
 	fs.IntVar(&cfg.HistorySize, "history-size", d.HistorySize, "publications kept per topic for resume and history reads")

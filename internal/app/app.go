@@ -583,7 +583,7 @@ func openBroker(ctx context.Context, cfg Config, raw string, policy func(string)
 		err error
 	)
 	switch scheme {
-	case "redis", "rediss":
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		// Durable topics (a negative TTL in policy) are kept apart by each broker.
 		b, err = asBroker(redisbroker.New(ctx, raw, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
 	case "nats":
@@ -591,7 +591,7 @@ func openBroker(ctx context.Context, cfg Config, raw string, policy func(string)
 	case "amqp", "amqps":
 		b, err = asBroker(amqpbroker.New(ctx, raw, amqpbroker.Config{Policy: policy, DurableSize: cfg.DurableHistory, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
 	default:
-		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, nats://host:port or amqp://user:pass@host:port/vhost", redactedURL(raw))
+		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, redis+cluster://host:port, nats://host:port or amqp://user:pass@host:port/vhost", redactedURL(raw))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--broker: %w", err)

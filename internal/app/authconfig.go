@@ -127,7 +127,7 @@ func newStateStore(ctx context.Context, cfg Config) (state.Store, error) {
 			return nil, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
 		}
 		return st, nil
-	case "redis", "rediss":
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
 		return asStore(state.OpenRedis(ctx, cfg.Broker, "rtlab"))
 	case "nats":
 		return asStore(state.OpenNATS(ctx, cfg.Broker, "rtlab-state"))

@@ -44,6 +44,38 @@ func brokerPID(rawURL string) string {
 	return socketOwner(inodes)
 }
 
+// brokerProcs returns the broker server processes of this machine that raw names: each of
+// several space-separated URLs, and for a Redis Cluster URL its node and its addr nodes (the
+// masters it was given; others are not found).
+func brokerProcs(raw string) []brokerProc {
+	var addrs []string
+	for _, u := range strings.Fields(raw) {
+		scheme, rest, ok := strings.Cut(u, "+cluster://")
+		if !ok {
+			addrs = append(addrs, u)
+			continue
+		}
+		host, query, _ := strings.Cut(rest, "?")
+		host, _, _ = strings.Cut(host, "/")
+		addrs = append(addrs, scheme+"://"+host)
+		q, _ := url.ParseQuery(query)
+		for _, a := range q["addr"] {
+			addrs = append(addrs, scheme+"://"+a)
+		}
+	}
+	var ps []brokerProc
+	for _, a := range addrs {
+		if pid := brokerPID(a); pid != "" {
+			name := a
+			if u, err := url.Parse(a); err == nil {
+				name = u.Host
+			}
+			ps = append(ps, brokerProc{addr: name, pid: pid})
+		}
+	}
+	return ps
+}
+
 // listeningInodes returns the inodes of the TCP sockets listening on port, any address.
 func listeningInodes(port int) map[string]bool {
 	inodes := map[string]bool{}

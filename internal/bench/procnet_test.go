@@ -45,3 +45,33 @@ func TestBrokerPID(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerProcs: every server of a space-separated list, and a Redis Cluster URL's node and
+// addr nodes, are measured; one not listening is left out.
+func TestBrokerProcs(t *testing.T) {
+	var ports []int
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freePort := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	self := strconv.Itoa(os.Getpid())
+	for _, u := range []string{
+		fmt.Sprintf("redis://127.0.0.1:%d/0 redis://127.0.0.1:%d/0", ports[0], ports[1]),
+		fmt.Sprintf("redis+cluster://127.0.0.1:%d?addr=127.0.0.1:%d&addr=127.0.0.1:%d", ports[0], ports[1], freePort),
+	} {
+		ps := brokerProcs(u)
+		if len(ps) != 2 || ps[0].pid != self || ps[1].pid != self || ps[1].addr != fmt.Sprintf("127.0.0.1:%d", ports[1]) {
+			t.Errorf("brokerProcs(%s) = %+v, want both listeners, in order", u, ps)
+		}
+	}
+}

@@ -112,6 +112,11 @@ type Run struct {
 	// loopback address of this machine and /proc shows which process it is; Available is false
 	// otherwise (memory, a remote broker, --target).
 	BrokerServer Usage `json:"brokerServer"`
+	// Processes is the CPU of each node and of each broker server process over the run, when
+	// there are several of either: the spawned nodes, and every server --broker names on a
+	// loopback address of this machine (each of several space-separated URLs; a Redis Cluster
+	// URL's node and its addr nodes).
+	Processes []ProcessCPU `json:"processes,omitempty"`
 
 	// Chat and notify scenarios. Transport may also be poll-<interval>: short polling at its own
 	// interval (poll-1s, poll-5s in the notify scenario). Publish is about the TALKs. Delivery is
@@ -297,6 +302,13 @@ type Series struct {
 	MachineSteal []float64 `json:"machineSteal,omitempty"`
 
 	Logins []int64 `json:"logins,omitempty"` // chat, notify: logins answered that second
+}
+
+// ProcessCPU is one process's CPU over a run.
+type ProcessCPU struct {
+	Name          string  `json:"name"` // "node 1", "broker 127.0.0.1:6379"
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	CPUPercentAvg float64 `json:"cpuPercentAvg"` // 100 = one core
 }
 
 // Duration marshals as a Go duration string ("30s") so results files stay readable.

@@ -344,6 +344,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
 		smp.brokerPID = brokerPID(brokerURL(broker))
+		smp.brokers = brokerProcs(brokerURL(broker))
 	}
 	smp.baseline()
 
@@ -471,6 +472,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	if run.BrokerServer.Available {
 		run.BrokerServer.CPUSeconds = smp.brokerMeter.total().Seconds()
 	}
+	run.Processes = smp.processes(secs)
 	budget := 100 * float64(runtime.GOMAXPROCS(0))
 	run.GeneratorSaturated = saturated(run.Series.GeneratorCPU, saturationShare*budget, saturationWindow)
 	if run.GeneratorSaturated {

@@ -305,6 +305,31 @@ type sampler struct {
 	brokerMeter cpuMeter
 	brokerBase  uint64
 	brokerRSS   []uint64
+	// Every broker server process found, when --broker names several (brokerProcs).
+	brokers []brokerProc
+}
+
+// brokerProc is one broker server process, measured each second.
+type brokerProc struct {
+	addr, pid string
+	meter     cpuMeter
+}
+
+// processes is each node's and each broker process's CPU over secs seconds, when there are
+// several of either; nil otherwise.
+func (s *sampler) processes(secs float64) []ProcessCPU {
+	if (len(s.trees) < 2 && len(s.brokers) < 2) || secs <= 0 {
+		return nil
+	}
+	var ps []ProcessCPU
+	for i, t := range s.trees {
+		ps = append(ps, ProcessCPU{Name: fmt.Sprintf("node %d", i+1), CPUSeconds: t.total.Seconds(), CPUPercentAvg: 100 * t.total.Seconds() / secs})
+	}
+	for _, b := range s.brokers {
+		c := b.meter.total().Seconds()
+		ps = append(ps, ProcessCPU{Name: "broker " + b.addr, CPUSeconds: c, CPUPercentAvg: 100 * c / secs})
+	}
+	return ps
 }
 
 func newSampler(c *cell, servers []*server) *sampler {
@@ -329,6 +354,9 @@ func (s *sampler) baseline() {
 		} else {
 			s.brokerPID = ""
 		}
+	}
+	for i := range s.brokers {
+		_, _, _ = s.brokers[i].meter.read(s.brokers[i].pid, now)
 	}
 	s.machBusy, s.machSteal, s.machTotal = machineCPU()
 }
@@ -422,6 +450,9 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 		bcpu, brss, _ = s.brokerMeter.read(s.brokerPID, now) // zero while the broker is down (restarted, say)
 		ser.BrokerCPU = append(ser.BrokerCPU, bcpu)
 		s.brokerRSS = append(s.brokerRSS, brss)
+	}
+	for i := range s.brokers {
+		_, _, _ = s.brokers[i].meter.read(s.brokers[i].pid, now) // totals only; a down process adds nothing
 	}
 	if c.opts.chatLike() {
 		ser.Logins = append(ser.Logins, sec.loginTried)

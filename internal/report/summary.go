@@ -123,6 +123,9 @@ func Summary(w io.Writer, r *bench.Results) {
 			if l := latencySet(run); l != "" {
 				fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
 			}
+			if p := processesLine(run); p != "" {
+				fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
+			}
 		}
 		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
 	}
@@ -427,4 +430,14 @@ func runsOf(r *bench.Results) []*bench.Run {
 		rs[i] = &r.Runs[i]
 	}
 	return rs
+}
+
+// processesLine is each node's and each broker process's average CPU, when the run measured
+// several (bench.Run.Processes), else "".
+func processesLine(run *bench.Run) string {
+	parts := make([]string, len(run.Processes))
+	for i, p := range run.Processes {
+		parts[i] = p.Name + " " + fmtCPU(p.CPUPercentAvg) + "%"
+	}
+	return strings.Join(parts, ", ")
 }

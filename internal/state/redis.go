@@ -7,14 +7,17 @@ import (
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
 )
 
 // Redis is a Store in Redis: one hash per kind, <prefix>:{state}:<kind>, whose fields are the
 // names and whose values are the revision (20 decimal digits) followed by the value.
 // Revisions come from one counter, <prefix>:{state}:rev. A Put is one Lua script, so the
-// compare and the set are atomic; the braces keep every key in one Redis Cluster slot.
+// compare and the set are atomic; the braces keep every key in one Redis Cluster slot, so the
+// script runs on a cluster too.
 type Redis struct {
-	c      *goredis.Client
+	c      goredis.UniversalClient
 	prefix string
 }
 
@@ -30,14 +33,13 @@ redis.call('HSET', KEYS[1], ARGV[1], string.format('%020d', n) .. ARGV[3])
 return n
 `)
 
-// OpenRedis connects to the Redis at url (redis://host:port/db).
+// OpenRedis connects to the Redis at url (redis://host:port/db), or to the Redis Cluster at
+// redis+cluster://host:port.
 func OpenRedis(ctx context.Context, url, prefix string) (*Redis, error) {
-	opt, err := goredis.ParseURL(url)
+	c, err := redisbroker.NewClient(url) // resends nothing: a Put is not idempotent
 	if err != nil {
 		return nil, fmt.Errorf("state: redis url: %w", err)
 	}
-	opt.MaxRetries = -1 // a Put is not idempotent
-	c := goredis.NewClient(opt)
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("state: redis: %w", err)

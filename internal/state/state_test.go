@@ -55,6 +55,15 @@ func backends() []backend {
 				return must(t, c, err)
 			}
 		}},
+		{"redis-cluster", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
+			srv := brokertest.StartRedisCluster(t)
+			a, err := state.OpenRedis(ctx, srv.URL, "t")
+			b, err2 := state.OpenRedis(ctx, srv.URL, "t")
+			return must(t, a, err), must(t, b, err2), func() state.Store {
+				c, err := state.OpenRedis(ctx, srv.URL, "t")
+				return must(t, c, err)
+			}
+		}},
 		{"nats", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
 			srv := brokertest.StartNATS(t)
 			a, err := state.OpenNATS(ctx, srv.URL, "t-state")

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -20,6 +21,9 @@ import (
 	"time"
 
 	"github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
 	"github.com/rtlab/rtlab/internal/eventually"
 )
 
@@ -63,6 +67,65 @@ func StartRedis(tb testing.TB) *Server {
 		"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no"}
 	s.URL = "redis://" + s.Addr + "/0"
 	return s.launch()
+}
+
+// StartRedisCluster starts a Redis Cluster of three masters (no replicas), each a
+// redis-server as StartRedis starts one with cluster mode on and its cluster configuration in
+// its directory, joined by redis-cli --cluster create. It is one Server whose URL is the
+// cluster's (redis+cluster://…) and whose Stop, Start, Hang and Wake act on every master;
+// Members returns them, to restart one alone (it rejoins with the same port and configuration).
+// Start waits for cluster_state:ok. It skips the test when redis-server or redis-cli is missing.
+func StartRedisCluster(tb testing.TB) *Server {
+	tb.Helper()
+	bin := lookPath(tb, "redis-server", "apt-get install redis-server")
+	cli := lookPath(tb, "redis-cli", "apt-get install redis-tools")
+	var members []*Server
+	for range 3 {
+		s, port := newServer(tb, "redis", 10*time.Second)
+		// A long node timeout: a master away for a restart is never marked failed, which would
+		// take it twice the timeout to clear; without full coverage the others serve meanwhile.
+		s.argv = []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no", "--daemonize", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-node-timeout", "60000", "--cluster-require-full-coverage", "no"}
+		s.URL = "redis://" + s.Addr + "/0"
+		members = append(members, s.launch())
+	}
+	args := []string{"--cluster", "create"}
+	for _, m := range members {
+		args = append(args, m.Addr)
+	}
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("brokertest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	g := group(members, []string{"redis+cluster://" + members[0].Addr + "?addr=" + members[1].Addr + "&addr=" + members[2].Addr})
+	g.ready = func() error {
+		for _, m := range members {
+			if err := clusterOK(m.Addr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g.startUp = 30 * time.Second
+	g.waitReady()
+	return g
+}
+
+// clusterOK returns nil once the cluster node at addr reports cluster_state:ok.
+func clusterOK(addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	defer c.Close()
+	info, err := c.ClusterInfo(context.Background()).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return fmt.Errorf("%s: not cluster_state:ok", addr)
+	}
+	return nil
 }
 
 // StartRedisShards starts n independent redis-servers as StartRedis does, as one Server whose
@@ -269,6 +332,7 @@ func (s *Server) Start() {
 		for _, m := range s.members {
 			m.Start()
 		}
+		s.waitReady()
 		return
 	}
 	s.mu.Lock()
@@ -293,11 +357,22 @@ func (s *Server) Start() {
 	go func() { _ = cmd.Wait(); close(waited) }()
 	s.cmd, s.waited = cmd, waited
 	waitPort(s.tb, s.Addr, s.startUp, waited)
-	if s.ready != nil {
-		var err error
-		if !eventually.Within(s.startUp, func() bool { err = s.ready(); return err == nil }) {
-			s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, s.out.w.String())
+	s.waitReady()
+}
+
+// waitReady waits for s.ready, if any, to pass.
+func (s *Server) waitReady() {
+	s.tb.Helper()
+	if s.ready == nil {
+		return
+	}
+	var err error
+	if !eventually.Within(s.startUp, func() bool { err = s.ready(); return err == nil }) {
+		out := ""
+		if s.out != nil {
+			out = s.out.w.String()
 		}
+		s.tb.Fatalf("brokertest: %s not ready after %v: %v\n%s", s.Name, s.startUp, err, out)
 	}
 }
 

@@ -128,6 +128,17 @@ func Run(t *testing.T, h Harness) {
 // a configuration that changes how publications are appended.
 func Concurrent(t *testing.T, h Harness) { testConcurrent(t, h) }
 
+// OutageTopic is the topic the outage checks publish to (ServerRestart, ServerHangs).
+const OutageTopic = "chat/outage"
+
+// Outages runs the suite's ServerRestart and ServerHangs checks alone, for a broker's own test
+// of an outage of part of its server: h.Server may be one process of several (the Redis Cluster
+// master holding OutageTopic).
+func Outages(t *testing.T, h Harness) {
+	t.Run("ServerRestart", func(t *testing.T) { testRestart(t, h, restart) })
+	t.Run("ServerHangs", func(t *testing.T) { testRestart(t, h, hang) })
+}
+
 // Namespace returns a fresh namespace name, unique per call.
 func Namespace() string {
 	var b [4]byte
@@ -663,7 +674,7 @@ func testRestart(t *testing.T, h Harness, o outage) {
 	}
 	ns := Namespace()
 	policy := hub.HistoryPolicy{Size: 10000}
-	topic := "chat/outage"
+	topic := OutageTopic
 	nodes := []*hubNode{
 		startHubNode(t, h, ns, policy, topic),
 		startHubNode(t, h, ns, policy, topic),

@@ -24,7 +24,11 @@ func (b *Broker) OnBroadcast(f func(msg []byte)) {
 
 // Broadcast publishes msg on the broadcast channel; every node receives it, this one too.
 func (b *Broker) Broadcast(ctx context.Context, msg []byte) error {
-	if err := b.client.Publish(ctx, b.broadcastChannel(), msg).Err(); err != nil {
+	publish := b.client.Publish
+	if b.sharded {
+		publish = b.client.SPublish // on the channel's master only, not over the cluster bus
+	}
+	if err := publish(ctx, b.broadcastChannel(), msg).Err(); err != nil {
 		return b.wrap("broadcast", err)
 	}
 	return nil

@@ -8,8 +8,9 @@
 // before any node receives it. History reads the stream in another script, atomically with the
 // topic's position.
 //
-// Each node holds one pub/sub connection and SUBSCRIBEs to the channels of topics it has local
-// subscribers for; Subscribe returns once Redis confirmed the subscription. When the connection
+// Each node holds one pub/sub connection (one per master of a Redis Cluster: cluster.go) and
+// SUBSCRIBEs to the channels of topics it has local subscribers for; Subscribe returns once
+// Redis confirmed the subscription. When the connection
 // drops, Ready is false and publishes fail at once; the node reconnects with backoff,
 // resubscribes every channel, and calls Handler.HandleResubscribed so the hub fetches from
 // history what was published meanwhile. A topic's offset and epoch live in a hash that outlives
@@ -32,7 +33,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/rtlab/rtlab/internal/broker/brokermetrics"
 	"github.com/rtlab/rtlab/internal/broker/reconnect"
@@ -69,7 +69,8 @@ var (
 // Broker is a hub.Broker on Redis. It is safe for concurrent use.
 type Broker struct {
 	cfg     Config
-	client  *goredis.Client
+	client  goredis.UniversalClient // a *goredis.Client, or a *goredis.ClusterClient (cluster.go)
+	sharded bool                    // a cluster: hash-tagged channels, SPUBLISH and SSUBSCRIBE
 	log     *slog.Logger
 	m       *brokermetrics.Metrics
 	handler hub.Handler // set by Run before the pub/sub loop starts
@@ -81,9 +82,10 @@ type Broker struct {
 
 	// mu guards the subscription state. Lock order: mu, then go-redis's PubSub lock.
 	mu       sync.Mutex
-	ps       *goredis.PubSub           // current connection; nil between connections
+	subs     *subs                     // current connections; nil between sessions
 	channels map[string]struct{}       // channels this node wants
-	pending  map[string][]chan<- error // per channel, one entry per SUBSCRIBE sent on ps, in order; nil entries expect no one
+	pending  map[string][]chan<- error // per channel, one entry per SUBSCRIBE sent on subs, in order; nil entries expect no one
+	unsubs   map[string]int            // per channel, SUNSUBSCRIBEs sent on subs and not yet answered
 	closed   bool
 
 	onBroadcast func(msg []byte) // set by OnBroadcast before Run; broadcast.go
@@ -91,19 +93,10 @@ type Broker struct {
 
 var _ hub.Broker = (*Broker)(nil)
 
-// New connects to the Redis at url (redis://[user:password@]host:port/db or rediss:// for TLS)
-// and checks it answers. Call Run to start delivering.
+// New connects to the Redis at url (redis://[user:password@]host:port/db or rediss:// for TLS),
+// or to the Redis Cluster at redis+cluster://host:port (cluster.go), and checks it answers. Call
+// Run to start delivering.
 func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
-	opt, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis broker: %w", err)
-	}
-	// A publish is not idempotent: never resend it after a network error.
-	opt.MaxRetries = -1
-	opt.DialTimeout = 2 * time.Second
-	opt.ContextTimeoutEnabled = true
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "rtlab"
 	}
@@ -122,18 +115,23 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if strings.ContainsAny(cfg.Prefix, "{} ") {
 		return nil, fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
 	}
-	client := goredis.NewClient(opt)
+	// A publish is not idempotent: the client never resends it after a network error.
+	client, err := NewClient(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis broker: %w", err)
+	}
+	addr := addrOf(client)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redis broker: connect to %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("redis broker: connect to %s: %w", addr, err)
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	m := brokermetrics.New("redis")
 	m.Register(cfg.Registerer)
 	b := &Broker{
-		cfg: cfg, client: client, log: cfg.Logger.With("broker", "redis", "addr", opt.Addr),
+		cfg: cfg, client: client, sharded: IsCluster(url), log: cfg.Logger.With("broker", "redis", "addr", addr),
 		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
-		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error),
+		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error), unsubs: make(map[string]int),
 	}
 	b.conn = reconnect.Loop{
 		Name: "redis pub/sub", Log: b.log, Metrics: m, Backoff: 50 * time.Millisecond,
@@ -179,11 +177,11 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
-	ps := b.ps
+	subs := b.subs
 	b.mu.Unlock()
 	b.cancel()
-	if ps != nil {
-		_ = ps.Close() // unblocks the receive loop
+	if subs != nil {
+		subs.close() // unblocks the receive loops
 	}
 	if b.handler != nil {
 		<-b.done
@@ -198,7 +196,35 @@ func (b *Broker) keys(topic string) (stream, meta string) {
 	return b.cfg.Prefix + ":s:{" + topic + "}", b.cfg.Prefix + ":m:{" + topic + "}"
 }
 
-func (b *Broker) channel(topic string) string { return b.cfg.Prefix + ":c:" + topic }
+// channel is topic's pub/sub channel; on a cluster it carries the topic's hash tag, so the
+// publish script may SPUBLISH on it.
+func (b *Broker) channel(topic string) string {
+	if b.sharded {
+		return b.cfg.Prefix + ":c:{" + topic + "}"
+	}
+	return b.cfg.Prefix + ":c:" + topic
+}
+
+// topicOf is the topic of channel ch, false when ch is no topic's.
+func (b *Broker) topicOf(ch string) (string, bool) {
+	topic, ok := strings.CutPrefix(ch, b.cfg.Prefix+":c:")
+	if ok && b.sharded {
+		topic, ok = strings.CutPrefix(topic, "{")
+		if ok {
+			topic, ok = strings.CutSuffix(topic, "}")
+		}
+	}
+	return topic, ok
+}
+
+// publishCommand is what the publish script sends a publication with: SPUBLISH to the topic's
+// shard on a cluster; PUBLISH otherwise, which Redis before 7.0 also knows.
+func (b *Broker) publishCommand() string {
+	if b.sharded {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
 
 func (b *Broker) policy(topic string) hub.HistoryPolicy {
 	return b.cfg.Policy(topic).Resolved() // a negative TTL: durable, kept until trimmed by Size
@@ -245,11 +271,19 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	body := replica.AppendTail(nil, t, req.Sender, req.Type, req.Data)
 	keys := []string{stream, meta}
 	if pol.TTL < 0 {
-		keys = append(keys, b.durableKey())
+		if !b.sharded {
+			keys = append(keys, b.durableKey())
+		} else if err := b.client.ZAdd(ctx, b.durableKey(), goredis.Z{Score: float64(t.UnixMilli()), Member: req.Topic}).Err(); err != nil {
+			// On a cluster the set is on another slot than the topic's keys, so it cannot be in
+			// the script; listed first, a topic is never published but not listed.
+			b.m.PublishErrors.Inc()
+			return nil, b.wrap("publish", err)
+		}
 	}
 	ttl, metaTTL, cutoff := b.ttls(pol, start)
 	res, err := publishScript.Run(ctx, b.client, keys,
-		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic).Slice()
+		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic,
+		b.publishCommand()).Slice()
 	if err != nil {
 		b.m.PublishErrors.Inc()
 		return nil, b.wrap("publish", err)
@@ -303,17 +337,29 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 	return hr, nil
 }
 
-// wrap classifies err: Redis error replies are returned as they are; anything else means Redis
-// could not be reached.
+// wrap classifies err: Redis error replies are returned as they are, except those saying Redis
+// cannot serve for now; those and anything else mean Redis could not be reached.
 func (b *Broker) wrap(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("redis broker: %s: %w", op, err)
 	}
 	var rerr goredis.Error
-	if errors.As(err, &rerr) {
+	if errors.As(err, &rerr) && !unavailableReply(rerr.Error()) {
 		return fmt.Errorf("redis broker: %s: %w", op, err)
 	}
 	return hub.Unavailable("redis", fmt.Errorf("%s: %w", op, err))
+}
+
+// unavailableReply reports whether a Redis error reply means the server cannot serve for now: a
+// cluster not yet (or no longer) covering the slot, a replica without its master, a server
+// loading its data.
+func unavailableReply(msg string) bool {
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subscribe subscribes this node to topic's channel and returns once Redis confirmed it: from
@@ -322,18 +368,18 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 	ch := b.channel(topic)
 	done := make(chan error, 1)
 	b.mu.Lock()
-	ps := b.ps
-	if ps == nil || b.closed {
+	subs := b.subs
+	if subs == nil || b.closed {
 		b.mu.Unlock()
 		return hub.Unavailable("redis", errors.New("pub/sub connection down"))
 	}
 	b.channels[ch] = struct{}{}
 	b.pending[ch] = append(b.pending[ch], done)
-	err := ps.Subscribe(ctx, ch)
+	err := subs.subscribe(ctx, ch)
 	b.mu.Unlock()
 	if err != nil {
 		b.forget(ch)
-		b.drop(ps, err)
+		b.drop(subs.of(ch), err)
 		return hub.Unavailable("redis", err)
 	}
 	select {
@@ -354,8 +400,8 @@ func (b *Broker) forget(ch string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.channels, ch)
-	if b.ps != nil {
-		_ = b.ps.Unsubscribe(context.Background(), ch)
+	if b.subs != nil {
+		_ = b.unsubscribe(context.Background(), ch)
 	}
 }
 
@@ -365,13 +411,21 @@ func (b *Broker) Unsubscribe(ctx context.Context, topic string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.channels, ch)
-	if b.ps == nil {
+	if b.subs == nil {
 		return nil // not subscribed on the next connection either
 	}
-	if err := b.ps.Unsubscribe(ctx, ch); err != nil {
+	if err := b.unsubscribe(ctx, ch); err != nil {
 		return hub.Unavailable("redis", err)
 	}
 	return nil
+}
+
+// unsubscribe sends the UNSUBSCRIBE (SUNSUBSCRIBE) of ch; with b.mu held.
+func (b *Broker) unsubscribe(ctx context.Context, ch string) error {
+	if b.sharded {
+		b.unsubs[ch]++
+	}
+	return b.subs.unsubscribe(ctx, ch)
 }
 
 // drop ends the connection ps after a write error; the loop reconnects.
@@ -380,12 +434,16 @@ func (b *Broker) drop(ps *goredis.PubSub, err error) {
 	_ = ps.Close()
 }
 
-// session runs one pub/sub connection: it subscribes every wanted channel, marks the broker
-// ready once Redis answered a PING sent after those subscriptions, and delivers messages until
-// the connection fails.
+// session runs one pub/sub session: a connection to the Redis, or one to each master of a
+// cluster. It subscribes every wanted channel, marks the broker ready once each connection
+// answered a PING sent after those subscriptions, and delivers messages until any connection
+// fails; then all are closed, and the next session reads the cluster's slot map again.
 func (b *Broker) session(onReady func()) error {
-	ps := b.client.Subscribe(b.ctx)
-	defer ps.Close()
+	subs, err := b.dialSubs(b.ctx)
+	if err != nil {
+		return err
+	}
+	defer subs.close()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -396,24 +454,57 @@ func (b *Broker) session(onReady func()) error {
 		chans = append(chans, ch)
 		b.pending[ch] = append(b.pending[ch], nil)
 	}
-	var err error
 	if len(chans) > 0 {
-		err = ps.Subscribe(b.ctx, chans...)
-	} else {
-		err = ps.Ping(b.ctx) // dials the connection
+		err = subs.subscribe(b.ctx, chans...)
+	}
+	for _, ps := range subs.conns {
+		if err == nil {
+			err = ps.Ping(b.ctx) // dials a connection that has no channel
+		}
 	}
 	if err == nil {
-		b.ps = ps
+		b.subs = subs
 	}
 	b.mu.Unlock()
 	defer b.endSession()
 	if err != nil {
 		return err
 	}
+	errs := make(chan error, len(subs.conns))
+	var pending sync.WaitGroup // connections not yet ready
+	pending.Add(len(subs.conns))
+	for _, ps := range subs.conns {
+		go func() { errs <- b.receive(ps, pending.Done) }()
+	}
+	ready := make(chan struct{})
+	go func() { pending.Wait(); close(ready) }()
+	select {
+	case <-ready:
+		onReady()
+	case err = <-errs:
+		subs.close()
+		b.drain(errs, len(subs.conns)-1)
+		return err
+	}
+	err = <-errs
+	subs.close() // ends the other connections' loops
+	b.drain(errs, len(subs.conns)-1)
+	return err
+}
+
+func (b *Broker) drain(errs <-chan error, n int) {
+	for range n {
+		<-errs
+	}
+}
+
+// receive reads one connection's messages until it fails; ready is called once Redis answered
+// a PING sent after its subscriptions.
+func (b *Broker) receive(ps *goredis.PubSub, ready func()) error {
 	if err := ps.Ping(b.ctx, "ready"); err != nil {
 		return err
 	}
-	ready, idle := false, false
+	isReady, idle := false, false
 	for {
 		msg, err := ps.ReceiveTimeout(b.ctx, b.cfg.PingInterval)
 		if err != nil {
@@ -432,23 +523,48 @@ func (b *Broker) session(onReady func()) error {
 		case *goredis.Message:
 			b.deliver(m)
 		case *goredis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				b.confirm(m.Channel)
+			case "sunsubscribe":
+				// Unasked, this is Redis moving the channel's slot to another master: read the
+				// slot map again in a new session.
+				if b.movedAway(m.Channel) {
+					return fmt.Errorf("channel %s moved to another master", m.Channel)
+				}
 			}
 		case *goredis.Pong:
-			if !ready && m.Payload == "ready" {
-				ready = true
-				onReady()
+			if !isReady && m.Payload == "ready" {
+				isReady = true
+				ready()
 			}
 		}
 	}
+}
+
+// movedAway reports whether a SUNSUBSCRIBE of ch came from Redis while ch is wanted, rather
+// than answering this node's own.
+func (b *Broker) movedAway(ch string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.unsubs[ch]; n > 0 {
+		if n == 1 {
+			delete(b.unsubs, ch)
+		} else {
+			b.unsubs[ch] = n - 1
+		}
+		return false
+	}
+	_, ok := b.channels[ch]
+	return ok
 }
 
 // endSession forgets the connection and fails the Subscribe calls still waiting on it.
 func (b *Broker) endSession() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ps = nil
+	b.subs = nil
+	clear(b.unsubs)
 	for ch, waiters := range b.pending {
 		for _, w := range waiters {
 			if w != nil {
@@ -482,7 +598,7 @@ func (b *Broker) deliver(m *goredis.Message) {
 		b.receiveBroadcast(m.Payload)
 		return
 	}
-	topic, ok := strings.CutPrefix(m.Channel, b.cfg.Prefix+":c:")
+	topic, ok := b.topicOf(m.Channel)
 	if !ok {
 		return
 	}

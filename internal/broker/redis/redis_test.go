@@ -96,3 +96,131 @@ func TestDurableTopicsSurviveRestartWithAOF(t *testing.T) {
 		return nil
 	})
 }
+
+func clusterHarness(tb testing.TB) (brokertest.Harness, *brokertest.Server) {
+	srv := brokertest.StartRedisCluster(tb)
+	open := func(url, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
+		return redis.New(context.Background(), url, redis.Config{Prefix: ns, Policy: policy, Logger: brokertest.Logger()})
+	}
+	flushAll := func(string) error {
+		for _, m := range srv.Members() {
+			opt, err := goredis.ParseURL(m.URL)
+			if err != nil {
+				return err
+			}
+			c := goredis.NewClient(opt)
+			err = c.FlushAll(context.Background()).Err()
+			_ = c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	h := brokertest.External(srv, open, flushAll)
+	// A relay in front of one node would not cut a node off: the cluster client dials every
+	// master at the addresses the cluster announces.
+	h.NewNodeVia = nil
+	return h, srv
+}
+
+// TestClusterConformance runs the suite on a Redis Cluster of three masters; its restart stops
+// and starts every master.
+func TestClusterConformance(t *testing.T) {
+	h, _ := clusterHarness(t)
+	brokertest.Run(t, h)
+}
+
+// TestClusterMasterRestart: on a Redis Cluster a topic's channel is subscribed on its own
+// master only, and when that master restarts alone (same port and cluster configuration, data
+// lost), the nodes reconnect, resubscribe and deliver again in a new epoch.
+func TestClusterMasterRestart(t *testing.T) {
+	h, srv := clusterHarness(t)
+	ns := brokertest.Namespace()
+	topic := "chat/master"
+	ctx := context.Background()
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Members()[0].Addr}})
+	defer cc.Close()
+	ch := ns + ":c:{" + topic + "}"
+	master, err := cc.MasterForKey(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner *brokertest.Server
+	for _, m := range srv.Members() {
+		if m.Addr == master.Options().Addr {
+			owner = m
+		}
+	}
+	if owner == nil {
+		t.Fatalf("no member at %s", master.Options().Addr)
+	}
+
+	recs := []*brokertest.Recorder{brokertest.NewRecorder(), brokertest.NewRecorder()}
+	nodes := make([]hub.Broker, 2)
+	for i := range nodes {
+		nodes[i] = h.NewNode(t, ns, hub.HistoryPolicy{Size: 1000})
+		if err := nodes[i].Run(ctx, recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		defer nodes[i].Close()
+	}
+	if err := nodes[0].Subscribe(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Members() {
+		c := goredis.NewClient(&goredis.Options{Addr: m.Addr})
+		chans, err := c.PubSubShardChannels(ctx, ns+":*").Result()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := m == owner; (len(chans) == 1 && chans[0] == ch) != want {
+			t.Fatalf("master %s has shard channels %v; the topic's channel belongs on %s only", m.Addr, chans, owner.Addr)
+		}
+	}
+	first, err := nodes[1].Publish(ctx, hub.PublishRequest{Topic: topic, Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs[0].WaitCount(t, topic, 1, 10*time.Second)
+
+	owner.Stop()
+	eventually.True(t, 15*time.Second, "nodes not ready with a master down", func() bool {
+		return !nodes[0].Ready() && !nodes[1].Ready()
+	})
+	owner.Start()
+	eventually.True(t, 60*time.Second, "nodes ready and resubscribed", func() bool {
+		return nodes[0].Ready() && nodes[1].Ready() && recs[0].Resubscribed.Load() > 0
+	})
+	var p *hub.Publication
+	eventually.Nil(t, 30*time.Second, func() error {
+		p, err = nodes[1].Publish(ctx, hub.PublishRequest{Topic: topic, Data: []byte(`{}`)})
+		return err
+	})
+	if p.Epoch == first.Epoch {
+		t.Fatalf("the restarted master lost the topic, but offsets continue in epoch %s (now %d)", p.Epoch, p.Offset)
+	}
+	eventually.True(t, 10*time.Second, "the publication after the restart delivered", func() bool {
+		got := recs[0].Get(topic)
+		return len(got) > 0 && got[len(got)-1].Epoch == p.Epoch
+	})
+}
+
+// TestClusterOneMasterOutages runs the suite's restart and hang checks with only the master of
+// their topic restarted or hung, the two others serving on.
+func TestClusterOneMasterOutages(t *testing.T) {
+	h, srv := clusterHarness(t)
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Members()[0].Addr}})
+	defer cc.Close()
+	master, err := cc.MasterForKey(context.Background(), "{"+brokertest.OutageTopic+"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Members() {
+		if m.Addr == master.Options().Addr {
+			h.Server = m
+		}
+	}
+	brokertest.Outages(t, h)
+}

@@ -7,14 +7,17 @@ import goredis "github.com/redis/go-redis/v9"
 //	P:m:{T}   hash: e = epoch, o = top offset. Outlives the stream by IdleTTL.
 //	P:s:{T}   stream: one entry per retained publication, ID "<offset>-0", fields t (ms) and p
 //	          (the encoded publication, as published on the channel).
-//	P:c:T     pub/sub channel of T's publications, in offset order.
+//	P:c:T     pub/sub channel of T's publications, in offset order; P:c:{T}, a shard channel in
+//	          the keys' slot, on a Redis Cluster.
 //	P:durable sorted set: durable topics (no TTL), scored by their latest publish time (ms), for
-//	          archive sweeps (Broker.TopicsSince).
+//	          archive sweeps (Broker.TopicsSince). On a cluster it lives on another slot than
+//	          the topic's keys, and is updated before the script instead of by it.
 //
 // A durable topic's keys never expire and its stream is trimmed by MAXLEN only; a TTL of 0 in
 // the scripts' arguments means that.
 //
-// The braces make both keys of a topic hash to the same Redis Cluster slot, as scripts need.
+// The braces make a topic's keys (and on a cluster its channel) hash to the same Redis Cluster
+// slot, as scripts need.
 //
 // The encoded publication is package replica's: "<offset> <epoch> <time-ms> <len(sender)>
 // <len(type)> " followed by sender, type and data with no separators. The node builds the tail
@@ -75,7 +78,8 @@ end
 // one step, so the channel's order is offset order and history never lags delivery.
 //
 // KEYS: stream, meta, and for a durable topic the durable set. ARGV: channel, new epoch, size,
-// TTL ms, meta TTL ms, cutoff ms, time ms, body (the encoding after the epoch), topic.
+// TTL ms, meta TTL ms, cutoff ms, time ms, body (the encoding after the epoch), topic, and the
+// publish command (PUBLISH, or SPUBLISH on a cluster, where the channel shares the keys' slot).
 // Returns {offset, epoch}.
 var publishScript = goredis.NewScript(trimLua + `
 local stream, m = KEYS[1], KEYS[2]
@@ -88,7 +92,7 @@ trim(stream, tonumber(ARGV[6]))
 if #KEYS == 3 then
   redis.call('ZADD', KEYS[3], ARGV[7], ARGV[9])
 end
-redis.call('PUBLISH', ARGV[1], payload)
+redis.call(ARGV[10], ARGV[1], payload)
 return {off, epoch}
 `)
 
