@@ -595,7 +595,7 @@ func (s *Server) startBareSTOMP(conn net.Conn, transport string, release func())
 	c := &stompConn{
 		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), tcp: true,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), release: release,
+		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
 	}
 	c.userSeen.Store(&c.ident.User)
 	var ok bool
