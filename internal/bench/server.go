@@ -92,6 +92,9 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
 	return s, nil
 }
 
+// labSockJSPath is where every rtlab server the lab starts serves SockJS (--sockjs-path).
+const labSockJSPath = "/sockjs"
+
 // startServer starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
 // waits until it answers GET /readyz with 200. Its output goes to logw (if not nil) and is
 // kept in a small tail for error messages.
@@ -110,7 +113,7 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).
 	args := append([]string{"serve", "--addr", addr, "--broker", broker,
-		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr}, extra...)
+		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr, "--sockjs-path", labSockJSPath}, extra...)
 	// The server may keep files in its working directory (durable history under ./data): each
 	// one gets an empty temporary directory, so it starts clean and leaves nothing behind.
 	dir, err := os.MkdirTemp("", "rtlab-bench-server-")
