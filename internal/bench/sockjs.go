@@ -74,18 +74,7 @@ func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool)
 		c.connFailed(a, fmt.Errorf("sockjs: %w", err))
 		return nil, start, false
 	}
-	// Server ids are three digits; the session id is new for every session, since the server
-	// keeps a session whose streaming request ended for a few seconds.
-	base := append(make([]byte, 0, 64), labSockJSPath+"/"...)
-	base = strconv.AppendInt(base, int64(100+v.id%900), 10)
-	base = append(base, '/')
-	base = strconv.AppendUint(base, rand.Uint64(), 36)
-	s = &sockjsConn{c: c, ctx: a.ctx, v: v, stream: conn,
-		streamPath: append(base[:len(base):len(base)], "/xhr_streaming"...),
-		sendPath:   append(base[:len(base):len(base)], "/xhr_send"...),
-		raw:        bufio.NewReaderSize(conn, streamBufSize),
-		body:       bufio.NewReaderSize(nil, streamBufSize),
-	}
+	s = newSockJSConn(c, a.ctx, v, conn)
 	if !a.setConn(s) {
 		_ = conn.Close()
 		c.connAbandoned(v)
@@ -98,6 +87,22 @@ func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool)
 	}
 	a.noDeadline()
 	return s, start, true
+}
+
+// newSockJSConn makes a new session of v's on conn, a connection to v's node.
+func newSockJSConn(c *cell, ctx context.Context, v *vu, conn net.Conn) *sockjsConn {
+	// Server ids are three digits; the session id is new for every session, since the server
+	// keeps a session whose streaming request ended for a few seconds.
+	base := append(make([]byte, 0, 64), labSockJSPath+"/"...)
+	base = strconv.AppendInt(base, int64(100+v.id%900), 10)
+	base = append(base, '/')
+	base = strconv.AppendUint(base, rand.Uint64(), 36)
+	return &sockjsConn{c: c, ctx: ctx, v: v, stream: conn,
+		streamPath: append(base[:len(base):len(base)], "/xhr_streaming"...),
+		sendPath:   append(base[:len(base):len(base)], "/xhr_send"...),
+		raw:        bufio.NewReaderSize(conn, streamBufSize),
+		body:       bufio.NewReaderSize(nil, streamBufSize),
+	}
 }
 
 // open sends the streaming request and reads up to the open frame.
