@@ -109,11 +109,12 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
 	stompAddr := "127.0.0.1:" + strconv.Itoa(sport)
+	extra = append([]string{"--sockjs-path", labSockJSPath}, extra...) // the sockjs transport's endpoint
 	// The lab opens up to 10,000 connections from a few loopback addresses and publishes over
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).
 	args := append([]string{"serve", "--addr", addr, "--broker", broker,
-		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr, "--sockjs-path", labSockJSPath}, extra...)
+		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr}, extra...)
 	// The server may keep files in its working directory (durable history under ./data): each
 	// one gets an empty temporary directory, so it starts clean and leaves nothing behind.
 	dir, err := os.MkdirTemp("", "rtlab-bench-server-")
