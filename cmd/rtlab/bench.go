@@ -56,7 +56,7 @@ const exitThresholds = 99
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
 	fs.env = "RTLAB_"
-	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp (STOMP over TCP; not in all), poll-<interval> (short polling at its own interval, like poll-1s), or all")
+	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp (STOMP over TCP; not in all), sockjs (STOMP over SockJS xhr-streaming; not in all), poll-<interval> (short polling at its own interval, like poll-1s), or all")
 	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
 	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
 	scenario := fs.String("scenario", "location", "scenario: location, chat or notify")

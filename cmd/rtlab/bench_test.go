@@ -34,7 +34,7 @@ func TestBenchBadInput(t *testing.T) {
 		args []string
 		want string // the line after "rtlab bench: "; a trailing * matches any rest
 	}{
-		{[]string{"--transport", "ws,pigeon"}, `--transport: unknown transport "pigeon"; want a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp, poll-<interval> (like poll-1s), or all`},
+		{[]string{"--transport", "ws,pigeon"}, `--transport: unknown transport "pigeon"; want a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp, sockjs, poll-<interval> (like poll-1s), or all`},
 		{[]string{"--stages", "20s:300,30s"}, `--stages: stage 2 "30s": want duration:target like 30s:PEAK`},
 		{[]string{"--stages", "abc:10"}, `--stages: stage 1 "abc:10": duration "abc" is not a positive Go duration like 20s`},
 		{[]string{"--users", "1000,lots"}, `--users: "lots" is not a number; want peak user counts like 1000,5000,10000`},

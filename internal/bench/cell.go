@@ -95,7 +95,9 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 	case "stomp":
 		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o)}
 	case TransportSTOMPTCP:
-		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), tcp: true}
+		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), over: overTCP}
+	case TransportSockJS:
+		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), over: overSockJS}
 	}
 	if kind == KindCentrifugo && transport == "sse" {
 		c.drv = &cfSSEDriver{c: c}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -172,6 +173,8 @@ func (h *httpConn) roundTrip(req []byte, deadline time.Time, fn func(status int,
 // separately, a read error.
 func readBody(br *bufio.Reader, head respHead, fn func(status int, body []byte) error) (ferr, err error) {
 	switch {
+	case head.status == http.StatusNoContent || head.status == http.StatusNotModified:
+		return fn(head.status, nil), nil // no body, whatever the headers say
 	case head.chunked:
 		bp := bodyPool.Get().(*[]byte)
 		defer bodyPool.Put(bp)

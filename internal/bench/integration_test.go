@@ -63,7 +63,7 @@ func TestBenchAgainstRealServer(t *testing.T) {
 		Seed:         7,
 		ServerBinary: bin,
 		Status:       &status,
-		Transports:   append(Transports(), TransportSTOMPTCP),
+		Transports:   append(Transports(), TransportSTOMPTCP, TransportSockJS),
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,15 @@ func Transports() []string { return []string{"shortpoll", "longpoll", "sse", "ws
 // "stomp" transport without WebSocket framing. Asked for by name; "all" leaves it out.
 const TransportSTOMPTCP = "stomp-tcp"
 
+// TransportSockJS is STOMP over SockJS's xhr-streaming, as sockjs-client falls back to when a
+// proxy refuses WebSocket: the server's frames on a streaming POST, the client's in one POST
+// each. Asked for by name; "all" leaves it out.
+const TransportSockJS = "sockjs"
+
+// namedOnly are the transports run only when named: they need the listeners the lab gives the
+// servers it starts.
+var namedOnly = []string{TransportSTOMPTCP, TransportSockJS}
+
 // NotifyTransports returns what "all" runs for the notify scenario: short polling at a 1 s and
 // a 5 s interval, then the other transports.
 func NotifyTransports() []string {
@@ -163,11 +172,11 @@ func (o *Options) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
-		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && t != TransportSTOMPTCP {
-			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), TransportSTOMPTCP)
+		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
+			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), strings.Join(namedOnly, ", "))
 		}
-		if t == TransportSTOMPTCP && o.Target != "" {
-			return usageErr("--transport", "%s runs against the servers the lab starts (their --stomp-addr), not a --target", t)
+		if slices.Contains(namedOnly, t) && o.Target != "" {
+			return usageErr("--transport", "%s runs against the servers the lab starts (their --stomp-addr and --sockjs-path), not a --target", t)
 		}
 		if seen[t] {
 			return usageErr("--transport", "%q given twice", t)

@@ -92,6 +92,9 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
 	return s, nil
 }
 
+// labSockJSPath is where every rtlab server the lab starts serves SockJS (--sockjs-path).
+const labSockJSPath = "/sockjs"
+
 // startServer starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
 // waits until it answers GET /readyz with 200. Its output goes to logw (if not nil) and is
 // kept in a small tail for error messages.
@@ -106,6 +109,7 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
 	stompAddr := "127.0.0.1:" + strconv.Itoa(sport)
+	extra = append([]string{"--sockjs-path", labSockJSPath}, extra...) // the sockjs transport's endpoint
 	// The lab opens up to 10,000 connections from a few loopback addresses and publishes over
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).

@@ -16,14 +16,24 @@ import (
 // behaves: CONNECT, wait for CONNECTED, SUBSCRIBE to the group's destination with a receipt,
 // then SEND to publish, each with a receipt that carries the answer. After a drop it
 // reconnects and resubscribes; on rtlab with since and epoch headers, so nothing is lost.
+// The same client runs over plain TCP (stomp-tcp) and over SockJS xhr-streaming (sockjs).
 type stompDriver struct {
-	c   *cell
-	d   stompDialect
-	tcp bool // STOMP over plain TCP (stomp-tcp): frames go on the stream bare
+	c    *cell
+	d    stompDialect
+	over stompCarrier
 }
 
-// stompStream reads what the server sends: WebSocket messages (wsStream) or, on TCP, chunks
-// of the stream; the parser finds the frames in either.
+// stompCarrier is what carries a STOMP session's frames.
+type stompCarrier uint8
+
+const (
+	overWS     stompCarrier = iota // a WebSocket message per frame
+	overTCP                        // bare frames on a TCP stream (stomp-tcp)
+	overSockJS                     // SockJS messages: xhr-streaming down, xhr_send up (sockjs)
+)
+
+// stompStream reads what the server sends: WebSocket messages (wsStream), chunks of a TCP
+// stream (tcpStream) or SockJS messages (sockjsConn); the parser finds the frames in any.
 type stompStream interface {
 	next(pong func(payload []byte) error) ([]byte, error)
 }
@@ -39,9 +49,10 @@ func (s *tcpStream) next(func([]byte) error) ([]byte, error) {
 	return s.buf[:n], err
 }
 
-// wire appends frame as the connection carries it: in a masked WebSocket message, or bare.
+// wire appends frame as the connection carries it: in a masked WebSocket message, or bare
+// (the SockJS connection wraps each write in its own request).
 func (d *stompDriver) wire(dst, frame []byte) []byte {
-	if d.tcp {
+	if d.over != overWS {
 		return append(dst, frame...)
 	}
 	return appendClientFrame(dst, ws.OpText, frame)
@@ -49,7 +60,7 @@ func (d *stompDriver) wire(dst, frame []byte) []byte {
 
 // write writes one frame on a's connection under its lock.
 func (d *stompDriver) write(a *activity, frame []byte) error {
-	if !d.tcp {
+	if d.over == overWS {
 		return a.writeFrame(ws.OpText, frame)
 	}
 	a.mu.Lock()
@@ -57,16 +68,20 @@ func (d *stompDriver) write(a *activity, frame []byte) error {
 	return a.writeLocked(frame)
 }
 
-// open opens a's connection: a WebSocket, or a TCP connection to the node's STOMP listener.
-// ok is false when it failed or was abandoned; otherwise end closes it.
+// open opens a's connection: a WebSocket, a TCP connection to the node's STOMP listener, or a
+// SockJS session. ok is false when it failed or was abandoned; otherwise end closes it.
 func (d *stompDriver) open(a *activity) (s stompStream, start time.Time, end func(), ok bool) {
 	c := d.c
-	if !d.tcp {
+	switch d.over {
+	case overWS:
 		ws, start, ok := c.openWS(a, d.d.path, []string{"v12.stomp"}, "stomp")
 		if !ok {
 			return nil, start, nil, false
 		}
 		return ws, start, func() { a.endStream(ws) }, true
+	case overSockJS:
+		sj, start, ok := c.openSockJS(a)
+		return sj, start, a.clearConn, ok
 	}
 	v := a.v
 	c.connTried(v)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -44,9 +45,13 @@ func TestFormat(t *testing.T) {
 		{"label known", transportLabel("ws"), "WebSocket"},
 		{"label variant", transportLabel("longpoll-5s"), "long polling 5s"},
 		{"label unknown", transportLabel("grpc"), "grpc"},
+		{"label sockjs", transportLabel("sockjs@redis"), "SockJS · Redis"},
+		{"label stomp-tcp", transportLabel("stomp-tcp"), "STOMP tcp"},
+		{"rank sockjs", strconv.Itoa(transportRank("sockjs")), "5"},
 		{"color known", palette([]string{"ws"})["ws"], "#1f78b4"},
 		{"color variant", palette([]string{"longpoll-1s", "longpoll-5s"})["longpoll-5s"], "#66a61e"},
 		{"color unknown", palette([]string{"grpc", "ws"})["grpc"], "#66a61e"},
+		{"color sockjs", palette([]string{"sse", "sockjs"})["sockjs"], "#b15928"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -491,8 +491,10 @@ func transportRank(t string) int {
 		return 3
 	case "stomp":
 		return 4
+	case "sockjs":
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // transportLabel is a transport's name as a reader says it. Unknown names, such as a variant
@@ -520,6 +522,8 @@ func transportLabel(t string) string {
 		name = "WebSocket"
 	case "stomp":
 		name = "STOMP"
+	case "sockjs":
+		name = "SockJS" // STOMP on SockJS's xhr-streaming
 	default:
 		return t
 	}
@@ -547,6 +551,8 @@ func palette(transports []string) map[string]string {
 			return "#1f78b4"
 		case "stomp":
 			return "#e7298a"
+		case "sockjs":
+			return "#b15928"
 		}
 		return ""
 	}
