@@ -34,10 +34,19 @@ func OpenNATS(ctx context.Context, url, bucket string) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("state: nats: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
-		Storage: jetstream.FileStorage, MaxValueSize: MaxValue,
-	})
+	var kv jetstream.KeyValue
+	for { // nodes starting together race to create it, and JetStream may leave one unanswered
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err = js.CreateOrUpdateKeyValue(actx, jetstream.KeyValueConfig{
+			Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
+			Storage: jetstream.FileStorage, MaxValueSize: MaxValue,
+		})
+		cancel()
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("state: nats bucket %s: %w", bucket, err)
@@ -152,4 +161,12 @@ func (n *NATS) List(ctx context.Context, kind string, fn func(string, []byte)) e
 func (n *NATS) Close() error {
 	n.nc.Close()
 	return nil
+}
+
+// unanswered reports whether err says a JetStream request got no answer (timed out, nobody
+// answered yet, or the connection was down meanwhile): asking again may succeed.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrTimeout) ||
+		errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrReconnectBufExceeded) ||
+		errors.Is(err, natsgo.ErrConnectionReconnecting)
 }

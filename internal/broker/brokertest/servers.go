@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -187,6 +189,25 @@ func StartNATS(tb testing.TB) *Server {
 	s.Durable = true
 	s.argv = []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(s.dir, "js")}
 	s.URL = "nats://" + s.Addr
+	// The port opens before JetStream is up: a stream created then can time out. It is ready
+	// once JetStream answers.
+	s.ready = func() error {
+		nc, err := nats.Connect(s.URL, nats.Timeout(time.Second), nats.NoReconnect())
+		if err != nil {
+			return notYet("nats: %v", err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return notYet("jetstream: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := js.AccountInfo(ctx); err != nil {
+			return notYet("jetstream: %v", err)
+		}
+		return nil
+	}
 	return s.launch()
 }
 

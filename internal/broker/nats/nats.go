@@ -259,7 +259,11 @@ func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, erro
 
 // ensureStream creates l's stream or updates its limits, and remembers it.
 func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.StreamInfo, error) {
-	s, err := b.js.CreateOrUpdateStream(ctx, b.streamConfig(l))
+	var s jetstream.Stream
+	err := askAgainUnanswered(ctx, func(ctx context.Context) (err error) {
+		s, err = b.js.CreateOrUpdateStream(ctx, b.streamConfig(l))
+		return err
+	})
 	if err != nil {
 		return nil, b.wrap("create stream "+l.name, err)
 	}
@@ -745,4 +749,40 @@ func (b *Broker) resyncOnce() error {
 	}
 	b.rebuilding.Store(false)
 	return nil
+}
+
+// askAgainUnanswered runs call with a deadline of 2 s at a time, pausing between tries, until
+// it is answered or ctx ends: nodes starting together race to create the same stream, and JetStream may leave
+// such a request without an answer (seen with five nodes on a fresh nats-server 2.9), which
+// would otherwise fail every one of them.
+func askAgainUnanswered(ctx context.Context, call func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := call(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !Unanswered(err) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(50+rand.IntN(250)) * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// Unanswered reports whether err says a JetStream request got no answer (it timed out, nobody
+// answered yet, or the connection was down meanwhile): asking again may succeed.
+func Unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrTimeout) ||
+		errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, natsgo.ErrReconnectBufExceeded) || errors.Is(err, natsgo.ErrConnectionReconnecting) ||
+		overlapsCreated(err)
+}
+
+// overlapsCreated: another node created the stream between this node's look and its create;
+// asked again, the stream is found and updated.
+func overlapsCreated(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == 10065 // JSStreamSubjectOverlapErr
 }
