@@ -279,6 +279,13 @@ func NoUpgrades(target string) http.Handler {
 	u, _ := url.Parse(target)
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.FlushInterval = -1
+	direct := p.Director
+	p.Director = func(r *http.Request) {
+		direct(r)
+		// It adds no X-Forwarded-For: to the server under test (open dev mode, which serves
+		// only requests straight from loopback) it is the client itself.
+		r.Header["X-Forwarded-For"] = nil
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			http.Error(w, "WebSocket is not allowed through this proxy", http.StatusForbidden)
