@@ -326,27 +326,7 @@ func (w *pollWaiter) Deliver(p *hub.Publication) {
 }
 
 func writeReadResult(w http.ResponseWriter, topic string, res hub.ReadResult) {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"topic":`...)
-	b = hub.AppendJSONString(b, topic)
-	b = append(b, `,"epoch":`...)
-	b = hub.AppendJSONString(b, res.Top.Epoch)
-	b = append(b, `,"offset":`...)
-	b = strconv.AppendUint(b, res.Top.Offset, 10)
-	b = append(b, `,"recovered":`...)
-	b = strconv.AppendBool(b, res.Recovered)
-	if !res.Recovered {
-		b = append(b, `,"reason":`...)
-		b = hub.AppendJSONString(b, res.Reason)
-	}
-	b = append(b, `,"publications":[`...)
-	for i, p := range res.Publications {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, p.JSON()...)
-	}
-	b = append(b, "]}\n"...)
+	b := append(appendReadResult(make([]byte, 0, 256), topic, res), '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)

@@ -1,6 +1,7 @@
 // Shared by the exported scripts: who each virtual user is, when it publishes, and how its
 // receipts are counted. The workload itself is in config.js, written by rtlab bench --export-k6.
 import exec from 'k6/execution';
+import http from 'k6/http';
 import { Counter, Rate, Trend } from 'k6/metrics';
 import { setTimeout, clearTimeout } from 'k6/timers';
 import crypto from 'k6/crypto';
@@ -183,4 +184,46 @@ export class Receiver {
       latency.add(r.lat);
     }
   }
+}
+
+// pollUser is a location user over polling: long polls (wait=) when long, else a short poll
+// every interval.
+export async function pollUser(LONG) {
+  const u = user();
+  const rx = new Receiver();
+  const params = { headers: u.token ? { Authorization: 'Bearer ' + u.token } : {}, timeout: '60s' };
+  let since = null;
+  let epoch = '';
+  for (;;) {
+    const q = since === null ? '' : `?since=${since}&limit=1000` + (epoch ? '&epoch=' + epoch : '') + (LONG ? `&wait=${W.longWaitMs}ms` : '');
+    const started = Date.now();
+    const res = await http.asyncRequest('GET', `${BASE}/api/poll/${u.topic}${q}`, null, params);
+    const at = now();
+    if (res.status !== 200) {
+      errors.add(1);
+      await sleep(1000);
+      continue;
+    }
+    const m = res.json();
+    if (since === null) {
+      rx.open();
+      publisher(u, (seq, body) => {
+        http.asyncRequest('POST', `${BASE}/api/publish/${u.topic}`, body, params).then((r) => {
+          if (r.status !== 200) pubFailed.add(1);
+        });
+      });
+      since = m.offset;
+    } else {
+      for (const p of m.publications || []) {
+        rx.receive(p.data, at);
+        since = Math.max(since, p.offset);
+      }
+    }
+    epoch = m.epoch || '';
+    if (!LONG && (m.publications || []).length < 1000) await sleep(W.intervalMs - (Date.now() - started));
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }
