@@ -361,23 +361,35 @@ func (s *Server) Start() {
 	if s.cmd != nil {
 		return
 	}
-	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), s.env...)
-	if s.out == nil {
-		s.out = &lockedWriter{w: new(bytes.Buffer)}
+	// A process that exits while starting is started again, twice at most: a port it was
+	// given can be taken for a moment by another test's process on a busy machine.
+	for try := 1; ; try++ {
+		cmd := exec.Command(s.argv[0], s.argv[1:]...)
+		cmd.Dir = s.dir
+		cmd.Env = append(os.Environ(), s.env...)
+		if s.out == nil {
+			s.out = &lockedWriter{w: new(bytes.Buffer)}
+		}
+		cmd.Stdout = s.out
+		cmd.Stderr = s.out
+		// Own process group: RabbitMQ's script starts the Erlang VM as a child, and Stop must end both.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			s.tb.Fatalf("brokertest: start %s: %v", s.Name, err)
+		}
+		waited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(waited) }()
+		s.cmd, s.waited = cmd, waited
+		died, err := waitUp(s.Addr, s.startUp, waited)
+		if err == nil {
+			break
+		}
+		if !died || try == 3 {
+			s.tb.Fatalf("brokertest: %s %v; its output:\n%s", s.Name, err, s.out.w.String())
+		}
+		s.tb.Logf("brokertest: %s %v; starting it again", s.Name, err)
+		time.Sleep(time.Second)
 	}
-	cmd.Stdout = s.out
-	cmd.Stderr = s.out
-	// Own process group: RabbitMQ's script starts the Erlang VM as a child, and Stop must end both.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		s.tb.Fatalf("brokertest: start %s: %v", s.Name, err)
-	}
-	waited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
-	s.cmd, s.waited = cmd, waited
-	waitPort(s.tb, s.Addr, s.startUp, waited)
 	s.waitReady()
 }
 
@@ -490,8 +502,13 @@ func freePort(tb testing.TB) int {
 // died and waiting is pointless.
 func waitPort(tb testing.TB, addr string, timeout time.Duration, exited <-chan struct{}) {
 	tb.Helper()
-	var err error
-	died := false
+	if _, err := waitUp(addr, timeout, exited); err != nil {
+		tb.Fatalf("brokertest: %v", err)
+	}
+}
+
+// waitUp waits until addr accepts TCP connections, and says whether the process died first.
+func waitUp(addr string, timeout time.Duration, exited <-chan struct{}) (died bool, err error) {
 	up := eventually.Within(timeout, func() bool {
 		var c net.Conn
 		if c, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -507,10 +524,11 @@ func waitPort(tb testing.TB, addr string, timeout time.Duration, exited <-chan s
 	})
 	switch {
 	case died:
-		tb.Fatalf("brokertest: server for %s exited while starting", addr)
+		return true, fmt.Errorf("server for %s exited while starting", addr)
 	case !up:
-		tb.Fatalf("brokertest: %s not accepting connections after %v: %v", addr, timeout, err)
+		return false, fmt.Errorf("%s not accepting connections after %v: %v", addr, timeout, err)
 	}
+	return false, nil
 }
 
 type lockedWriter struct {
