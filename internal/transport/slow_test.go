@@ -98,6 +98,19 @@ func TestSlowReaderToldWhy(t *testing.T) {
 	tt.Run(t, func(t *testing.T, k tt.Kind) {
 		s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{QueueBytes: 32 << 10}})
 		read := openSlow(t, s, k, "t/slow")
+		// Wait for a first publication, so the flood meets a live subscription: one still
+		// starting would take it as a backlog to catch up with, paced by history reads, which
+		// tells a slow reader of gaps instead of cutting it off.
+		s.Publish(t, "t/slow", `{"warm":1}`)
+		for {
+			chunk, err := read(10 * time.Second)
+			if err != nil {
+				t.Fatalf("the first publication: %v", err)
+			}
+			if strings.Contains(chunk, "warm") {
+				break
+			}
+		}
 		told := make(chan string, 1)
 		go func() {
 			for {
