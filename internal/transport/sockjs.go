@@ -11,13 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/metrics"
-	"github.com/rtlab/rtlab/internal/stomp"
 )
 
 // SockJS carries STOMP sessions for clients that connect with sockjs-client (Spring's
@@ -592,12 +590,7 @@ func (a sockjsAddr) String() string  { return string(a) }
 // startBareSTOMP starts a STOMP session whose frames go on conn bare (STOMP over TCP and
 // SockJS), admitted by release. It reports false when the server is shutting down.
 func (s *Server) startBareSTOMP(conn net.Conn, transport string, release func()) bool {
-	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), tcp: true,
-		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
-	}
-	c.userSeen.Store(&c.ident.User)
+	c := s.newSTOMPConn(Identity{}, true, release)
 	var ok bool
 	if c.w, ok = s.startSocket(conn, c, Identity{}, transport, release); !ok {
 		return false

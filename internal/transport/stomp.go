@@ -287,12 +287,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident,
-		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
-	}
-	c.userSeen.Store(&ident.User)
+	c := s.newSTOMPConn(ident, false, release)
 	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
 		return
 	}
@@ -991,4 +986,16 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 	}
 	c.receipt(f)
 	return true
+}
+
+// newSTOMPConn is a STOMP session's state, whatever carries its frames (bare when tcp: STOMP over
+// TCP and SockJS), admitted by release: one place for its limits, so no carrier misses one.
+func (s *Server) newSTOMPConn(ident Identity, tcp bool, release func()) *stompConn {
+	c := &stompConn{
+		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, tcp: tcp,
+		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
+		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
+	}
+	c.userSeen.Store(&c.ident.User)
+	return c
 }
