@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,11 +24,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
-	amqpbroker "github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/memory"
-	natsbroker "github.com/rtlab/rtlab/internal/broker/nats"
-	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
-	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/state"
@@ -156,44 +151,63 @@ type App struct {
 	cert      *certHolder  // the TLS certificate, reread by ReloadTLS; nil without TLS
 }
 
-// New builds the server from cfg without starting it.
-func New(cfg Config) (*App, error) {
+// fill sets the defaults of what cfg leaves zero and checks what the flag table cannot (pairs,
+// files); it returns the TLS certificate, if any.
+func (c *Config) fill() (*tls.Certificate, error) {
 	d := Defaults()
-	if cfg.Addr == "" {
-		cfg.Addr = d.Addr
+	if c.Addr == "" {
+		c.Addr = d.Addr
 	}
-	if cfg.Broker == "" {
-		cfg.Broker = d.Broker
+	if c.Broker == "" {
+		c.Broker = d.Broker
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = d.ShutdownTimeout
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
-	if cfg.DurableHistory <= 0 {
-		cfg.DurableHistory = d.DurableHistory
+	if c.DurableHistory <= 0 {
+		c.DurableHistory = d.DurableHistory
 	}
-	cfg.Seed.fill()
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+	c.Seed.fill()
+	if c.ChatMaxBytes <= 0 {
+		c.ChatMaxBytes = d.ChatMaxBytes
+	}
+	if c.ChatMaxMembers <= 0 {
+		c.ChatMaxMembers = d.ChatMaxMembers
+	}
+	if c.ChatMaxRooms <= 0 {
+		c.ChatMaxRooms = d.ChatMaxRooms
+	}
+	if c.ChatIdle <= 0 {
+		c.ChatIdle = d.ChatIdle
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}
 	var cert *tls.Certificate
-	if p := cfg.SockJSPath; p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/api/") || p == "/api" || strings.ContainsAny(p, "{} ")) {
+	if p := c.SockJSPath; p != "" && (!strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/api/") || p == "/api" || strings.ContainsAny(p, "{} ")) {
 		return nil, fmt.Errorf("--sockjs-path %q: want a path of its own, like /ws", p)
 	}
-	if cfg.TLSCert != "" {
-		c, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if c.TLSCert != "" {
+		c, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		cert = &c
 	}
-	history := hub.HistoryPolicy{Size: cfg.HistorySize, TTL: cfg.HistoryTTL}
-	durableHistory := hub.HistoryPolicy{Size: cfg.DurableHistory, TTL: -1}
+	return cert, nil
+}
+
+// historyPolicies gives each topic's history policy (durable topics: --durable-history, never
+// expiring) and tells durable topics apart.
+func (c *Config) historyPolicies() (policy func(string) hub.HistoryPolicy, durable func(string) bool) {
+	history := hub.HistoryPolicy{Size: c.HistorySize, TTL: c.HistoryTTL}
+	durableHistory := hub.HistoryPolicy{Size: c.DurableHistory, TTL: -1}
 	isDurable := func(topic string) bool {
-		for _, p := range cfg.Durable {
+		for _, p := range c.Durable {
 			if p != "" && strings.HasPrefix(topic, p) {
 				return true
 			}
@@ -206,42 +220,27 @@ func New(cfg Config) (*App, error) {
 		}
 		return history
 	}
+	return policyFor, isDurable
+}
+
+// New builds the server from cfg without starting it.
+func New(cfg Config) (*App, error) {
+	cert, err := cfg.fill()
+	if err != nil {
+		return nil, err
+	}
+	policyFor, isDurable := cfg.historyPolicies()
 	reg := prometheus.NewRegistry()
-	var (
-		b  hub.Broker
-		st *store.Store
-	)
 	bctx, bcancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer bcancel()
-	switch {
-	case cfg.Broker == "memory":
-		mc := memory.Config{Policy: policyFor, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
-		if cfg.DataDir != "" && len(cfg.Durable) > 0 {
-			var err error
-			st, err = store.Open(store.Config{
-				Path: filepath.Join(cfg.DataDir, "rtlab.db"),
-				Keep: func(string) int { return cfg.DurableHistory },
-			})
-			if err != nil {
-				return nil, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-			}
-			mc.Store, mc.Durable = st, isDurable
-		}
-		mb := memory.New(mc)
-		registerMemoryStats(reg, mb)
-		b = mb
-	default:
-		var err error
-		if b, err = newExternalBroker(bctx, cfg, policyFor, reg); err != nil {
-			return nil, err
-		}
+	ob, err := openBrokers(bctx, cfg, policyFor, isDurable, reg)
+	if err != nil {
+		return nil, err
 	}
+	b, st := ob.broker, ob.store
 	arch, archDesc, err := newArchive(bctx, cfg, b, isDurable, reg)
 	if err != nil {
-		_ = b.Close()
-		if st != nil {
-			_ = st.Close()
-		}
+		ob.close()
 		return nil, err
 	}
 	hc := hub.Config{Broker: b, MaxDataBytes: cfg.Limits.MaxFrame,
@@ -253,22 +252,13 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, state: ob.state, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
-		_ = b.Close()
 		if arch != nil {
 			_ = arch.Close(0)
 		}
-		if st != nil {
-			_ = st.Close()
-		}
-		if a.state != nil {
-			_ = a.state.Close()
-		}
+		ob.close()
 		return nil, err
-	}
-	if a.state, err = newStateStore(bctx, cfg); err != nil {
-		return fail(err)
 	}
 	revoked := auth.NewRevocations(cfg.Auth.MaxRevocations, nil)
 	verifier, required, err := a.setupAuth(bctx, revoked)
@@ -277,18 +267,6 @@ func New(cfg Config) (*App, error) {
 	}
 	if cfg.Dev && required {
 		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
-	}
-	if cfg.ChatMaxBytes <= 0 {
-		cfg.ChatMaxBytes = d.ChatMaxBytes
-	}
-	if cfg.ChatMaxMembers <= 0 {
-		cfg.ChatMaxMembers = d.ChatMaxMembers
-	}
-	if cfg.ChatMaxRooms <= 0 {
-		cfg.ChatMaxRooms = 1000
-	}
-	if cfg.ChatIdle <= 0 {
-		cfg.ChatIdle = d.ChatIdle
 	}
 	a.notes = newNotifications(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
@@ -535,70 +513,6 @@ func newArchive(ctx context.Context, cfg Config, b hub.Broker, durable func(stri
 	return a, fmt.Sprintf("%v, keeping %v", st, ret), nil
 }
 
-// newExternalBroker connects to the broker cfg.Broker names: one URL, or several of one kind,
-// space-separated (a comma separates brokers in rtlab bench's list): independent servers (or
-// RabbitMQ vhosts) over which topics are sharded by a consistent hash of their names
-// (internal/broker/shard), so each orders only its topics.
-func newExternalBroker(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
-	urls := strings.Fields(cfg.Broker)
-	if len(urls) == 1 {
-		return openBroker(ctx, cfg, cfg.Broker, policy, reg)
-	}
-	var shards []hub.Broker
-	fail := func(err error) (hub.Broker, error) {
-		for _, s := range shards {
-			_ = s.Close()
-		}
-		return nil, err
-	}
-	first, _, _ := strings.Cut(urls[0], "://")
-	for i, u := range urls {
-		if scheme, _, _ := strings.Cut(u, "://"); scheme != first {
-			return fail(fmt.Errorf("--broker %q: shards are servers of one kind: want \"redis://host:port/db redis://host:port/db …\" (or nats://…, amqp://…)", redactedURL(cfg.Broker)))
-		}
-		scfg := cfg
-		if i > 0 {
-			// Each RabbitMQ shard has a sequencer of its own, perhaps on this node: the next port.
-			if host, port, err := net.SplitHostPort(cfg.AMQPDirect); err == nil && port != "0" {
-				if p, err := strconv.Atoi(port); err == nil {
-					scfg.AMQPDirect = net.JoinHostPort(host, strconv.Itoa(p+i))
-				}
-			}
-		}
-		b, err := openBroker(ctx, scfg, u, policy, prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(i + 1)}, reg))
-		if err != nil {
-			return fail(fmt.Errorf("%w (shard %d)", err, i+1))
-		}
-		shards = append(shards, b)
-	}
-	return shard.New(shards)
-}
-
-// openBroker connects to the broker at raw, one URL.
-func openBroker(ctx context.Context, cfg Config, raw string, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (hub.Broker, error) {
-	log := cfg.Logger
-	scheme, _, _ := strings.Cut(raw, "://")
-	var (
-		b   hub.Broker
-		err error
-	)
-	switch scheme {
-	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		// Durable topics (a negative TTL in policy) are kept apart by each broker.
-		b, err = asBroker(redisbroker.New(ctx, raw, redisbroker.Config{Policy: policy, Logger: log, Registerer: reg}))
-	case "nats":
-		b, err = asBroker(natsbroker.New(ctx, raw, natsbroker.Config{Policy: policy, DurableSize: cfg.DurableHistory, Logger: log, Registerer: reg}))
-	case "amqp", "amqps":
-		b, err = asBroker(amqpbroker.New(ctx, raw, amqpbroker.Config{Policy: policy, DurableSize: cfg.DurableHistory, Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, Logger: log, Registerer: reg}))
-	default:
-		return nil, fmt.Errorf("--broker %q: want memory, redis://host:port/db, redis+cluster://host:port, nats://host:port or amqp://user:pass@host:port/vhost", redactedURL(raw))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--broker: %w", err)
-	}
-	return b, nil
-}
-
 // redactedURL is a broker URL fit for logs: its password, if any, replaced by "xxxxx".
 func redactedURL(s string) string {
 	if parts := strings.Fields(s); len(parts) > 1 {
@@ -611,14 +525,6 @@ func redactedURL(s string) string {
 		return u.Redacted()
 	}
 	return s
-}
-
-// asBroker turns a constructor's concrete result into a hub.Broker without a typed nil.
-func asBroker[B hub.Broker](b B, err error) (hub.Broker, error) {
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // devSecret is the signing key of open dev mode, where tokens identify users but are not

@@ -5,12 +5,9 @@ import (
 
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/auth"
-	"github.com/rtlab/rtlab/internal/state"
 )
 
 // AuthConfig says how clients prove who they are. With none of Secret, PublicKeyFile and JWKSURL
@@ -106,42 +103,4 @@ func (a *App) setupAuth(ctx context.Context, revoked *auth.Revocations) (*auth.V
 		}
 	}
 	return v, true, nil
-}
-
-// newStateStore opens the shared state of the configured broker: a bbolt file of its own under
-// --data-dir for the memory broker (memory without one), the broker itself otherwise.
-//
-// With topics sharded over several servers, the state lives on the first.
-func newStateStore(ctx context.Context, cfg Config) (state.Store, error) {
-	if urls := strings.Fields(cfg.Broker); len(urls) > 1 {
-		cfg.Broker = urls[0]
-	}
-	scheme, _, _ := strings.Cut(cfg.Broker, "://")
-	switch scheme {
-	case "memory":
-		if cfg.DataDir == "" {
-			return state.NewMemory(), nil
-		}
-		st, err := state.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
-		if err != nil {
-			return nil, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-		}
-		return st, nil
-	case "redis", "rediss", "redis+cluster", "rediss+cluster":
-		return asStore(state.OpenRedis(ctx, cfg.Broker, "rtlab"))
-	case "nats":
-		return asStore(state.OpenNATS(ctx, cfg.Broker, "rtlab-state"))
-	case "amqp", "amqps":
-		return asStore(state.OpenAMQP(ctx, cfg.Broker, "rtlab.state"))
-	}
-	return nil, fmt.Errorf("--broker %q: no state store for it", redactedURL(cfg.Broker))
-}
-
-// asStore is s as a state.Store, or a nil interface when err is set: returned directly, a nil
-// *AMQP would be a non-nil Store whose Close panics on the error path.
-func asStore[S state.Store](s S, err error) (state.Store, error) {
-	if err != nil {
-		return nil, fmt.Errorf("--broker: %w", err)
-	}
-	return s, nil
 }

@@ -1,7 +1,8 @@
 // Package state keeps the application's small shared records: chat rooms' owners and members,
 // revoked tokens. They are state of their own, never rebuilt from a topic's bounded history,
-// and the same on every node: each broker has a backend (a bbolt file for the memory broker,
-// a Redis hash, a JetStream key-value bucket, a RabbitMQ stream folded by every node).
+// and the same on every node. This package holds the contract, the memory and bbolt backends
+// (the memory broker's); each shared broker's package holds its own beside it, on the broker's
+// connection (a Redis hash, a JetStream key-value bucket, a RabbitMQ stream folded by every node).
 //
 // A record is a small value with a revision. Writers change it by compare-and-set: read,
 // modify, Put with the revision read; a concurrent change makes the Put fail with

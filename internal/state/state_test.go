@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	amqpbroker "github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	natsbroker "github.com/rtlab/rtlab/internal/broker/nats"
+	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/state"
 )
@@ -48,37 +51,37 @@ func backends() []backend {
 		}},
 		{"redis", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
 			srv := brokertest.StartRedis(t)
-			a, err := state.OpenRedis(ctx, srv.URL, "t")
-			b, err2 := state.OpenRedis(ctx, srv.URL, "t")
+			a, err := redisbroker.OpenState(ctx, srv.URL, "t")
+			b, err2 := redisbroker.OpenState(ctx, srv.URL, "t")
 			return must(t, a, err), must(t, b, err2), func() state.Store {
-				c, err := state.OpenRedis(ctx, srv.URL, "t")
+				c, err := redisbroker.OpenState(ctx, srv.URL, "t")
 				return must(t, c, err)
 			}
 		}},
 		{"redis-cluster", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
 			srv := brokertest.StartRedisCluster(t)
-			a, err := state.OpenRedis(ctx, srv.URL, "t")
-			b, err2 := state.OpenRedis(ctx, srv.URL, "t")
+			a, err := redisbroker.OpenState(ctx, srv.URL, "t")
+			b, err2 := redisbroker.OpenState(ctx, srv.URL, "t")
 			return must(t, a, err), must(t, b, err2), func() state.Store {
-				c, err := state.OpenRedis(ctx, srv.URL, "t")
+				c, err := redisbroker.OpenState(ctx, srv.URL, "t")
 				return must(t, c, err)
 			}
 		}},
 		{"nats", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
 			srv := brokertest.StartNATS(t)
-			a, err := state.OpenNATS(ctx, srv.URL, "t-state")
-			b, err2 := state.OpenNATS(ctx, srv.URL, "t-state")
+			a, err := natsbroker.OpenState(ctx, srv.URL, "t-state")
+			b, err2 := natsbroker.OpenState(ctx, srv.URL, "t-state")
 			return must(t, a, err), must(t, b, err2), func() state.Store {
-				c, err := state.OpenNATS(ctx, srv.URL, "t-state")
+				c, err := natsbroker.OpenState(ctx, srv.URL, "t-state")
 				return must(t, c, err)
 			}
 		}},
 		{"amqp", func(t *testing.T) (state.Store, state.Store, func() state.Store) {
 			srv := brokertest.StartRabbit(t)
-			a, err := state.OpenAMQP(ctx, srv.URL, "t.state")
-			b, err2 := state.OpenAMQP(ctx, srv.URL, "t.state")
+			a, err := amqpbroker.OpenState(ctx, srv.URL, "t.state")
+			b, err2 := amqpbroker.OpenState(ctx, srv.URL, "t.state")
 			return must(t, a, err), must(t, b, err2), func() state.Store {
-				c, err := state.OpenAMQP(ctx, srv.URL, "t.state")
+				c, err := amqpbroker.OpenState(ctx, srv.URL, "t.state")
 				return must(t, c, err)
 			}
 		}},

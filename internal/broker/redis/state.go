@@ -1,27 +1,26 @@
-package state
+package redis
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rtlab/rtlab/internal/state"
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	redisbroker "github.com/rtlab/rtlab/internal/broker/redis"
 )
 
-// Redis is a Store in Redis: one hash per kind, <prefix>:{state}:<kind>, whose fields are the
+// State is a state.Store in Redis: one hash per kind, <prefix>:{state}:<kind>, whose fields are the
 // names and whose values are the revision (20 decimal digits) followed by the value.
 // Revisions come from one counter, <prefix>:{state}:rev. A Put is one Lua script, so the
 // compare and the set are atomic; the braces keep every key in one Redis Cluster slot, so the
 // script runs on a cluster too.
-type Redis struct {
+type State struct {
 	c      goredis.UniversalClient
 	prefix string
 }
 
-var _ Store = (*Redis)(nil)
+var _ state.Store = (*State)(nil)
 
 var redisPut = goredis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
@@ -33,10 +32,10 @@ redis.call('HSET', KEYS[1], ARGV[1], string.format('%020d', n) .. ARGV[3])
 return n
 `)
 
-// OpenRedis connects to the Redis at url (redis://host:port/db), or to the Redis Cluster at
+// OpenState connects to the Redis at url (redis://host:port/db), or to the Redis Cluster at
 // redis+cluster://host:port.
-func OpenRedis(ctx context.Context, url, prefix string) (*Redis, error) {
-	c, err := redisbroker.NewClient(url) // resends nothing: a Put is not idempotent
+func OpenState(ctx context.Context, url, prefix string) (*State, error) {
+	c, err := NewClient(url) // resends nothing: a Put is not idempotent
 	if err != nil {
 		return nil, fmt.Errorf("state: redis url: %w", err)
 	}
@@ -44,55 +43,55 @@ func OpenRedis(ctx context.Context, url, prefix string) (*Redis, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("state: redis: %w", err)
 	}
-	return &Redis{c: c, prefix: prefix}, nil
+	return &State{c: c, prefix: prefix}, nil
 }
 
-func (r *Redis) key(kind string) string { return r.prefix + ":{state}:" + kind }
+func (r *State) key(kind string) string { return r.prefix + ":{state}:" + kind }
 
-func decodeRedis(s string) (Record, error) {
+func decodeRedis(s string) (state.Record, error) {
 	if len(s) < 20 {
-		return Record{}, errors.New("state: redis: malformed record")
+		return state.Record{}, errors.New("state: redis: malformed record")
 	}
 	rev, err := strconv.ParseUint(s[:20], 10, 64)
 	if err != nil {
-		return Record{}, fmt.Errorf("state: redis: malformed record: %w", err)
+		return state.Record{}, fmt.Errorf("state: redis: malformed record: %w", err)
 	}
-	return Record{Rev: rev, Value: []byte(s[20:])}, nil
+	return state.Record{Rev: rev, Value: []byte(s[20:])}, nil
 }
 
-func (r *Redis) Get(ctx context.Context, kind, name string) (Record, error) {
+func (r *State) Get(ctx context.Context, kind, name string) (state.Record, error) {
 	s, err := r.c.HGet(ctx, r.key(kind), name).Result()
 	if errors.Is(err, goredis.Nil) {
-		return Record{}, nil
+		return state.Record{}, nil
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("state: redis: %w", err)
+		return state.Record{}, fmt.Errorf("state: redis: %w", err)
 	}
 	return decodeRedis(s)
 }
 
-func (r *Redis) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
-	if len(value) > MaxValue {
-		return 0, ErrTooLarge
+func (r *State) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
+	if len(value) > state.MaxValue {
+		return 0, state.ErrTooLarge
 	}
 	n, err := redisPut.Run(ctx, r.c, []string{r.key(kind), r.prefix + ":{state}:rev"}, name, rev, value).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("state: redis: %w", err)
 	}
 	if n < 0 {
-		return 0, ErrConflict
+		return 0, state.ErrConflict
 	}
 	return uint64(n), nil
 }
 
-func (r *Redis) Delete(ctx context.Context, kind, name string) error {
+func (r *State) Delete(ctx context.Context, kind, name string) error {
 	if err := r.c.HDel(ctx, r.key(kind), name).Err(); err != nil {
 		return fmt.Errorf("state: redis: %w", err)
 	}
 	return nil
 }
 
-func (r *Redis) List(ctx context.Context, kind string, fn func(string, []byte)) error {
+func (r *State) List(ctx context.Context, kind string, fn func(string, []byte)) error {
 	iter := r.c.HScan(ctx, r.key(kind), 0, "", 1000).Iterator()
 	for iter.Next(ctx) {
 		name := iter.Val()
@@ -109,4 +108,4 @@ func (r *Redis) List(ctx context.Context, kind string, fn func(string, []byte)) 
 	return nil
 }
 
-func (r *Redis) Close() error { return r.c.Close() }
+func (r *State) Close() error { return r.c.Close() }

@@ -1,10 +1,11 @@
-package state
+package amqp
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rtlab/rtlab/internal/state"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,7 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// AMQP is a Store on RabbitMQ, which has no compare-and-set: every change is a record appended
+// State is a state.Store on RabbitMQ, which has no compare-and-set: every change is a record appended
 // to a stream queue, and every node folds the whole stream, in its order, into memory. A Put
 // applies when the record's expected revision is the record's current one at that point of
 // the stream, so all nodes decide alike; its new revision is the stream offset. The writer
@@ -23,7 +24,7 @@ import (
 // (usually within a millisecond), its own changes at once. The stream keeps every change (no
 // retention limit), which is what lets a starting node rebuild the state; it grows with each
 // change (a few hundred bytes) and is read whole at start.
-type AMQP struct {
+type State struct {
 	url   string
 	queue string
 	node  string
@@ -36,10 +37,10 @@ type AMQP struct {
 	opened atomic.Bool // caught up once: from then on a lost connection fails waiting writers
 
 	mu      sync.Mutex
-	recs    map[string]map[string]Record // guarded by mu
-	seq     uint64                       // last record id of this node; guarded by mu
-	waiters map[uint64]chan amqpResult   // by record id; guarded by mu
-	next    int64                        // stream offset to read from after a reconnect; guarded by mu
+	recs    map[string]map[string]state.Record // guarded by mu
+	seq     uint64                             // last record id of this node; guarded by mu
+	waiters map[uint64]chan amqpResult         // by record id; guarded by mu
+	next    int64                              // stream offset to read from after a reconnect; guarded by mu
 }
 
 type amqpResult struct {
@@ -58,15 +59,15 @@ type amqpRecord struct {
 	Seq   uint64 `json:"seq"`
 }
 
-var _ Store = (*AMQP)(nil)
+var _ state.Store = (*State)(nil)
 
 // errReopen fails the catch-up marker of a store still opening whose connection was lost.
 var errReopen = errors.New("reconnected while opening")
 
-// OpenAMQP connects, declares the stream queue and folds it up to its current end.
-func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
-	a := &AMQP{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
-		recs: make(map[string]map[string]Record), waiters: make(map[uint64]chan amqpResult), done: make(chan struct{})}
+// OpenState connects, declares the stream queue and folds it up to its current end.
+func OpenState(ctx context.Context, url, queue string) (*State, error) {
+	a := &State{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
+		recs: make(map[string]map[string]state.Record), waiters: make(map[uint64]chan amqpResult), done: make(chan struct{})}
 	for {
 		err := a.connect()
 		if err == nil {
@@ -97,7 +98,7 @@ func OpenAMQP(ctx context.Context, url, queue string) (*AMQP, error) {
 	return a, nil
 }
 
-func (a *AMQP) connect() error {
+func (a *State) connect() error {
 	conn, err := amqp.DialConfig(a.url, amqp.Config{Heartbeat: 2 * time.Second, Dial: amqp.DefaultDial(3 * time.Second),
 		Properties: amqp.Table{"connection_name": "rtlab-state"}})
 	if err != nil {
@@ -118,7 +119,7 @@ func (a *AMQP) connect() error {
 }
 
 // run consumes the stream for as long as the store is open, reconnecting after a loss.
-func (a *AMQP) run(ctx context.Context) {
+func (a *State) run(ctx context.Context) {
 	defer close(a.done)
 	for ctx.Err() == nil {
 		err := a.consume(ctx)
@@ -147,7 +148,7 @@ func (a *AMQP) run(ctx context.Context) {
 	}
 }
 
-func (a *AMQP) consume(ctx context.Context) error {
+func (a *State) consume(ctx context.Context) error {
 	a.pubMu.Lock()
 	conn := a.conn
 	a.pubMu.Unlock()
@@ -191,7 +192,7 @@ func (a *AMQP) consume(ctx context.Context) error {
 }
 
 // apply folds one record at stream offset off.
-func (a *AMQP) apply(off int64, body []byte) {
+func (a *State) apply(off int64, body []byte) {
 	var r amqpRecord
 	if json.Unmarshal(body, &r) != nil {
 		return
@@ -207,14 +208,14 @@ func (a *AMQP) apply(off int64, body []byte) {
 	case "put":
 		m := a.recs[r.Kind]
 		if m[r.Name].Rev != r.Rev {
-			res.err = ErrConflict
+			res.err = state.ErrConflict
 			break
 		}
 		if m == nil {
-			m = make(map[string]Record)
+			m = make(map[string]state.Record)
 			a.recs[r.Kind] = m
 		}
-		m[r.Name] = Record{Value: r.Value, Rev: res.rev}
+		m[r.Name] = state.Record{Value: r.Value, Rev: res.rev}
 	case "del":
 		delete(a.recs[r.Kind], r.Name)
 	}
@@ -227,7 +228,7 @@ func (a *AMQP) apply(off int64, body []byte) {
 }
 
 // append publishes r and waits until the fold has applied it.
-func (a *AMQP) append(ctx context.Context, r amqpRecord) (uint64, error) {
+func (a *State) append(ctx context.Context, r amqpRecord) (uint64, error) {
 	a.mu.Lock()
 	a.seq++
 	r.Node, r.Seq = a.node, a.seq
@@ -259,13 +260,13 @@ func (a *AMQP) append(ctx context.Context, r amqpRecord) (uint64, error) {
 	}
 }
 
-func (a *AMQP) dropWaiter(seq uint64) {
+func (a *State) dropWaiter(seq uint64) {
 	a.mu.Lock()
 	delete(a.waiters, seq)
 	a.mu.Unlock()
 }
 
-func (a *AMQP) failWaiters(err error) {
+func (a *State) failWaiters(err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for seq, w := range a.waiters {
@@ -274,25 +275,25 @@ func (a *AMQP) failWaiters(err error) {
 	}
 }
 
-func (a *AMQP) Get(_ context.Context, kind, name string) (Record, error) {
+func (a *State) Get(_ context.Context, kind, name string) (state.Record, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.recs[kind][name], nil
 }
 
-func (a *AMQP) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
-	if len(value) > MaxValue {
-		return 0, ErrTooLarge
+func (a *State) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
+	if len(value) > state.MaxValue {
+		return 0, state.ErrTooLarge
 	}
 	return a.append(ctx, amqpRecord{Op: "put", Kind: kind, Name: name, Value: value, Rev: rev})
 }
 
-func (a *AMQP) Delete(ctx context.Context, kind, name string) error {
+func (a *State) Delete(ctx context.Context, kind, name string) error {
 	_, err := a.append(ctx, amqpRecord{Op: "del", Kind: kind, Name: name})
 	return err
 }
 
-func (a *AMQP) List(_ context.Context, kind string, fn func(string, []byte)) error {
+func (a *State) List(_ context.Context, kind string, fn func(string, []byte)) error {
 	a.mu.Lock()
 	recs := make(map[string][]byte, len(a.recs[kind]))
 	for n, r := range a.recs[kind] {
@@ -305,7 +306,7 @@ func (a *AMQP) List(_ context.Context, kind string, fn func(string, []byte)) err
 	return nil
 }
 
-func (a *AMQP) Close() error {
+func (a *State) Close() error {
 	a.cancel()
 	a.pubMu.Lock()
 	conn := a.conn

@@ -1,9 +1,10 @@
-package state
+package nats
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rtlab/rtlab/internal/state"
 	"strings"
 	"time"
 
@@ -11,19 +12,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NATS is a Store in a JetStream key-value bucket (file storage, one revision kept per key).
+// State is a state.Store in a JetStream key-value bucket (file storage, one revision kept per key).
 // A key is "<kind>.<name>" with every byte of the name outside [-/_A-Za-z0-9] written as =XX,
 // since KV keys allow few characters and '.' separates tokens. Create and Update(revision)
 // are JetStream's own compare-and-set; the revision is the bucket stream's sequence.
-type NATS struct {
+type State struct {
 	nc *natsgo.Conn
 	kv jetstream.KeyValue
 }
 
-var _ Store = (*NATS)(nil)
+var _ state.Store = (*State)(nil)
 
-// OpenNATS connects to the NATS server at url and creates the bucket if needed.
-func OpenNATS(ctx context.Context, url, bucket string) (*NATS, error) {
+// OpenState connects to the NATS server at url and creates the bucket if needed.
+func OpenState(ctx context.Context, url, bucket string) (*State, error) {
 	nc, err := natsgo.Connect(url, natsgo.Name("rtlab-state"), natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(250*time.Millisecond), natsgo.ReconnectBufSize(-1))
 	if err != nil {
@@ -39,7 +40,7 @@ func OpenNATS(ctx context.Context, url, bucket string) (*NATS, error) {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		kv, err = js.CreateOrUpdateKeyValue(actx, jetstream.KeyValueConfig{
 			Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
-			Storage: jetstream.FileStorage, MaxValueSize: MaxValue,
+			Storage: jetstream.FileStorage, MaxValueSize: state.MaxValue,
 		})
 		cancel()
 		if err == nil || ctx.Err() != nil || !unanswered(err) {
@@ -51,7 +52,7 @@ func OpenNATS(ctx context.Context, url, bucket string) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("state: nats bucket %s: %w", bucket, err)
 	}
-	return &NATS{nc: nc, kv: kv}, nil
+	return &State{nc: nc, kv: kv}, nil
 }
 
 // natsKey escapes name into a KV key under kind.
@@ -98,20 +99,20 @@ func natsName(key string) string {
 	return b.String()
 }
 
-func (n *NATS) Get(ctx context.Context, kind, name string) (Record, error) {
+func (n *State) Get(ctx context.Context, kind, name string) (state.Record, error) {
 	e, err := n.kv.Get(ctx, natsKey(kind, name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return Record{}, nil
+		return state.Record{}, nil
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("state: nats: %w", err)
+		return state.Record{}, fmt.Errorf("state: nats: %w", err)
 	}
-	return Record{Value: e.Value(), Rev: e.Revision()}, nil
+	return state.Record{Value: e.Value(), Rev: e.Revision()}, nil
 }
 
-func (n *NATS) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
-	if len(value) > MaxValue {
-		return 0, ErrTooLarge
+func (n *State) Put(ctx context.Context, kind, name string, value []byte, rev uint64) (uint64, error) {
+	if len(value) > state.MaxValue {
+		return 0, state.ErrTooLarge
 	}
 	key := natsKey(kind, name)
 	var (
@@ -124,7 +125,7 @@ func (n *NATS) Put(ctx context.Context, kind, name string, value []byte, rev uin
 		r, err = n.kv.Update(ctx, key, value, rev)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, ErrConflict
+		return 0, state.ErrConflict
 	}
 	if err != nil {
 		return 0, fmt.Errorf("state: nats: %w", err)
@@ -132,14 +133,14 @@ func (n *NATS) Put(ctx context.Context, kind, name string, value []byte, rev uin
 	return r, nil
 }
 
-func (n *NATS) Delete(ctx context.Context, kind, name string) error {
+func (n *State) Delete(ctx context.Context, kind, name string) error {
 	if err := n.kv.Purge(ctx, natsKey(kind, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("state: nats: %w", err)
 	}
 	return nil
 }
 
-func (n *NATS) List(ctx context.Context, kind string, fn func(string, []byte)) error {
+func (n *State) List(ctx context.Context, kind string, fn func(string, []byte)) error {
 	w, err := n.kv.Watch(ctx, kind+".>", jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("state: nats: %w", err)
@@ -158,7 +159,7 @@ func (n *NATS) List(ctx context.Context, kind string, fn func(string, []byte)) e
 	}
 }
 
-func (n *NATS) Close() error {
+func (n *State) Close() error {
 	n.nc.Close()
 	return nil
 }
