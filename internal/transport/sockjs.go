@@ -369,13 +369,10 @@ func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, i
 	for {
 		f, closed := c.take()
 		if f != "" {
-			if write(f) != nil {
+			if write(f) != nil || closed {
 				return
 			}
 			continue
-		}
-		if closed {
-			return
 		}
 		select {
 		case <-c.outReady:
@@ -405,7 +402,6 @@ type sockjsConn struct {
 	opened    bool      // the 'o' frame was taken; guarded by mu
 	receiving bool      // a receiving request is attached; guarded by mu
 	closed    bool      // guarded by mu
-	goneSent  bool      // the close frame was taken; guarded by mu
 	rdl       time.Time // read deadline; guarded by mu
 	idle      *time.Timer
 }
@@ -431,7 +427,9 @@ func (c *sockjsConn) attach() bool {
 		return false
 	}
 	c.receiving = true
-	c.idle.Stop()
+	if !c.closed { // a closed session is forgotten on time whoever asks for it
+		c.idle.Stop()
+	}
 	return true
 }
 
@@ -440,22 +438,30 @@ func (c *sockjsConn) detach() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.receiving = false
-	c.idle.Reset(sockjsDisconnect)
+	if !c.closed {
+		c.idle.Reset(sockjsDisconnect)
+	}
 }
 
-// expire closes a session no receiving request came back for.
+// expire closes a session no receiving request came back for, and forgets a closed one once
+// its disconnect delay is over.
 func (c *sockjsConn) expire() {
 	c.mu.Lock()
-	gone := !c.receiving
+	closed, gone := c.closed, !c.receiving
 	c.mu.Unlock()
-	if gone {
+	switch {
+	case closed:
+		if c.onClose != nil {
+			c.onClose()
+		}
+	case gone:
 		c.Close()
 	}
 }
 
 // take returns the next SockJS frame for a receiver: 'o' first, then the waiting messages as
-// one 'a' frame, then, once closed, the close frame; "" when there is nothing yet. closed says
-// the session has ended and the receiver should finish.
+// one 'a' frame, then, once closed, the close frame, with closed set: the receiver writes it and
+// finishes. "" when there is nothing yet.
 func (c *sockjsConn) take() (frame string, closed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -469,11 +475,12 @@ func (c *sockjsConn) take() (frame string, closed bool) {
 		clear(c.out)
 		c.out, c.outBytes = c.out[:0], 0
 		return string(b), false
-	case c.closed && !c.goneSent:
-		c.goneSent = true
-		return sockjsGoAway, false
+	case c.closed:
+		// Every receiver of a closed session, one coming back included, gets the close
+		// frame until the session is forgotten.
+		return sockjsGoAway, true
 	}
-	return "", c.closed
+	return "", false
 }
 
 func appendJSONStrings(dst []byte, msgs []string) ([]byte, error) {
@@ -556,13 +563,12 @@ func (c *sockjsConn) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.idle.Stop()
+	// The session stays for the disconnect delay, so that a receiver not attached when it
+	// closed still gets its last messages and the close frame; expire then forgets it.
+	c.idle.Reset(sockjsDisconnect)
 	c.mu.Unlock()
 	signal(c.inReady)
 	signal(c.outReady)
-	if c.onClose != nil {
-		c.onClose()
-	}
 	return nil
 }
 

@@ -127,3 +127,40 @@ func TestSockJSStreaming(t *testing.T) {
 		t.Fatal("no CONNECTED on the stream")
 	}
 }
+
+// TestSockJSClosedSessionKeepsLastFrames: a session that ends while no receiving request is
+// attached (xhr-polling between two polls) keeps its last messages and the close frame for the
+// next poll, as SockJS clients expect, instead of being forgotten at once.
+func TestSockJSClosedSessionKeepsLastFrames(t *testing.T) {
+	s := sockjsServer(t, transport.Limits{})
+	sess := s.URL + "/ws/000/bye"
+	if code, body := post(t, sess+"/xhr", ""); code != 200 || body != "o\n" {
+		t.Fatalf("open: %d %q", code, body)
+	}
+	if code, _ := post(t, sess+"/xhr_send", `["CONNECT\naccept-version:1.2\nheart-beat:0,0\n\n\u0000"]`); code != 204 {
+		t.Fatalf("xhr_send CONNECT: %d", code)
+	}
+	if code, body := post(t, sess+"/xhr", ""); code != 200 || !strings.Contains(body, `CONNECTED`) {
+		t.Fatalf("poll: %d %q", code, body)
+	}
+	// DISCONNECT while nobody polls: the server answers RECEIPT and ends the session.
+	if code, _ := post(t, sess+"/xhr_send", `["DISCONNECT\nreceipt:bye\n\n\u0000"]`); code != 204 {
+		t.Fatalf("xhr_send DISCONNECT: %d", code)
+	}
+	var got string
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(got, `c[3000,`) && time.Now().Before(deadline) {
+		code, body := post(t, sess+"/xhr", "")
+		if code != 200 || body == "o\n" {
+			t.Fatalf("poll after the session ended: %d %q (a new session instead of its last frames)", code, body)
+		}
+		got += body
+	}
+	if !strings.Contains(got, `receipt-id:bye`) || !strings.Contains(got, `c[3000,`) {
+		t.Fatalf("after DISCONNECT the next polls got %q, want the RECEIPT, then the close frame", got)
+	}
+	// Asked again, the closed session answers the close frame, not a new session.
+	if code, body := post(t, sess+"/xhr", ""); code != 200 || !strings.HasPrefix(body, `c[3000,`) {
+		t.Fatalf("a poll of the closed session: %d %q", code, body)
+	}
+}
