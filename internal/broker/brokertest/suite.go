@@ -769,7 +769,6 @@ func (l *publishers) stop() []*hub.Publication {
 // takeServerAway begins the outage and checks that every node notices it and that publishing
 // then fails, fast, with hub.ErrNotReady.
 func takeServerAway(t *testing.T, h Harness, o outage, nodes []*hubNode, topic string) {
-	t.Helper()
 	stopped := time.Now()
 	o.begin(h.Server)
 	t.Logf("server gone in %v", time.Since(stopped).Round(time.Millisecond))
@@ -801,7 +800,6 @@ func takeServerAway(t *testing.T, h Harness, o outage, nodes []*hubNode, topic s
 
 // bringServerBack ends the outage and waits until every node is ready and has resubscribed.
 func bringServerBack(t *testing.T, h Harness, o outage, nodes []*hubNode) {
-	t.Helper()
 	started := time.Now()
 	o.end(h.Server)
 	t.Logf("server back in %v", time.Since(started).Round(time.Millisecond))
@@ -823,7 +821,6 @@ func bringServerBack(t *testing.T, h Harness, o outage, nodes []*hubNode) {
 // an epoch, one epoch when the broker kept its data (keeps), a new one when it did not. It
 // returns those of the last epoch, by offset.
 func checkAcknowledged(t *testing.T, acks []*hub.Publication, keeps bool) []*hub.Publication {
-	t.Helper()
 	byEpoch := map[string][]*hub.Publication{}
 	for _, p := range acks {
 		byEpoch[p.Epoch] = append(byEpoch[p.Epoch], p)
@@ -854,7 +851,6 @@ func checkAcknowledged(t *testing.T, acks []*hub.Publication, keeps bool) []*hub
 // offsets that follow, every acknowledged one when the data was kept, and that History's top is
 // not behind last, the last publication acknowledged.
 func checkNodeCaughtUp(t *testing.T, ni int, n *hubNode, topic string, want []*hub.Publication, last *hub.Publication, keeps bool) {
-	t.Helper()
 	high := want[len(want)-1]
 	eventually.Nil(t, 20*time.Second, func() error {
 		got := n.sink.get()
