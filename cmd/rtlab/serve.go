@@ -125,13 +125,87 @@ type serveExtras struct {
 }
 
 // serveFlagTable defines every serve flag with its default (from app.Defaults) and its rule:
-// the one place a serve setting is stated; -h and docs/serve.md show this table.
+// the one place a serve setting is stated; -h and docs/serve.md show this table (sorted by
+// name, so the order of the groups below is free).
 func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
-	lim := &cfg.Limits
 	d := app.Defaults() // every default, stated once
-	dl := d.Limits
-	logLevel := "info"
+	var x serveExtras
+	serveListenFlags(fs, cfg, d, &x)
+	serveAuthFlags(fs, cfg, d)
+	serveLimitFlags(fs, cfg, d)
+	serveBrokerFlags(fs, cfg, d)
+	serveDurableFlags(fs, cfg, d, &x)
+	serveAppFlags(fs, cfg, d, &x)
+	serveFlagRules(fs)
+	return x
+}
+
+// serveListenFlags defines the serve flags that are where and how the server listens: addresses,
+// TLS, who may connect and how it logs.
+func serveListenFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
 	fs.StringVar(&cfg.Addr, "addr", d.Addr, "listen address (host:port)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, only to requests straight from loopback)")
+	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
+	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
+	x.origins = fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
+	fs.BoolVar(&cfg.Dev, "dev", false, "open dev mode (no --auth-*) also serves other machines; without it only requests straight from loopback are served")
+	x.proxies = fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For gives the client's address (empty: none)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "graceful shutdown budget")
+	x.logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
+}
+
+// serveAuthFlags defines the serve flags that are how tokens are verified and issued.
+func serveAuthFlags(fs *flags, cfg *app.Config, d app.Config) {
+	fs.StringVar(&cfg.Auth.Secret, "auth-secret", "", "HMAC secret verifying HS256/384/512 tokens; with no secret, key or JWKS the server runs in open dev mode")
+	fs.StringVar(&cfg.Auth.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
+	fs.StringVar(&cfg.Auth.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
+	fs.StringVar(&cfg.Auth.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
+	fs.StringVar(&cfg.Auth.Audience, "auth-audience", "", "required aud of tokens (empty: not checked)")
+	fs.DurationVar(&cfg.Auth.Leeway, "auth-leeway", 0, "clock skew tolerated on a token's exp, nbf and iat")
+	fs.StringVar(&cfg.Auth.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
+	fs.DurationVar(&cfg.Auth.TokenTTL, "token-ttl", d.Auth.TokenTTL, "lifetime of tokens POST /api/login issues")
+	fs.IntVar(&cfg.Auth.MaxRevocations, "max-revocations", d.Auth.MaxRevocations, "revoked tokens kept (each until it expires); a logout past it is refused")
+	fs.IntVar(&cfg.Auth.Cache, "auth-cache", d.Auth.Cache, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "key of the server API for backends, sent as Authorization: apikey KEY; empty leaves the API off")
+}
+
+// serveLimitFlags defines the serve flags that are the per-connection, per-address and per-user
+// limits.
+func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
+	fs.IntVar(&cfg.Limits.MaxFrame, "max-frame", d.Limits.MaxFrame, "largest client frame, request body or publication, in bytes")
+	fs.IntVar(&cfg.Limits.QueueBytes, "queue-bytes", d.Limits.QueueBytes, "bytes queued per connection before it is cut off as a slow consumer")
+	fs.DurationVar(&cfg.Limits.WriteTimeout, "write-timeout", d.Limits.WriteTimeout, "a socket write taking longer cuts the client off")
+	fs.IntVar(&cfg.Limits.MaxSubs, "max-subs", d.Limits.MaxSubs, "subscriptions (topics) per connection")
+	fs.Float64Var(&cfg.Limits.MsgRate, "msg-rate", d.Limits.MsgRate, "publishes per second per connection (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
+	fs.Float64Var(&cfg.Limits.OpRate, "op-rate", d.Limits.OpRate, "messages of any kind (publish, subscribe, ping, history, refresh) per second per WebSocket or STOMP connection; a client sending faster is read no faster (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.OpBurst, "op-burst", 0, "message burst per connection (0 = 2 x op-rate, at least 10)")
+	fs.DurationVar(&cfg.Limits.PingInterval, "ping-interval", d.Limits.PingInterval, "WebSocket ping on idle connections")
+	fs.DurationVar(&cfg.Limits.SSEHeartbeat, "sse-heartbeat", d.Limits.SSEHeartbeat, "SSE heart-beat comment on idle streams")
+	fs.DurationVar(&cfg.Limits.StompHeartbeat, "stomp-heartbeat", d.Limits.StompHeartbeat, "STOMP heart-beat offered both ways")
+	fs.DurationVar(&cfg.Limits.LongPollMax, "long-poll-max", d.Limits.LongPollMax, "longest wait a long poll may ask for")
+	fs.DurationVar(&cfg.Limits.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0: never)")
+	fs.IntVar(&cfg.Limits.StompTxFrames, "stomp-tx-frames", d.Limits.StompTxFrames, "SEND frames one STOMP transaction may hold")
+	fs.IntVar(&cfg.Limits.StompTxBytes, "stomp-tx-bytes", d.Limits.StompTxBytes, "body bytes one STOMP transaction may hold")
+	fs.IntVar(&cfg.Limits.StompTxMax, "stomp-tx-max", d.Limits.StompTxMax, "open transactions per STOMP session")
+	fs.IntVar(&cfg.Limits.UnackedMsgs, "stomp-unacked", d.Limits.UnackedMsgs, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
+	fs.IntVar(&cfg.Limits.UnackedBytes, "stomp-unacked-bytes", d.Limits.UnackedBytes, "data bytes of those unacknowledged messages")
+	fs.DurationVar(&cfg.Limits.FirstFrameTimeout, "first-frame-timeout", d.Limits.FirstFrameTimeout, "time from a STOMP upgrade to its CONNECT frame")
+	fs.DurationVar(&cfg.Limits.BodyTimeout, "body-timeout", d.Limits.BodyTimeout, "time to read one request body")
+	fs.Float64Var(&cfg.Limits.HTTPPubRate, "http-pub-rate", d.Limits.HTTPPubRate, "HTTP publishes per second per user, or per address when anonymous (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.HTTPPubBurst, "http-pub-burst", 0, "HTTP publish burst (0 = 2 x http-pub-rate, at least 10)")
+	fs.IntVar(&cfg.Limits.MaxConns, "max-conns", d.Limits.MaxConns, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.MaxConnsPerIP, "max-conns-per-ip", d.Limits.MaxConnsPerIP, "connections (HTTP keep-alive ones, streaming ones and waiting long polls) per client address, an IPv6 /64 counting as one; at most half the open-file limit (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.MaxConnsPerUser, "max-conns-per-user", d.Limits.MaxConnsPerUser, "streaming connections per authenticated user (-1 = unlimited)")
+	fs.DurationVar(&cfg.Limits.HTTPIdleTimeout, "http-idle-timeout", d.Limits.HTTPIdleTimeout, "close a keep-alive HTTP connection idle this long")
+	fs.Float64Var(&cfg.Limits.LoginRate, "login-rate", d.Limits.LoginRate, "password checks (POST /api/login with --login-users) per second per client address and per user name, before bcrypt runs (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.LoginBurst, "login-burst", d.Limits.LoginBurst, "password check burst per address and per user")
+}
+
+// serveBrokerFlags defines the serve flags that are the broker and what it keeps in memory.
+func serveBrokerFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.StringVar(&cfg.Broker, "broker", d.Broker, "broker: memory (embedded, one node), redis://host:port/db, redis+cluster://host:port[?addr=host:port&addr=…] (a Redis Cluster), nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
 	fs.StringVar(&cfg.AMQPDirect, "amqp-direct", d.AMQPDirect, "RabbitMQ broker: while this node is the sequencer, take the other nodes' publish requests on this address (port 0: any free port), so that they skip a trip through RabbitMQ; the other nodes must reach it; empty = always through RabbitMQ")
 	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0: send at once)")
@@ -140,82 +214,46 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	fs.Int64Var(&cfg.HistoryMaxBytes, "history-max-bytes", d.HistoryMaxBytes, "memory broker: bytes the history of non-durable topics may hold; over it the least recently used topics lose their history (-1 = unlimited)")
 	fs.IntVar(&cfg.MaxTopics, "max-topics", d.MaxTopics, "memory broker: topics held in memory; a new topic over it makes room by forgetting the least recently used one without subscribers (-1 = unlimited)")
 	fs.Int64Var(&cfg.DurableMaxBytes, "durable-max-bytes", d.DurableMaxBytes, "memory broker: bytes durable topics' windows may hold in memory; over it the least recently used leave memory and are read back from --data-dir when used (-1 = unlimited)")
-	fs.IntVar(&lim.MaxFrame, "max-frame", dl.MaxFrame, "largest client frame, request body or publication, in bytes")
-	fs.IntVar(&lim.QueueBytes, "queue-bytes", dl.QueueBytes, "bytes queued per connection before it is cut off as a slow consumer")
-	fs.DurationVar(&lim.WriteTimeout, "write-timeout", dl.WriteTimeout, "a socket write taking longer cuts the client off")
-	fs.IntVar(&lim.MaxSubs, "max-subs", dl.MaxSubs, "subscriptions (topics) per connection")
-	fs.Float64Var(&lim.MsgRate, "msg-rate", dl.MsgRate, "publishes per second per connection (-1 = unlimited)")
-	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
-	fs.Float64Var(&lim.OpRate, "op-rate", dl.OpRate, "messages of any kind (publish, subscribe, ping, history, refresh) per second per WebSocket or STOMP connection; a client sending faster is read no faster (-1 = unlimited)")
-	fs.IntVar(&lim.OpBurst, "op-burst", 0, "message burst per connection (0 = 2 x op-rate, at least 10)")
-	fs.DurationVar(&lim.PingInterval, "ping-interval", dl.PingInterval, "WebSocket ping on idle connections")
-	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", dl.SSEHeartbeat, "SSE heart-beat comment on idle streams")
-	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", dl.StompHeartbeat, "STOMP heart-beat offered both ways")
-	fs.DurationVar(&lim.LongPollMax, "long-poll-max", dl.LongPollMax, "longest wait a long poll may ask for")
-	fs.DurationVar(&cfg.Seed.LongTimeout, "seed-long-timeout", d.Seed.LongTimeout, "wait of the seed route GET /location/long/{group}")
-	fs.IntVar(&lim.StompTxFrames, "stomp-tx-frames", dl.StompTxFrames, "SEND frames one STOMP transaction may hold")
-	fs.IntVar(&lim.StompTxBytes, "stomp-tx-bytes", dl.StompTxBytes, "body bytes one STOMP transaction may hold")
-	fs.IntVar(&lim.StompTxMax, "stomp-tx-max", dl.StompTxMax, "open transactions per STOMP session")
-	fs.IntVar(&lim.UnackedMsgs, "stomp-unacked", dl.UnackedMsgs, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
-	fs.IntVar(&lim.UnackedBytes, "stomp-unacked-bytes", dl.UnackedBytes, "data bytes of those unacknowledged messages")
-	fs.DurationVar(&lim.FirstFrameTimeout, "first-frame-timeout", dl.FirstFrameTimeout, "time from a STOMP upgrade to its CONNECT frame")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", dl.BodyTimeout, "time to read one request body")
-	fs.Float64Var(&lim.HTTPPubRate, "http-pub-rate", dl.HTTPPubRate, "HTTP publishes per second per user, or per address when anonymous (-1 = unlimited)")
-	fs.IntVar(&lim.HTTPPubBurst, "http-pub-burst", 0, "HTTP publish burst (0 = 2 x http-pub-rate, at least 10)")
-	fs.IntVar(&lim.MaxConns, "max-conns", dl.MaxConns, "streaming connections (WebSocket, STOMP, SSE, waiting long polls) in all (-1 = unlimited)")
-	fs.IntVar(&lim.MaxConnsPerIP, "max-conns-per-ip", dl.MaxConnsPerIP, "connections (HTTP keep-alive ones, streaming ones and waiting long polls) per client address, an IPv6 /64 counting as one; at most half the open-file limit (-1 = unlimited)")
-	fs.IntVar(&lim.MaxConnsPerUser, "max-conns-per-user", dl.MaxConnsPerUser, "streaming connections per authenticated user (-1 = unlimited)")
-	fs.DurationVar(&lim.HTTPIdleTimeout, "http-idle-timeout", dl.HTTPIdleTimeout, "close a keep-alive HTTP connection idle this long")
-	fs.Float64Var(&lim.LoginRate, "login-rate", dl.LoginRate, "password checks (POST /api/login with --login-users) per second per client address and per user name, before bcrypt runs (-1 = unlimited)")
-	fs.IntVar(&lim.LoginBurst, "login-burst", dl.LoginBurst, "password check burst per address and per user")
-	origins := fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, only to requests straight from loopback)")
-	fs.BoolVar(&cfg.Dev, "dev", false, "open dev mode (no --auth-*) also serves other machines; without it only requests straight from loopback are served")
-	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For gives the client's address (empty: none)")
-	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
-	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
-	fs.StringVar(&cfg.AppPrefix, "app-prefix", d.AppPrefix, "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
-	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
-	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", d.AppProxyTimeout, "longest wait for --app-proxy's answer; a SEND is never retried")
-	appRoutes := fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
-	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
-	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
-	fs.IntVar(&cfg.Location.Groups, "location-groups", d.Location.Groups, "location groups whose latest positions are kept for GET /cur/{group}")
-	fs.IntVar(&cfg.Location.Members, "location-members", d.Location.Members, "members kept per location group")
-	fs.IntVar(&cfg.Location.Bytes, "location-bytes", d.Location.Bytes, "position data kept per location group, in bytes")
-	fs.DurationVar(&cfg.Location.MemberTTL, "location-member-ttl", d.Location.MemberTTL, "a member's position older than this is dropped from its group")
-	fs.DurationVar(&cfg.Seed.SSETimeout, "seed-sse-timeout", d.Seed.SSETimeout, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (negative = never)")
-	fs.DurationVar(&lim.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0: never)")
-	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "graceful shutdown budget")
-	fs.StringVar(&logLevel, "log-level", logLevel, "log level: debug, info, warn, error")
-	ac := &cfg.Auth
-	fs.StringVar(&ac.Secret, "auth-secret", "", "HMAC secret verifying HS256/384/512 tokens; with no secret, key or JWKS the server runs in open dev mode")
-	fs.StringVar(&ac.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
-	fs.StringVar(&ac.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
-	fs.StringVar(&ac.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
-	fs.StringVar(&ac.Audience, "auth-audience", "", "required aud of tokens (empty: not checked)")
-	fs.DurationVar(&ac.Leeway, "auth-leeway", 0, "clock skew tolerated on a token's exp, nbf and iat")
-	fs.StringVar(&ac.LoginUsers, "login-users", "", "file of name:bcrypt-hash lines: POST /api/login checks these passwords (needs --auth-secret); without it login is off unless in open dev mode")
-	fs.DurationVar(&ac.TokenTTL, "token-ttl", d.Auth.TokenTTL, "lifetime of tokens POST /api/login issues")
-	fs.IntVar(&ac.MaxRevocations, "max-revocations", d.Auth.MaxRevocations, "revoked tokens kept (each until it expires); a logout past it is refused")
-	fs.IntVar(&ac.Cache, "auth-cache", d.Auth.Cache, "verified tokens remembered (each for a minute at most, never past its exp), so a token sent with every poll is not checked every time (0 = none)")
-	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", d.ChatMaxBytes, "largest chat message in bytes")
-	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", d.ChatMaxMembers, "members (and invited users) per chat room")
-	fs.IntVar(&cfg.ChatMaxRooms, "chat-max-rooms", d.ChatMaxRooms, "chat rooms one connection may have entered; an ENTER past it is refused")
-	fs.DurationVar(&cfg.ChatIdle, "chat-idle", d.ChatIdle, "a chat room's in-memory view unused this long is dropped; its state stays in the store")
-	privateRooms := fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
+}
+
+// serveDurableFlags defines the serve flags that are durable history: the data directory and the
+// archive beyond the broker's window.
+func serveDurableFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
 	fs.StringVar(&cfg.DataDir, "data-dir", d.DataDir, "directory for durable history (empty: keep everything in memory)")
-	durable := fs.String("durable", strings.Join(d.Durable, ","), "comma-separated topic prefixes whose history is durable: kept across restarts, never expiring by time, archived")
+	x.durable = fs.String("durable", strings.Join(d.Durable, ","), "comma-separated topic prefixes whose history is durable: kept across restarts, never expiring by time, archived")
 	fs.IntVar(&cfg.DurableHistory, "durable-history", d.DurableHistory, "publications kept per durable topic in the live window (the broker's)")
 	fs.StringVar(&cfg.Archive, "archive", "", "archive of durable topics beyond the window: embedded (archive.db in --data-dir), off, or postgres://user:pass@host:port/db shared by every node; empty = embedded with --broker memory, off with a shared broker")
 	fs.StringVar(&cfg.ArchiveRetention, "archive-retention", "", "what the archive keeps: empty or 0 = everything, a count per topic (100000), or an age (720h, 30d)")
 	fs.IntVar(&cfg.ArchiveQueue, "archive-queue", d.ArchiveQueue, "publications waiting to be archived before new ones are left to the sweeps")
 	fs.DurationVar(&cfg.ArchiveSweep, "archive-sweep", d.ArchiveSweep, "how often each node checks the broker's window for publications nobody archived")
 	fs.DurationVar(&cfg.ArchiveGrace, "archive-grace", d.ArchiveGrace, "how old a publication must be before a sweep archives it for the node that acknowledged it")
-	fs.StringVar(&cfg.ResultsDir, "results-dir", d.ResultsDir, "folder of bench results listed by the page at /lab")
-	fs.StringVar(&cfg.APIKey, "api-key", "", "key of the server API for backends, sent as Authorization: apikey KEY; empty leaves the API off")
-	presence := fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
+}
+
+// serveAppFlags defines the serve flags that are the application's own features: STOMP routes to
+// the backend, chat, location, presence and the lab page.
+func serveAppFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
+	fs.StringVar(&cfg.AppPrefix, "app-prefix", d.AppPrefix, "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
+	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
+	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", d.AppProxyTimeout, "longest wait for --app-proxy's answer; a SEND is never retried")
+	x.appRoutes = fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
+	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", d.ChatMaxBytes, "largest chat message in bytes")
+	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", d.ChatMaxMembers, "members (and invited users) per chat room")
+	fs.IntVar(&cfg.ChatMaxRooms, "chat-max-rooms", d.ChatMaxRooms, "chat rooms one connection may have entered; an ENTER past it is refused")
+	fs.DurationVar(&cfg.ChatIdle, "chat-idle", d.ChatIdle, "a chat room's in-memory view unused this long is dropped; its state stays in the store")
+	x.privateRooms = fs.String("private-rooms", "", "comma-separated topic prefixes (e.g. chat/private/) whose chat rooms are members-only")
+	fs.IntVar(&cfg.Location.Groups, "location-groups", d.Location.Groups, "location groups whose latest positions are kept for GET /cur/{group}")
+	fs.IntVar(&cfg.Location.Members, "location-members", d.Location.Members, "members kept per location group")
+	fs.IntVar(&cfg.Location.Bytes, "location-bytes", d.Location.Bytes, "position data kept per location group, in bytes")
+	fs.DurationVar(&cfg.Location.MemberTTL, "location-member-ttl", d.Location.MemberTTL, "a member's position older than this is dropped from its group")
+	fs.DurationVar(&cfg.Seed.LongTimeout, "seed-long-timeout", d.Seed.LongTimeout, "wait of the seed route GET /location/long/{group}")
+	fs.DurationVar(&cfg.Seed.SSETimeout, "seed-sse-timeout", d.Seed.SSETimeout, "the seed route GET /location/sse/connect ends each stream cleanly after this long, like Spring's SseEmitter (negative = never)")
+	x.presence = fs.Bool("presence", true, "track who is connected to each topic (GET /api/topics/{topic}/presence, join/leave events)")
 	fs.DurationVar(&cfg.PresenceRefresh, "presence-refresh", d.PresenceRefresh, "how often a node resends its presence entries to the others; entries expire after three missed refreshes")
+	fs.StringVar(&cfg.ResultsDir, "results-dir", d.ResultsDir, "folder of bench results listed by the page at /lab")
+}
+
+// serveFlagRules states what each serve flag's value must be.
+func serveFlagRules(fs *flags) {
 	// What each value must be; durations not named here must not be negative (0: the default).
 	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
 		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
@@ -230,5 +268,4 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
 	fs.rule(rule{func(v any) bool { _, err := transport.ParseProxies(v.(string)); return err == nil },
 		"comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)"}, "trusted-proxies")
-	return serveExtras{logLevel: &logLevel, origins: origins, proxies: proxies, privateRooms: privateRooms, durable: durable, appRoutes: appRoutes, presence: presence}
 }

@@ -1,17 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"syscall"
@@ -21,35 +12,6 @@ import (
 	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
-
-// writeCert writes a self-signed certificate for 127.0.0.1 named cn, and its key.
-func writeCert(t *testing.T, certFile, keyFile, cn string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // servedCN is the common name of the certificate a new TLS connection to addr is given.
 func servedCN(t *testing.T, addr string) string {
@@ -68,7 +30,7 @@ func servedCN(t *testing.T, addr string) string {
 func TestSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeCert(t, certFile, keyFile, "first")
+	servertest.WriteCert(t, certFile, keyFile, "first")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -84,7 +46,7 @@ func TestSIGHUP(t *testing.T) {
 				if cn := servedCN(t, addr); cn != "first" {
 					t.Fatalf("served %q, want first", cn)
 				}
-				writeCert(t, certFile, keyFile, "renewed")
+				servertest.WriteCert(t, certFile, keyFile, "renewed")
 			}
 			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)

@@ -251,48 +251,19 @@ func (b *Bolt) PrevEpoch(_ context.Context, topic, epoch string) (hub.Position, 
 func (b *Bolt) Prune(_ context.Context, r Retention, now time.Time, topics []string) (int, error) {
 	n := 0
 	err := b.db.Update(func(tx *bolt.Tx) error {
-		bp := tx.Bucket(boltPubs)
 		if r.Age > 0 {
-			cutoff := now.Add(-r.Age).UnixMilli()
-			c := bp.Cursor()
-			for k, v := c.First(); k != nil; {
-				if len(v) >= 8 && int64(binary.BigEndian.Uint64(v)) < cutoff {
-					kc := append([]byte(nil), k...)
-					if err := c.Delete(); err != nil {
-						return err
-					}
-					n++
-					k, v = c.Seek(kc) // after Delete, Next would skip a key
-					continue
-				}
-				k, v = c.Next()
+			m, err := pruneOlderTx(tx, now.Add(-r.Age).UnixMilli())
+			n += m
+			if err != nil {
+				return err
 			}
 		}
 		if r.Count > 0 {
 			for _, topic := range topics {
-				es := b.epochsTx(tx, topic)
-				if len(es) == 0 {
-					continue
-				}
-				newest := es[len(es)-1].epoch
-				top := lastOffsetTx(tx, topic, newest)
-				keep := uint64(r.Count)
-				for _, e := range es {
-					prefix := boltPrefix(nil, topic, e.epoch)
-					c := bp.Cursor()
-					for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); {
-						off := binary.BigEndian.Uint64(k[len(prefix):])
-						drop := e.epoch != newest && top >= keep || e.epoch == newest && top > keep && off <= top-keep
-						if !drop {
-							break // offsets ascend: the rest of this epoch is kept
-						}
-						kc := append([]byte(nil), k...)
-						if err := c.Delete(); err != nil {
-							return err
-						}
-						n++
-						k, _ = c.Seek(kc)
-					}
+				m, err := b.pruneCountTx(tx, topic, uint64(r.Count))
+				n += m
+				if err != nil {
+					return err
 				}
 			}
 		}
@@ -300,6 +271,57 @@ func (b *Bolt) Prune(_ context.Context, r Retention, now time.Time, topics []str
 	})
 	if err != nil {
 		return 0, fmt.Errorf("archive: prune: %w", err)
+	}
+	return n, nil
+}
+
+// pruneOlderTx deletes every publication stored before cutoff (Unix milliseconds).
+func pruneOlderTx(tx *bolt.Tx, cutoff int64) (int, error) {
+	n := 0
+	c := tx.Bucket(boltPubs).Cursor()
+	for k, v := c.First(); k != nil; {
+		if len(v) >= 8 && int64(binary.BigEndian.Uint64(v)) < cutoff {
+			kc := append([]byte(nil), k...)
+			if err := c.Delete(); err != nil {
+				return n, err
+			}
+			n++
+			k, v = c.Seek(kc) // after Delete, Next would skip a key
+			continue
+		}
+		k, v = c.Next()
+	}
+	return n, nil
+}
+
+// pruneCountTx deletes what a count retention of keep no longer keeps of topic: the newest
+// epoch's publications up to its top offset minus keep, and every older epoch's once the newest
+// reaches keep.
+func (b *Bolt) pruneCountTx(tx *bolt.Tx, topic string, keep uint64) (int, error) {
+	es := b.epochsTx(tx, topic)
+	if len(es) == 0 {
+		return 0, nil
+	}
+	newest := es[len(es)-1].epoch
+	top := lastOffsetTx(tx, topic, newest)
+	bp := tx.Bucket(boltPubs)
+	n := 0
+	for _, e := range es {
+		prefix := boltPrefix(nil, topic, e.epoch)
+		c := bp.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); {
+			off := binary.BigEndian.Uint64(k[len(prefix):])
+			drop := e.epoch != newest && top >= keep || e.epoch == newest && top > keep && off <= top-keep
+			if !drop {
+				break // offsets ascend: the rest of this epoch is kept
+			}
+			kc := append([]byte(nil), k...)
+			if err := c.Delete(); err != nil {
+				return n, err
+			}
+			n++
+			k, _ = c.Seek(kc)
+		}
 	}
 	return n, nil
 }

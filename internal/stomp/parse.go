@@ -128,102 +128,135 @@ func (p *Parser) Next() (f Frame, ok bool, err error) {
 	if p.err != nil {
 		return Frame{}, false, p.err
 	}
+	// Each step consumes what it can in its state. It either ends the call (a frame, an error,
+	// or more input needed while staying in its state) or moves on to the next state.
 	for {
-		data := p.buf[p.off:]
-		switch p.state {
+		st := p.state
+		switch st {
 		case stIdle:
-			if len(data) == 0 {
-				return Frame{}, false, nil
-			}
-			switch data[0] {
-			case '\n':
-				p.off++
-				p.beat()
-				continue
-			case '\r':
-				if len(data) < 2 {
-					return Frame{}, false, nil // CRLF may be split over two Feeds
-				}
-				if data[1] == '\n' {
-					p.off += 2
-					p.beat()
-					continue
-				}
-			}
-			p.trailer = false
-			p.state = stCommand
-			p.line, p.scan = 0, 0
-
+			p.skipBeats()
 		case stCommand:
-			lf, end, err := p.findLine(data, inCommand, ErrUnknownCommand)
-			if err != nil || lf < 0 {
-				return Frame{}, false, err
-			}
-			cmd, known := command(data[:end])
-			if !known {
-				return p.fail(ErrUnknownCommand, inCommand, "", 0, data[:end])
-			}
-			p.cmd = cmd
-			p.literal = literalHeaders(cmd)
-			p.hdrs = p.hdrs[:0]
-			p.clen = -1
-			p.anyEsc = false
-			p.line, p.scan = lf+1, lf+1
-			p.hdr0, p.hdr1 = lf+1, lf+1
-			p.state = stHeaders
-
+			err = p.commandLine()
 		case stHeaders:
-			if p.line < len(data) && p.line < p.lim.MaxFrame && data[p.line] == 0 {
-				// NUL where a header or the blank line belongs: some hand-written clients
-				// omit the blank line of a body-less frame. Accept it as an empty body.
-				if p.clen > 0 {
-					return p.fail(ErrBadContentLength, inHeader, "frame ended before body", p.line, data[p.line:p.line+1])
-				}
-				return p.emit(data, p.line, p.line, p.line+1)
-			}
-			lf, end, err := p.findLine(data, inHeader, ErrBadHeader)
-			if err != nil || lf < 0 {
-				return Frame{}, false, err
-			}
-			if end == p.line { // blank line: headers done
-				p.body = lf + 1
-				if p.clen >= 0 && p.body+p.clen+1 > p.lim.MaxFrame {
-					return p.fail(ErrFrameTooLarge, inBody, p.limitDetail(p.lim.MaxFrame, " bytes"), 0, data[:min(len(data), p.lim.MaxFrame)])
-				}
-				p.scan = p.body
-				p.state = stBody
-				continue
-			}
-			if err := p.header(data, end); err != nil {
-				return Frame{}, false, err
-			}
-			p.line, p.scan = lf+1, lf+1
-
+			f, ok, err = p.headerLines()
 		case stBody:
-			if p.clen >= 0 {
-				end := p.body + p.clen // where the NUL must be
-				if len(data) <= end {
-					return Frame{}, false, nil
-				}
-				if data[end] != 0 {
-					return p.fail(ErrMissingNUL, inBody, "content-length "+strconv.Itoa(p.clen), p.body, data[p.body:end+1])
-				}
-				return p.emit(data, p.body, end, end+1)
-			}
-			stop := min(len(data), p.lim.MaxFrame)
-			if p.scan < stop {
-				if i := bytes.IndexByte(data[p.scan:stop], 0); i >= 0 {
-					end := p.scan + i
-					return p.emit(data, p.body, end, end+1)
-				}
-				p.scan = stop
-			}
-			if stop == p.lim.MaxFrame {
-				return p.fail(ErrFrameTooLarge, inBody, p.limitDetail(p.lim.MaxFrame, " bytes"), 0, data[:min(len(data), p.lim.MaxFrame)])
-			}
-			return Frame{}, false, nil
+			f, ok, err = p.bodyPart()
+		}
+		if ok || err != nil || p.state == st {
+			return f, ok, err
 		}
 	}
+}
+
+// skipBeats skips the EOLs between frames and enters stCommand at the first other byte.
+func (p *Parser) skipBeats() {
+	for {
+		data := p.buf[p.off:]
+		if len(data) == 0 {
+			return
+		}
+		switch data[0] {
+		case '\n':
+			p.off++
+			p.beat()
+			continue
+		case '\r':
+			if len(data) < 2 {
+				return // CRLF may be split over two Feeds
+			}
+			if data[1] == '\n' {
+				p.off += 2
+				p.beat()
+				continue
+			}
+		}
+		p.trailer = false
+		p.state = stCommand
+		p.line, p.scan = 0, 0
+		return
+	}
+}
+
+// commandLine reads the command line and enters stHeaders once it is complete and known.
+func (p *Parser) commandLine() error {
+	data := p.buf[p.off:]
+	lf, end, err := p.findLine(data, inCommand, ErrUnknownCommand)
+	if err != nil || lf < 0 {
+		return err
+	}
+	cmd, known := command(data[:end])
+	if !known {
+		return p.failErr(ErrUnknownCommand, inCommand, "", 0, data[:end])
+	}
+	p.cmd = cmd
+	p.literal = literalHeaders(cmd)
+	p.hdrs = p.hdrs[:0]
+	p.clen = -1
+	p.anyEsc = false
+	p.line, p.scan = lf+1, lf+1
+	p.hdr0, p.hdr1 = lf+1, lf+1
+	p.state = stHeaders
+	return nil
+}
+
+// headerLines reads header lines up to the blank line, then enters stBody. A NUL in place of
+// a header line ends a body-less frame, which it returns.
+func (p *Parser) headerLines() (Frame, bool, error) {
+	data := p.buf[p.off:]
+	for {
+		if p.line < len(data) && p.line < p.lim.MaxFrame && data[p.line] == 0 {
+			// NUL where a header or the blank line belongs: some hand-written clients
+			// omit the blank line of a body-less frame. Accept it as an empty body.
+			if p.clen > 0 {
+				return p.fail(ErrBadContentLength, inHeader, "frame ended before body", p.line, data[p.line:p.line+1])
+			}
+			return p.emit(data, p.line, p.line, p.line+1)
+		}
+		lf, end, err := p.findLine(data, inHeader, ErrBadHeader)
+		if err != nil || lf < 0 {
+			return Frame{}, false, err
+		}
+		if end == p.line { // blank line: headers done
+			p.body = lf + 1
+			if p.clen >= 0 && p.body+p.clen+1 > p.lim.MaxFrame {
+				return p.fail(ErrFrameTooLarge, inBody, p.limitDetail(p.lim.MaxFrame, " bytes"), 0, data[:min(len(data), p.lim.MaxFrame)])
+			}
+			p.scan = p.body
+			p.state = stBody
+			return Frame{}, false, nil
+		}
+		if err := p.header(data, end); err != nil {
+			return Frame{}, false, err
+		}
+		p.line, p.scan = lf+1, lf+1
+	}
+}
+
+// bodyPart looks for the body's end: at content-length when given, else at the first NUL.
+func (p *Parser) bodyPart() (Frame, bool, error) {
+	data := p.buf[p.off:]
+	if p.clen >= 0 {
+		end := p.body + p.clen // where the NUL must be
+		if len(data) <= end {
+			return Frame{}, false, nil
+		}
+		if data[end] != 0 {
+			return p.fail(ErrMissingNUL, inBody, "content-length "+strconv.Itoa(p.clen), p.body, data[p.body:end+1])
+		}
+		return p.emit(data, p.body, end, end+1)
+	}
+	stop := min(len(data), p.lim.MaxFrame)
+	if p.scan < stop {
+		if i := bytes.IndexByte(data[p.scan:stop], 0); i >= 0 {
+			end := p.scan + i
+			return p.emit(data, p.body, end, end+1)
+		}
+		p.scan = stop
+	}
+	if stop == p.lim.MaxFrame {
+		return p.fail(ErrFrameTooLarge, inBody, p.limitDetail(p.lim.MaxFrame, " bytes"), 0, data[:min(len(data), p.lim.MaxFrame)])
+	}
+	return Frame{}, false, nil
 }
 
 // beat counts one EOL seen between frames.

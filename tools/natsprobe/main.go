@@ -54,64 +54,109 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 	if err != nil {
 		return err
 	}
-	_ = js.DeleteStream(ctx, stream)
-	cfg := jetstream.StreamConfig{
-		Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage,
-		MaxMsgsPerSubject: per, MaxAge: 10 * time.Minute, AllowDirect: true,
-	}
 	live := "live-" + stream
-	if republish {
-		cfg.RePublish = &jetstream.RePublish{Source: stream + ".>", Destination: live + ".>"}
+	if err := createStream(ctx, js, stream, live, per, republish); err != nil {
+		return err
 	}
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("create stream %s: %w", stream, err)
-	}
-
-	var (
-		mu       sync.Mutex
-		acks     []time.Duration // publish to acknowledgement, in the second half
-		consumed []time.Duration // publish to each consumer, in the second half
-	)
-	half := time.Now().Add(duration / 2)
-	took := func(data []byte) {
-		ns, _ := strconv.ParseInt(string(data), 10, 64)
-		if t := time.Unix(0, ns); t.After(half) {
-			d := time.Since(t)
-			mu.Lock()
-			consumed = append(consumed, d)
-			mu.Unlock()
-		}
-	}
+	m := &measures{half: time.Now().Add(duration / 2)}
 	for range 2 {
-		cjs, err := connect(url)
+		stop, err := startReader(ctx, url, stream, live, republish, m)
 		if err != nil {
 			return err
 		}
-		if republish {
-			sub, err := cjs.Conn().Subscribe(live+".>", func(m *natsgo.Msg) { took(m.Data) })
-			if err != nil {
-				return fmt.Errorf("subscribe %s: %w", live, err)
-			}
-			defer sub.Unsubscribe()
-			continue
-		}
-		c, err := cjs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return fmt.Errorf("ordered consumer: %w", err)
-		}
-		cc, err := c.Consume(func(m jetstream.Msg) { took(m.Data()) })
-		if err != nil {
-			return fmt.Errorf("consume: %w", err)
-		}
-		defer cc.Stop()
+		defer stop()
 	}
-
 	pubs := make([]jetstream.JetStream, 2)
 	for i := range pubs {
 		if pubs[i], err = connect(url); err != nil {
 			return err
 		}
 	}
+	publishAll(ctx, pubs, stream, rate, subjects, duration, m)
+	time.Sleep(500 * time.Millisecond) // the consumers' last copies
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	how := "ordered consumers"
+	if republish {
+		how = "republished"
+	}
+	fmt.Printf("rate %d/s over %d subjects, %d per subject, %s: ack %s; consumed %s\n", rate, subjects, per, how, quantiles(m.acks), quantiles(m.consumed))
+	return nil
+}
+
+// measures holds the latencies of the second half of a run, from half on.
+type measures struct {
+	half     time.Time
+	mu       sync.Mutex
+	acks     []time.Duration // publish to acknowledgement; guarded by mu
+	consumed []time.Duration // publish to each consumer; guarded by mu
+}
+
+// took records the latency of a copy read by a consumer; data is its publish time.
+func (m *measures) took(data []byte) {
+	ns, _ := strconv.ParseInt(string(data), 10, 64)
+	if t := time.Unix(0, ns); t.After(m.half) {
+		d := time.Since(t)
+		m.mu.Lock()
+		m.consumed = append(m.consumed, d)
+		m.mu.Unlock()
+	}
+}
+
+// acked records the latency of a publish acknowledgement for a publish made at t0.
+func (m *measures) acked(t0 time.Time) {
+	if t0.After(m.half) {
+		m.mu.Lock()
+		m.acks = append(m.acks, time.Since(t0))
+		m.mu.Unlock()
+	}
+}
+
+// createStream deletes and recreates the stream, republishing to live with republish.
+func createStream(ctx context.Context, js jetstream.JetStream, stream, live string, per int64, republish bool) error {
+	_ = js.DeleteStream(ctx, stream)
+	cfg := jetstream.StreamConfig{
+		Name: stream, Subjects: []string{stream + ".>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: per, MaxAge: 10 * time.Minute, AllowDirect: true,
+	}
+	if republish {
+		cfg.RePublish = &jetstream.RePublish{Source: stream + ".>", Destination: live + ".>"}
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("create stream %s: %w", stream, err)
+	}
+	return nil
+}
+
+// startReader connects one reader of the whole stream: an ordered consumer, or with republish
+// a plain subscription to the republished copies. stop ends its reading.
+func startReader(ctx context.Context, url, stream, live string, republish bool, m *measures) (stop func(), err error) {
+	cjs, err := connect(url)
+	if err != nil {
+		return nil, err
+	}
+	if republish {
+		sub, err := cjs.Conn().Subscribe(live+".>", func(msg *natsgo.Msg) { m.took(msg.Data) })
+		if err != nil {
+			return nil, fmt.Errorf("subscribe %s: %w", live, err)
+		}
+		return func() { _ = sub.Unsubscribe() }, nil
+	}
+	c, err := cjs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("ordered consumer: %w", err)
+	}
+	cc, err := c.Consume(func(msg jetstream.Msg) { m.took(msg.Data()) })
+	if err != nil {
+		return nil, fmt.Errorf("consume: %w", err)
+	}
+	return cc.Stop, nil
+}
+
+// publishAll publishes at rate for duration, spread over subjects and alternating between
+// pubs, each publish conditional on its subject's last sequence; it returns once all are
+// answered.
+func publishAll(ctx context.Context, pubs []jetstream.JetStream, stream string, rate, subjects int, duration time.Duration, m *measures) {
 	// One lock and last sequence per subject: a node serializes its publishes to one topic.
 	type subj struct {
 		sync.Mutex
@@ -128,7 +173,7 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 			break
 		}
 		time.Sleep(time.Until(next))
-		s, p := &subs[n%subjects], pubs[n%2]
+		s, p := &subs[n%subjects], pubs[n%len(pubs)]
 		name := stream + "." + strconv.Itoa(n%subjects)
 		sem <- struct{}{}
 		wg.Add(1)
@@ -145,23 +190,10 @@ func run(url, stream string, rate, subjects int, per int64, duration time.Durati
 				return
 			}
 			s.last = ack.Sequence
-			if t0.After(half) {
-				mu.Lock()
-				acks = append(acks, time.Since(t0))
-				mu.Unlock()
-			}
+			m.acked(t0)
 		}()
 	}
 	wg.Wait()
-	time.Sleep(500 * time.Millisecond) // the consumers' last copies
-	mu.Lock()
-	defer mu.Unlock()
-	how := "ordered consumers"
-	if republish {
-		how = "republished"
-	}
-	fmt.Printf("rate %d/s over %d subjects, %d per subject, %s: ack %s; consumed %s\n", rate, subjects, per, how, quantiles(acks), quantiles(consumed))
-	return nil
 }
 
 func connect(url string) (jetstream.JetStream, error) {

@@ -50,6 +50,25 @@ func main() {
 // address; with log, the last two also append every message to the stream.
 type mode struct{ classic, replyTo, log bool }
 
+// probe is one run's settings, what it declared, and what it measured.
+type probe struct {
+	url, queue        string
+	rate, batch, size int
+	duration          time.Duration
+	md                mode
+	stream            bool // publications go to the stream, read by both consumers
+
+	// Publications go to exchange with key: the stream through the default exchange, or the
+	// fanout exchange; with -replyto, to each consumer's address (targets) instead.
+	exchange, key string
+	targets       []string
+
+	conns []*amqp.Connection // the consumers' and publishers', closed at the end
+
+	mu  sync.Mutex
+	lat []time.Duration // one per publication per consumer; guarded by mu
+}
+
 func run(url, queue string, rate, batch, size int, duration time.Duration, pid int, md mode) error {
 	if md.classic && md.replyTo {
 		return fmt.Errorf("-classic or -replyto, not both")
@@ -57,147 +76,58 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	if rate <= 0 || batch <= 0 || size < 20 {
 		return fmt.Errorf("want -rate > 0, -batch > 0, -size >= 20")
 	}
+	p := &probe{url: url, queue: queue, rate: rate, batch: batch, size: size, duration: duration, md: md,
+		stream: !md.classic && !md.replyTo}
 	conn, ch, err := dial(url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	stream := !md.classic && !md.replyTo
-	if stream || md.log {
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
-			return fmt.Errorf("declare %s: %w", queue, err)
-		}
-	}
-	// Publications go to exchange with key: the stream through the default exchange, or the
-	// fanout exchange; with -replyto, to each consumer's address (targets) instead.
-	exchange, key := "", queue
-	if md.classic {
-		exchange, key = queue+".fanout", ""
-		if err := ch.ExchangeDeclare(exchange, "fanout", false, true, false, false, nil); err != nil {
-			return fmt.Errorf("declare %s: %w", exchange, err)
-		}
-		if md.log {
-			if err := ch.QueueBind(queue, "", exchange, false, nil); err != nil {
-				return fmt.Errorf("bind %s: %w", queue, err)
-			}
-		}
+	if err := p.declare(ch); err != nil {
+		return err
 	}
 	var (
-		targets []string
-		hello   string // the queue where each consumer sends its reply-to address
-		hellos  <-chan amqp.Delivery
+		hello  string // the queue where each consumer sends its reply-to address
+		hellos <-chan amqp.Delivery
 	)
 	if md.replyTo {
-		// A consumer of amq.rabbitmq.reply-to learns its address only from a message it
-		// publishes: RabbitMQ fills in the reply_to property. Each one sends one here.
-		names, err := ch.QueueDeclare("", false, true, true, false, nil)
-		if err != nil {
-			return fmt.Errorf("declare a queue: %w", err)
+		if hello, hellos, err = announcements(ch); err != nil {
+			return err
 		}
-		if hellos, err = ch.Consume(names.Name, "", true, true, false, false, nil); err != nil {
-			return fmt.Errorf("consume %s: %w", names.Name, err)
-		}
-		hello = names.Name
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	var (
-		mu  sync.Mutex
-		lat []time.Duration // one per publication per consumer
-	)
+	defer p.closeConns()
 	for range 2 {
-		c, cch, err := dial(url)
-		if err != nil {
+		if err := p.startConsumer(ctx, hello); err != nil {
 			return err
 		}
-		defer c.Close()
-		if err := cch.Qos(1000, 0, false); err != nil {
-			return err
-		}
-		var msgs <-chan amqp.Delivery
-		if md.replyTo {
-			if msgs, err = cch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil); err != nil {
-				return fmt.Errorf("consume amq.rabbitmq.reply-to: %w", err)
-			}
-			if err := cch.PublishWithContext(ctx, "", hello, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}); err != nil {
-				return fmt.Errorf("announce: %w", err)
-			}
-		} else if msgs, err = consume(cch, queue, exchange, md.classic); err != nil {
-			return err
-		}
-		go func() {
-			n := 0
-			for m := range msgs {
-				if n++; stream && n%256 == 0 { // a stream consumer acks only to grant credit
-					_ = m.Ack(true)
-				}
-				if len(m.Body) < 20 {
-					continue // not one of ours
-				}
-				sent, err := strconv.ParseInt(strings.TrimRight(string(m.Body[:20]), " "), 10, 64)
-				if err != nil {
-					continue
-				}
-				d := time.Since(time.Unix(0, sent))
-				mu.Lock()
-				for range batch {
-					lat = append(lat, d)
-				}
-				mu.Unlock()
-			}
-		}()
 	}
-	for len(targets) < 2 && hellos != nil {
+	for len(p.targets) < 2 && hellos != nil {
 		select {
 		case m := <-hellos:
-			targets = append(targets, m.ReplyTo)
+			p.targets = append(p.targets, m.ReplyTo)
 		case <-time.After(5 * time.Second):
-			return fmt.Errorf("consumers' reply-to addresses: got %d of 2", len(targets))
+			return fmt.Errorf("consumers' reply-to addresses: got %d of 2", len(p.targets))
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // consumers attached at "next" before anything is sent
 
 	cpu0, _ := cpuTicks(pid)
 	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	for range 2 {
-		c, pch, err := dial(url)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			every := time.Duration(int64(time.Second) * int64(batch) * 2 / int64(rate))
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			body := make([]byte, size*batch)
-			for end := time.Now().Add(duration); time.Now().Before(end); {
-				<-tick.C
-				copy(body, fmt.Sprintf("%-20d", time.Now().UnixNano()))
-				if err := publish(ctx, pch, md, exchange, key, queue, targets, body); err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err = p.publishAll(ctx)
 	elapsed := time.Since(start)
 	cpu1, cpuErr := cpuTicks(pid)
-	close(errc)
-	if err := <-errc; err != nil {
-		return fmt.Errorf("publish: %w", err)
+	if err != nil {
+		return err
 	}
 	time.Sleep(time.Second) // the last deliveries
-	mu.Lock()
-	defer mu.Unlock()
-	if len(lat) == 0 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lat) == 0 {
 		return fmt.Errorf("nothing delivered")
 	}
+	lat := p.lat
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e6 }
 	fmt.Printf("%d publications/s, %d per message: %d deliveries, p50 %.2f ms, p99 %.2f ms",
@@ -208,6 +138,136 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	}
 	fmt.Println()
 	return nil
+}
+
+// declare declares the stream when anything goes to it, and with -classic the fanout exchange,
+// and sets where publications go.
+func (p *probe) declare(ch *amqp.Channel) error {
+	if p.stream || p.md.log {
+		if _, err := ch.QueueDeclare(p.queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+			return fmt.Errorf("declare %s: %w", p.queue, err)
+		}
+	}
+	p.exchange, p.key = "", p.queue
+	if !p.md.classic {
+		return nil
+	}
+	p.exchange, p.key = p.queue+".fanout", ""
+	if err := ch.ExchangeDeclare(p.exchange, "fanout", false, true, false, false, nil); err != nil {
+		return fmt.Errorf("declare %s: %w", p.exchange, err)
+	}
+	if p.md.log {
+		if err := ch.QueueBind(p.queue, "", p.exchange, false, nil); err != nil {
+			return fmt.Errorf("bind %s: %w", p.queue, err)
+		}
+	}
+	return nil
+}
+
+// announcements declares and consumes the queue where -replyto consumers send their addresses.
+// A consumer of amq.rabbitmq.reply-to learns its address only from a message it publishes:
+// RabbitMQ fills in the reply_to property. Each one sends one here.
+func announcements(ch *amqp.Channel) (string, <-chan amqp.Delivery, error) {
+	names, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("declare a queue: %w", err)
+	}
+	hellos, err := ch.Consume(names.Name, "", true, true, false, false, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("consume %s: %w", names.Name, err)
+	}
+	return names.Name, hellos, nil
+}
+
+// startConsumer connects one consumer and records the latency of what it receives; with
+// -replyto it sends its address to the queue hello.
+func (p *probe) startConsumer(ctx context.Context, hello string) error {
+	c, cch, err := dial(p.url)
+	if err != nil {
+		return err
+	}
+	p.conns = append(p.conns, c)
+	if err := cch.Qos(1000, 0, false); err != nil {
+		return err
+	}
+	var msgs <-chan amqp.Delivery
+	if p.md.replyTo {
+		if msgs, err = cch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("consume amq.rabbitmq.reply-to: %w", err)
+		}
+		if err := cch.PublishWithContext(ctx, "", hello, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}); err != nil {
+			return fmt.Errorf("announce: %w", err)
+		}
+	} else if msgs, err = consume(cch, p.queue, p.exchange, p.md.classic); err != nil {
+		return err
+	}
+	go p.record(msgs)
+	return nil
+}
+
+// record takes the latency of each delivery until msgs closes.
+func (p *probe) record(msgs <-chan amqp.Delivery) {
+	n := 0
+	for m := range msgs {
+		if n++; p.stream && n%256 == 0 { // a stream consumer acks only to grant credit
+			_ = m.Ack(true)
+		}
+		if len(m.Body) < 20 {
+			continue // not one of ours
+		}
+		sent, err := strconv.ParseInt(strings.TrimRight(string(m.Body[:20]), " "), 10, 64)
+		if err != nil {
+			continue
+		}
+		d := time.Since(time.Unix(0, sent))
+		p.mu.Lock()
+		for range p.batch {
+			p.lat = append(p.lat, d)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// publishAll publishes from two connections at the set rate for the set duration.
+func (p *probe) publishAll(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for range 2 {
+		c, pch, err := dial(p.url)
+		if err != nil {
+			return err
+		}
+		p.conns = append(p.conns, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			every := time.Duration(int64(time.Second) * int64(p.batch) * 2 / int64(p.rate))
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			body := make([]byte, p.size*p.batch)
+			for end := time.Now().Add(p.duration); time.Now().Before(end); {
+				<-tick.C
+				copy(body, fmt.Sprintf("%-20d", time.Now().UnixNano()))
+				if err := publish(ctx, pch, p.md, p.exchange, p.key, p.queue, p.targets, body); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	return nil
+}
+
+// closeConns closes the consumers' and publishers' connections, the last opened first.
+func (p *probe) closeConns() {
+	for i := len(p.conns) - 1; i >= 0; i-- {
+		_ = p.conns[i].Close()
+	}
 }
 
 // publish sends one message the way md says: to every target and, with md.log, the stream

@@ -8,11 +8,11 @@
 //   RTLAB_HISTORY    its --history-size
 //   RTLAB_AUTH_URL   a server started with --auth-secret RTLAB_AUTH_SECRET
 import { test } from 'node:test';
-import { createHmac } from 'node:crypto';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { EventSource } from 'eventsource';
 import { Client } from '../rtlab.js';
+import { namer, waitFor, serverAPI, login as loginAs, mint as mintToken } from './helpers.mjs';
 
 const base = process.env.RTLAB_URL;
 const noWS = process.env.RTLAB_NOWS_URL;
@@ -23,31 +23,11 @@ const authSecret = process.env.RTLAB_AUTH_SECRET;
 const skip = base ? false : 'RTLAB_URL is not set (run through go test ./clients/js/)';
 const opts = { WebSocket, EventSource, pollInterval: 100, longPollWait: 5, minBackoff: 50, maxBackoff: 500 };
 const transports = ['ws', 'stomp', 'sse', 'longpoll', 'shortpoll'];
-let n = 0;
-const fresh = (what) => `node/${what}-${Date.now().toString(36)}-${++n}`;
-
-// waitFor polls cond until it is true, or fails after ms.
-async function waitFor(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-async function server(method, path, body) {
-  const res = await fetch(base + '/api/server/' + path, {
-    method, headers: { Authorization: 'apikey ' + apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
-  });
-  const data = await res.json();
-  assert.equal(res.status, 200, `server API ${path}: ${JSON.stringify(data)}`);
-  return data;
-}
-
-async function login(user) {
-  const res = await fetch(base + '/api/login', { method: 'POST', body: JSON.stringify({ user }) });
-  return (await res.json()).token;
-}
+let n = 0; // numbers user names
+const fresh = namer('node');
+const server = (method, path, body) => serverAPI(base, apiKey, method, path, body);
+const login = (user) => loginAs(base, user);
+const mint = (user, ttl) => mintToken(authSecret, user, ttl);
 
 function connected(c) {
   if (c.state === 'connected') return Promise.resolve();
@@ -216,13 +196,6 @@ test('getToken gives a fresh token when the server refuses the one the client ha
 });
 
 // mint signs an HS256 token for user, valid for ttl ms, as the application's backend would.
-function mint(user, ttl) {
-  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  const now = Math.floor(Date.now() / 1000);
-  const body = b64({ alg: 'HS256', typ: 'JWT' }) + '.' + b64({ sub: user, iat: now, exp: Math.floor((Date.now() + ttl) / 1000) });
-  return body + '.' + createHmac('sha256', authSecret).update(body).digest('base64url');
-}
-
 for (const tr of ['ws', 'stomp']) {
   test(`${tr}: a short-lived token is refreshed in place before it expires; the connection stays up and misses nothing`,
     { skip: skip || (!authBase && 'RTLAB_AUTH_URL is not set') }, async () => {

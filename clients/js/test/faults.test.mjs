@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { Client } from '../rtlab.js';
+import { sleep, namer, waitFor, serverAPI } from './helpers.mjs';
 
 const base = process.env.RTLAB_FAULT_URL;
 const ctl = process.env.RTLAB_FAULT_CTL;
@@ -19,26 +20,8 @@ const skip = base && ctl ? false : 'RTLAB_FAULT_URL is not set (run through go t
 const maxSilence = 2000;
 const opts = { WebSocket, maxSilence, connectTimeout: 2000, pollInterval: 100, minBackoff: 50, maxBackoff: 500 };
 const modes = ['blackhole', 'buffer-bodies', 'buffer-headers', 'refuse-upgrades', 'hang-upgrades', 'reset'];
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let n = 0;
-const fresh = (what) => `faults/${what}-${Date.now().toString(36)}-${++n}`;
-
-async function waitFor(what, cond, ms) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-async function publish(topic, data) {
-  const res = await fetch(base + '/api/server/publish', {
-    method: 'POST', headers: { Authorization: 'apikey ' + apiKey, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ topic, data }),
-  });
-  assert.equal(res.status, 200);
-  return (await res.json()).offset;
-}
+const fresh = namer('faults');
+const publish = async (topic, data) => (await serverAPI(base, apiKey, 'POST', 'publish', { topic, data })).offset;
 
 const proxy = (name, what) => fetch(`${ctl}/${name}/${what}`, { method: 'POST' }).then((r) => r.text());
 

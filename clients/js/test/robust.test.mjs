@@ -3,10 +3,10 @@
 // and no timer, listener or memory left behind. Same environment as client.test.mjs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import { getEventListeners } from 'node:events';
 import WebSocket from 'ws';
 import { Client } from '../rtlab.js';
+import { sleep, namer, waitFor, serverAPI, login as loginAs, mint as mintToken } from './helpers.mjs';
 
 const base = process.env.RTLAB_URL;
 const apiKey = process.env.RTLAB_API_KEY;
@@ -15,38 +15,10 @@ const authSecret = process.env.RTLAB_AUTH_SECRET;
 const skip = base ? false : 'RTLAB_URL is not set (run through go test ./clients/js/)';
 const skipAuth = skip || (!authBase && 'RTLAB_AUTH_URL is not set');
 const opts = { WebSocket, pollInterval: 100, longPollWait: 5, minBackoff: 50, maxBackoff: 500 };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-let n = 0;
-const fresh = (what) => `node/${what}-${Date.now().toString(36)}-${++n}`;
-
-async function waitFor(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-async function publish(topic, data) {
-  const res = await fetch(base + '/api/server/publish', {
-    method: 'POST', headers: { Authorization: 'apikey ' + apiKey, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ topic, data }),
-  });
-  assert.equal(res.status, 200);
-  return res.json();
-}
-
-async function login(user) {
-  const res = await fetch(base + '/api/login', { method: 'POST', body: JSON.stringify({ user }) });
-  return (await res.json()).token;
-}
-
-function mint(user, ttl) {
-  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  const now = Math.floor(Date.now() / 1000);
-  const body = b64({ alg: 'HS256', typ: 'JWT' }) + '.' + b64({ sub: user, iat: now, exp: Math.floor((Date.now() + ttl) / 1000) });
-  return body + '.' + createHmac('sha256', authSecret).update(body).digest('base64url');
-}
+const fresh = namer('node');
+const publish = (topic, data) => serverAPI(base, apiKey, 'POST', 'publish', { topic, data });
+const login = (user) => loginAs(base, user);
+const mint = (user, ttl) => mintToken(authSecret, user, ttl);
 
 // counting wraps fetch to count requests in flight to the poll route.
 function counting() {

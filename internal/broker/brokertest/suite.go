@@ -679,51 +679,96 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		startHubNode(t, h, ns, policy, topic),
 		startHubNode(t, h, ns, policy, topic),
 	}
+	load := startPublishers(nodes, topic, o.failWithin)
+	eventually.True(t, 10*time.Second, "publications before the restart", func() bool { return load.count() >= 20 })
+	before := load.count()
 
-	var (
-		mu       sync.Mutex
-		acks     []*hub.Publication
-		failures atomic.Int64
-		slowFail atomic.Int64 // failures that took longer than o.failWithin
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-	)
-	failFast := o.failWithin
+	takeServerAway(t, h, o, nodes, topic)
+	time.Sleep(time.Second) // the outage lasts a while longer, the nodes retrying: not a wait for anything
+	bringServerBack(t, h, o, nodes)
+	atRecovery := load.count()
+	eventually.Nil(t, 30*time.Second, func() error {
+		if n := load.count(); n < atRecovery+50 {
+			return notYet("%d publications since recovery", n-atRecovery)
+		}
+		return nil
+	})
+	acks := load.stop()
+	if n := load.slowFail.Load(); n > 0 {
+		t.Errorf("%d publishes took longer than %v to fail", n, o.failWithin)
+	}
+	t.Logf("%d publications acknowledged (%d before the stop), %d failed", len(acks), before, load.failures.Load())
+
+	keeps := !o.losesData(h)
+	want := checkAcknowledged(t, acks, keeps)
 	for ni, n := range nodes {
-		wg.Add(1)
+		checkNodeCaughtUp(t, ni, n, topic, want, acks[len(acks)-1], keeps)
+	}
+}
+
+// publishers publish to one topic from every node, every 5 ms each, until stopped.
+type publishers struct {
+	mu       sync.Mutex
+	acks     []*hub.Publication // guarded by mu
+	failures atomic.Int64
+	slowFail atomic.Int64 // failures that took longer than failWithin
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startPublishers(nodes []*hubNode, topic string, failWithin time.Duration) *publishers {
+	l := &publishers{done: make(chan struct{})}
+	for ni, n := range nodes {
+		l.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer l.wg.Done()
 			for i := 0; ; i++ {
 				select {
-				case <-stop:
+				case <-l.done:
 					return
 				case <-time.After(5 * time.Millisecond):
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				start := time.Now()
-				p, err := n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"i":%d}`, ni, i))})
-				cancel()
-				if err != nil {
-					failures.Add(1)
-					if time.Since(start) > failFast {
-						slowFail.Add(1)
-					}
-					continue
-				}
-				mu.Lock()
-				acks = append(acks, p)
-				mu.Unlock()
+				l.publish(n, topic, failWithin, json.RawMessage(fmt.Sprintf(`{"n":%d,"i":%d}`, ni, i)))
 			}
 		}()
 	}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acks)
-	}
-	eventually.True(t, 10*time.Second, "publications before the restart", func() bool { return count() >= 20 })
-	before := count()
+	return l
+}
 
+// publish makes one publication and records its outcome.
+func (l *publishers) publish(n *hubNode, topic string, failWithin time.Duration, data json.RawMessage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	p, err := n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: data})
+	if err != nil {
+		l.failures.Add(1)
+		if time.Since(start) > failWithin {
+			l.slowFail.Add(1)
+		}
+		return
+	}
+	l.mu.Lock()
+	l.acks = append(l.acks, p)
+	l.mu.Unlock()
+}
+
+func (l *publishers) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acks)
+}
+
+// stop ends the publishing and returns the acknowledged publications in order of their answers.
+func (l *publishers) stop() []*hub.Publication {
+	close(l.done)
+	l.wg.Wait()
+	return l.acks
+}
+
+// takeServerAway begins the outage and checks that every node notices it and that publishing
+// then fails, fast, with hub.ErrNotReady.
+func takeServerAway(t *testing.T, h Harness, o outage, nodes []*hubNode, topic string) {
 	stopped := time.Now()
 	o.begin(h.Server)
 	t.Logf("server gone in %v", time.Since(stopped).Round(time.Millisecond))
@@ -735,7 +780,6 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		}
 		return nil
 	})
-	// Publishing while the server is down fails, and fails fast.
 	for i, n := range nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		start := time.Now()
@@ -747,12 +791,15 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		if !errors.Is(err, hub.ErrNotReady) {
 			t.Errorf("node %d: publish error %q does not wrap hub.ErrNotReady", i, err)
 		}
-		if d := time.Since(start); d > failFast {
+		if d := time.Since(start); d > o.failWithin {
 			t.Errorf("node %d: publish took %v to fail", i, d)
 		}
 	}
 	t.Logf("nodes not ready %v after the outage began", time.Since(stopped).Round(time.Millisecond))
-	time.Sleep(time.Second) // the outage lasts a while longer, the nodes retrying: not a wait for anything
+}
+
+// bringServerBack ends the outage and waits until every node is ready and has resubscribed.
+func bringServerBack(t *testing.T, h Harness, o outage, nodes []*hubNode) {
 	started := time.Now()
 	o.end(h.Server)
 	t.Logf("server back in %v", time.Since(started).Round(time.Millisecond))
@@ -768,25 +815,12 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		return nil
 	})
 	t.Logf("nodes ready and resubscribed %v after the server came back", time.Since(started).Round(time.Millisecond))
-	mu.Lock()
-	atRecovery := len(acks)
-	mu.Unlock()
-	eventually.Nil(t, 30*time.Second, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(acks) < atRecovery+50 {
-			return notYet("%d publications since recovery", len(acks)-atRecovery)
-		}
-		return nil
-	})
-	close(stop)
-	wg.Wait()
-	if n := slowFail.Load(); n > 0 {
-		t.Errorf("%d publishes took longer than %v to fail", n, failFast)
-	}
-	t.Logf("%d publications acknowledged (%d before the stop), %d failed", len(acks), before, failures.Load())
+}
 
-	// The epochs of acknowledged publications, in order of first appearance by offset.
+// checkAcknowledged checks the acknowledged publications across the outage: no offset twice in
+// an epoch, one epoch when the broker kept its data (keeps), a new one when it did not. It
+// returns those of the last epoch, by offset.
+func checkAcknowledged(t *testing.T, acks []*hub.Publication, keeps bool) []*hub.Publication {
 	byEpoch := map[string][]*hub.Publication{}
 	for _, p := range acks {
 		byEpoch[p.Epoch] = append(byEpoch[p.Epoch], p)
@@ -802,47 +836,51 @@ func testRestart(t *testing.T, h Harness, o outage) {
 		}
 	}
 	last := acks[len(acks)-1]
-	firstEpoch := acks[0].Epoch
-	keeps := !o.losesData(h)
 	if keeps {
 		if len(byEpoch) != 1 {
 			t.Fatalf("the broker kept its data but the epoch changed across the outage: %d epochs", len(byEpoch))
 		}
 	} else if len(byEpoch) < 2 {
-		t.Fatalf("history was lost in the restart but offsets continue in epoch %s (now at %d)", firstEpoch, last.Offset)
+		t.Fatalf("history was lost in the restart but offsets continue in epoch %s (now at %d)", acks[0].Epoch, last.Offset)
 	}
-	want := byEpoch[last.Epoch]
-	for ni, n := range nodes {
-		eventually.Nil(t, 20*time.Second, func() error {
-			got := n.sink.get()
-			if len(got) == 0 || got[len(got)-1].Epoch != last.Epoch || got[len(got)-1].Offset < want[len(want)-1].Offset {
-				return notYet("node %d: subscriber has %d publications, not yet %d/%s", ni, len(got), want[len(want)-1].Offset, last.Epoch)
-			}
-			return nil
-		})
+	return byEpoch[last.Epoch]
+}
+
+// checkNodeCaughtUp waits until node ni's subscriber has reached the highest acknowledged
+// offset (want: the last epoch's acknowledged publications, by offset), then checks that it saw
+// offsets that follow, every acknowledged one when the data was kept, and that History's top is
+// not behind last, the last publication acknowledged.
+func checkNodeCaughtUp(t *testing.T, ni int, n *hubNode, topic string, want []*hub.Publication, last *hub.Publication, keeps bool) {
+	high := want[len(want)-1]
+	eventually.Nil(t, 20*time.Second, func() error {
 		got := n.sink.get()
-		if err := checkFollows(got, nil); err != nil {
-			t.Fatalf("node %d: subscriber saw %v", ni, err)
+		if len(got) == 0 || got[len(got)-1].Epoch != high.Epoch || got[len(got)-1].Offset < high.Offset {
+			return notYet("node %d: subscriber has %d publications, not yet %d/%s", ni, len(got), high.Offset, high.Epoch)
 		}
-		if keeps {
-			// Everything acknowledged was delivered, exactly once.
-			seen := map[uint64]bool{}
-			for _, p := range got {
-				seen[p.Offset] = true
+		return nil
+	})
+	got := n.sink.get()
+	if err := checkFollows(got, nil); err != nil {
+		t.Fatalf("node %d: subscriber saw %v", ni, err)
+	}
+	if keeps {
+		// Everything acknowledged was delivered, exactly once.
+		seen := map[uint64]bool{}
+		for _, p := range got {
+			seen[p.Offset] = true
+		}
+		for _, p := range want {
+			if !seen[p.Offset] {
+				t.Fatalf("node %d: acknowledged offset %d never delivered", ni, p.Offset)
 			}
-			for _, p := range want {
-				if !seen[p.Offset] {
-					t.Fatalf("node %d: acknowledged offset %d never delivered", ni, p.Offset)
-				}
-			}
 		}
-		hr, err := n.b.History(context.Background(), topic, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hr.Top.Epoch != last.Epoch || hr.Top.Offset < last.Offset {
-			t.Fatalf("node %d: History top %+v behind the last acknowledged %d/%s", ni, hr.Top, last.Offset, last.Epoch)
-		}
+	}
+	hr, err := n.b.History(context.Background(), topic, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Top.Epoch != last.Epoch || hr.Top.Offset < last.Offset {
+		t.Fatalf("node %d: History top %+v behind the last acknowledged %d/%s", ni, hr.Top, last.Offset, last.Epoch)
 	}
 }
 
