@@ -285,7 +285,7 @@ func (b *Broker) streamOf(l *streamLog) jetstream.Stream {
 func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.StreamInfo, error) {
 	var s jetstream.Stream
 	err := askAgainUnanswered(ctx, func(ctx context.Context) (err error) {
-		s, err = b.js.CreateOrUpdateStream(ctx, b.streamConfig(l))
+		s, err = createOrUpdateStream(ctx, b.js, b.streamConfig(l))
 		return err
 	})
 	if err != nil {
@@ -299,6 +299,20 @@ func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.Str
 	}
 	b.consMu.Unlock()
 	return info, nil
+}
+
+// createOrUpdateStream creates the stream, or updates it when it exists with another
+// configuration. It asks to create first, unlike jetstream's CreateOrUpdateStream: nodes that
+// start together on a fresh server race to create the same stream, and an update that reaches
+// nats-server 2.9 while another node's create of the stream is under way crashes the server
+// (a nil pointer in stream.updateWithAdvisory). Creating a stream that exists with the same
+// configuration succeeds, so nodes of one version never update it.
+func createOrUpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.UpdateStream(ctx, cfg)
+	}
+	return s, err
 }
 
 // Run sets the handler and starts watching the streams. Deliveries continue until Close.
@@ -641,9 +655,8 @@ func (b *Broker) resyncOnce() error {
 }
 
 // askAgainUnanswered runs call with a deadline of 2 s at a time, pausing between tries, until
-// it is answered or ctx ends: nodes starting together race to create the same stream, and JetStream may leave
-// such a request without an answer (seen with five nodes on a fresh nats-server 2.9), which
-// would otherwise fail every one of them.
+// it is answered or ctx ends: a JetStream that is still starting may leave a request without an
+// answer, or the connection may be down for a moment, which would otherwise fail the node.
 func askAgainUnanswered(ctx context.Context, call func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)

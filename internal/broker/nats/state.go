@@ -50,10 +50,16 @@ func openState(ctx context.Context, js jetstream.JetStream, bucket string) (*Sta
 	var kv jetstream.KeyValue
 	// Nodes starting together race to create it, and JetStream may leave one unanswered.
 	err := askAgainUnanswered(ctx, func(ctx context.Context) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		cfg := jetstream.KeyValueConfig{
 			Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
 			Storage: jetstream.FileStorage, MaxValueSize: state.MaxValue,
-		})
+		}
+		// Create first, as createOrUpdateStream does and for the same reason: an update racing
+		// another node's create crashes nats-server 2.9.
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.UpdateKeyValue(ctx, cfg)
+		}
 		return err
 	})
 	if err != nil {
