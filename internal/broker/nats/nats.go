@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,6 +289,11 @@ func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.Str
 		s, err = createOrUpdateStream(ctx, b.js, b.streamConfig(l))
 		return err
 	})
+	var api *jetstream.APIError
+	if errors.As(err, &api) && strings.Contains(api.Description, "RePublish") {
+		return nil, fmt.Errorf("nats broker: stream %s has no RePublish, which this nats-server (%s) cannot add to an existing stream: "+
+			"upgrade nats-server (2.15.2 can), or delete the stream (its topics then start new epochs): %w", l.name, b.nc.ConnectedServerVersion(), err)
+	}
 	if err != nil {
 		return nil, b.wrap("create stream "+l.name, err)
 	}
@@ -348,11 +354,11 @@ func (b *Broker) watch() {
 			s, created := l.stream, l.created
 			b.consMu.Unlock()
 			info, err := s.Info(ctx)
-			if err == nil && info.Created.Equal(created) && info.Config.RePublish == nil {
-				b.log.Warn("nats stream lost its RePublish; adding it again", "stream", l.name)
-				_, _ = b.ensureStream(ctx, l)
-			}
 			cancel()
+			if err == nil && info.Created.Equal(created) && info.Config.RePublish == nil {
+				b.restoreRePublish(l)
+				continue
+			}
 			if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
 				b.log.Warn("nats stream was deleted or recreated", "stream", l.name)
 				b.synced.Store(false)
@@ -360,6 +366,25 @@ func (b *Broker) watch() {
 				b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 				b.resync(b.resyncs.Add(1))
 				break
+			}
+		}
+	}
+}
+
+// restoreRePublish adds RePublish back to l's stream and reads what the followed topics
+// missed without it.
+func (b *Broker) restoreRePublish(l *streamLog) {
+	b.log.Warn("nats stream lost its RePublish; adding it again", "stream", l.name)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := b.ensureStream(ctx, l); err != nil {
+		b.log.Warn("nats broker: cannot add RePublish again", "stream", l.name, "err", err)
+		return
+	}
+	for _, f := range b.followedTopics() {
+		if f.l == l {
+			if err := b.catchUp(ctx, f); err != nil {
+				b.log.Warn("nats broker: cannot read what a followed topic missed", "topic", f.topic, "err", err)
 			}
 		}
 	}
