@@ -595,8 +595,7 @@ func (b *Broker) onReconnect() {
 	b.newConnScope()
 	b.connected.Store(true)
 	if !b.running.Load() {
-		b.synced.Store(true) // nothing followed yet: Run starts from here
-		return
+		return // Run declares the node synced
 	}
 	gen := b.resyncs.Add(1)
 	go b.resync(gen)
