@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -27,11 +26,6 @@ func TestNodesStartTogether(t *testing.T) {
 		}
 	})
 	t.Run("nats", func(t *testing.T) {
-		// Five nodes on a fresh nats-server 2.9 still fail about one trial in twenty (their
-		// connections drop while JetStream starts): run on demand until that is fixed.
-		if os.Getenv("RTLAB_TOGETHER_NATS") == "" {
-			t.Skip("set RTLAB_TOGETHER_NATS=1 to run it")
-		}
 		for trial := 1; trial <= trials; trial++ {
 			srv := brokertest.StartNATS(t)
 			ok := startTogether(t, trial, srv.URL)

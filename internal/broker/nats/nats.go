@@ -8,30 +8,35 @@
 // topic's latest message and tries again. So offsets are contiguous, and a topic's stream order
 // is offset order. Publications travel in the message payload, offset and epoch included.
 //
-// Every node reads the whole stream in order with one ordered consumer and applies it to a
-// replica: each topic's position and latest publications. History answers from the replica,
-// which is fast enough for short polling, and a node's handler is called from that consumer, in
-// stream order. Publish returns once this node has applied the publication, so a client that
-// publishes and then reads history on the same node sees its publication. Every node applies the
-// same stream, so every node has the same offsets, epochs and history; the cost is that every
-// node receives every publication, subscribed or not (the hub drops topics without local
-// subscribers).
+// A node receives only the topics it serves. The stream republishes what it stores (RePublish)
+// to a subject space of its own, <stream>-live.>, in stream order, each message with its stream
+// sequence; a node subscribes (core NATS) to the republished subject of each topic it has local
+// subscribers for, and keeps a cache of that topic's latest publications, loaded from the
+// stream when it starts following it (follow.go). It subscribes to what the stream stored, not to
+// the publish subject: a publish the compare-and-set refuses would still reach plain
+// subscribers of that one. A core message lost on the way shows as a gap in offsets, which the
+// node fills from the stream before it delivers what follows. History of a followed topic
+// answers from the cache; of any other topic, from the stream (direct gets, read.go). Publish
+// returns once this node's cache of a followed topic holds the publication, so a client that
+// publishes and then reads history on the same node sees it.
 //
 // The stream keeps Retention.Size publications per topic for Retention.TTL. A topic whose
 // publications have all expired is forgotten; its next publication starts a new epoch at
 // offset 1. When the connection drops, Ready is false and publishes fail at once; the client
-// reconnects, the ordered consumer resumes after the last message it delivered, and once the
-// node has caught up with the stream it calls Handler.HandleResubscribed. If the stream itself
-// was lost (recreated), the node starts over from the new stream: new epochs tell clients.
+// reconnects and subscribes again, the node reads from the stream what each followed topic
+// missed, delivers it, and calls Handler.HandleResubscribed. If the stream itself was lost
+// (recreated), the followed topics start over from the new stream: new epochs tell clients.
 package nats
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,58 +84,55 @@ var (
 
 var validStream = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// pubShards is how many locks serialize this node's publishes by topic.
+const pubShards = 64
+
 // Broker is a hub.Broker on NATS JetStream. It is safe for concurrent use.
 type Broker struct {
-	replica.EveryTopic // every node reads the whole log: nothing to subscribe to
-
 	cfg     Config
 	nc      *natsgo.Conn
 	js      jetstream.JetStream
 	log     *slog.Logger
 	m       *metrics
-	rep     *replica.Replica
 	handler hub.Handler // set by Run
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
-	running   atomic.Bool // Run has set the handler and started the consumer
+	running   atomic.Bool // Run has set the handler
 	connected atomic.Bool
 	// conn ends when the connection drops, failing the publishes waiting on it at once instead
 	// of at their timeout. Replaced on reconnect.
-	conn       atomic.Pointer[connScope]
-	synced     atomic.Bool // the consumer caught up with the stream since the last (re)connect
-	rebuilding atomic.Bool // the replica was reset and is replaying the stream: History would mislead
-	resyncs    atomic.Int64
-	downSince  atomic.Int64 // unix nanos of the last disconnect; 0 when none pending
+	conn      atomic.Pointer[connScope]
+	synced    atomic.Bool // the followed topics caught up since the last (re)connect
+	resyncs   atomic.Int64
+	downSince atomic.Int64 // unix nanos of the last disconnect; 0 when none pending
 
-	// pubLocks serialize this node's publishes per topic (by replica shard), so a node never
+	// pubLocks serialize this node's publishes per topic (by shard), so a node never
 	// conflicts with itself on offsets.
-	pubLocks [replica.Shards]sync.Mutex
+	seed     maphash.Seed
+	pubLocks [pubShards]sync.Mutex
+	hints    [pubShards]hintShard
 
-	// logs are the streams this node reads in full: logs[0] for topics with a TTL, logs[1]
-	// for durable ones.
-	logs [2]*streamLog
-	// consMu guards each log's stream and consumer; deliverMu serializes deliveries (an ordered
-	// consumer that is being reset may overlap its old and new subscriptions for a moment).
-	consMu    sync.Mutex
-	deliverMu sync.Mutex
+	followMu sync.Mutex
+	follows  map[string]*follow // topics with local subscribers; guarded by followMu
+
+	// logs are the streams: logs[0] for topics with a TTL, logs[1] for durable ones.
+	logs      [2]*streamLog
+	consMu    sync.Mutex // guards each log's stream and created
 	closeOnce sync.Once
 }
 
-// streamLog is one stream and this node's consumer of it.
+// streamLog is one stream.
 type streamLog struct {
 	name    string
-	durable bool                     // holds the durable topics; immutable
-	stream  jetstream.Stream         // guarded by Broker.consMu
-	cons    jetstream.ConsumeContext // guarded by Broker.consMu
-	created time.Time                // stream creation time, to notice a recreated stream; guarded by Broker.consMu
-	consGen uint64                   // generation of the current consumer; older ones' messages are dropped; guarded by Broker.deliverMu
-
-	appliedMu sync.Mutex
-	applied   uint64        // last stream sequence applied; guarded by appliedMu
-	waiters   []applyWaiter // guarded by appliedMu
+	durable bool             // holds the durable topics; immutable
+	stream  jetstream.Stream // guarded by Broker.consMu
+	created time.Time        // stream creation time, to notice a recreated stream; guarded by Broker.consMu
 }
+
+// live is the subject space l's stream republishes what it stores to.
+func (l *streamLog) live() string { return l.name + "-live" }
 
 type connScope struct {
 	ctx    context.Context
@@ -144,16 +146,29 @@ func (b *Broker) newConnScope() {
 	}
 }
 
-type applyWaiter struct {
-	seq uint64
-	ch  chan struct{}
-}
-
 var _ hub.Broker = (*Broker)(nil)
 
 // New connects to NATS at url (nats://[user:password@]host:port, several separated by commas)
 // and creates or updates the stream. Call Run to start delivering.
 func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
+	b, err := newBroker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := natsgo.Connect(url, b.connectOptions()...)
+	if err != nil {
+		b.cancel()
+		return nil, fmt.Errorf("nats broker: connect: %w", err)
+	}
+	if err := b.start(ctx, nc); err != nil {
+		b.cancel() // first, so that closing is not logged as a lost connection
+		nc.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func newBroker(cfg Config) (*Broker, error) {
 	if cfg.Stream == "" {
 		cfg.Stream = "rtlab"
 	}
@@ -175,39 +190,45 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	bctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("broker", "nats"), m: newMetrics(cfg.Registerer),
-		rep: replica.New(cfg.Policy), ctx: bctx, cancel: cancel,
+		ctx: bctx, cancel: cancel, seed: maphash.MakeSeed(), follows: make(map[string]*follow),
 		logs: [2]*streamLog{{name: cfg.Stream}, {name: cfg.Stream + "_durable", durable: true}}}
-	nc, err := natsgo.Connect(url,
+	for i := range b.hints {
+		b.hints[i].m = make(map[string]replica.Last)
+	}
+	return b, nil
+}
+
+// connectOptions are the broker's connection's options: reconnect forever, fail publishes
+// while disconnected, and tell the broker of losses and recoveries.
+func (b *Broker) connectOptions() []natsgo.Option {
+	return []natsgo.Option{
 		natsgo.Name("rtlab"),
 		natsgo.MaxReconnects(-1),
-		natsgo.ReconnectWait(250*time.Millisecond),
+		natsgo.ReconnectWait(250 * time.Millisecond),
 		natsgo.ReconnectJitter(250*time.Millisecond, time.Second),
 		natsgo.ReconnectBufSize(-1), // fail publishes while disconnected instead of buffering them
-		natsgo.PingInterval(cfg.PingInterval),
+		natsgo.PingInterval(b.cfg.PingInterval),
 		natsgo.MaxPingsOutstanding(2),
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) { b.onDisconnect(err) }),
 		natsgo.ReconnectHandler(func(*natsgo.Conn) { b.onReconnect() }),
-	)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("nats broker: connect: %w", err)
 	}
+}
+
+// start takes nc as the broker's connection and creates or updates the streams.
+func (b *Broker) start(ctx context.Context, nc *natsgo.Conn) error {
 	b.nc = nc
 	b.newConnScope()
 	b.connected.Store(true)
+	var err error
 	if b.js, err = jetstream.New(nc); err != nil {
-		cancel() // first, so that closing is not logged as a lost connection
-		nc.Close()
-		return nil, fmt.Errorf("nats broker: %w", err)
+		return fmt.Errorf("nats broker: %w", err)
 	}
 	for _, l := range b.logs {
 		if _, err := b.ensureStream(ctx, l); err != nil {
-			cancel()
-			nc.Close()
-			return nil, withCause(err)
+			return withCause(err)
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // withCause adds to a hub.UnavailableError the cause its text leaves out, for New's caller: an
@@ -236,6 +257,8 @@ func (b *Broker) streamConfig(l *streamLog) jetstream.StreamConfig {
 		MaxAge:            b.cfg.Retention.TTL,
 		Replicas:          b.cfg.Replicas,
 		AllowDirect:       true,
+		// What the stream stored, in its order, to the nodes that follow a topic.
+		RePublish: &jetstream.RePublish{Source: l.name + ".>", Destination: l.live() + ".>"},
 	}
 	if l.durable {
 		c.Description = "rtlab publications of durable topics (chat rooms), one subject per topic"
@@ -252,18 +275,25 @@ func (b *Broker) logFor(topic string) *streamLog {
 	return b.logs[0]
 }
 
-// TopicsSince names the durable topics published to since since, for archive sweeps.
-func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
-	return b.rep.DurableTopicsSince(since), nil
+// streamOf returns l's stream handle.
+func (b *Broker) streamOf(l *streamLog) jetstream.Stream {
+	b.consMu.Lock()
+	defer b.consMu.Unlock()
+	return l.stream
 }
 
 // ensureStream creates l's stream or updates its limits, and remembers it.
 func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.StreamInfo, error) {
 	var s jetstream.Stream
 	err := askAgainUnanswered(ctx, func(ctx context.Context) (err error) {
-		s, err = b.js.CreateOrUpdateStream(ctx, b.streamConfig(l))
+		s, err = createOrUpdateStream(ctx, b.js, b.streamConfig(l))
 		return err
 	})
+	var api *jetstream.APIError
+	if errors.As(err, &api) && strings.Contains(api.Description, "RePublish") {
+		return nil, fmt.Errorf("nats broker: stream %s has no RePublish, which this nats-server (%s) cannot add to an existing stream: "+
+			"upgrade nats-server (2.15.2 can), or delete the stream (its topics then start new epochs): %w", l.name, b.nc.ConnectedServerVersion(), err)
+	}
 	if err != nil {
 		return nil, b.wrap("create stream "+l.name, err)
 	}
@@ -277,28 +307,35 @@ func (b *Broker) ensureStream(ctx context.Context, l *streamLog) (*jetstream.Str
 	return info, nil
 }
 
-// Run starts the consumer, replays the stream into the replica and returns once it has caught
-// up with the stream (or ctx ends, or 60 s pass). Deliveries continue until Close.
+// createOrUpdateStream creates the stream, or updates it when it exists with another
+// configuration. It asks to create first, unlike jetstream's CreateOrUpdateStream: nodes that
+// start together on a fresh server race to create the same stream, and an update that reaches
+// nats-server 2.9 while another node's create of the stream is under way crashes the server
+// (a nil pointer in stream.updateWithAdvisory). Creating a stream that exists with the same
+// configuration succeeds, so nodes of one version never update it.
+func createOrUpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.UpdateStream(ctx, cfg)
+	}
+	return s, err
+}
+
+// Run sets the handler and starts watching the streams. Deliveries continue until Close.
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
 	context.AfterFunc(ctx, func() { _ = b.Close() })
-	if err := b.startConsumers(false); err != nil {
-		return err
-	}
-	if err := b.catchUp(ctx, 60*time.Second); err != nil {
-		return err
-	}
 	b.synced.Store(true)
 	b.running.Store(true)
 	b.m.Ready.Set(1)
-	go b.rep.SweepEvery(b.ctx, time.Minute)
 	go b.watch()
 	return nil
 }
 
 // watch notices a stream deleted or recreated while the connection stayed up (an operator's
-// mistake, a JetStream that lost its storage): the consumer would wait forever on a stream that
-// is gone, so the node resyncs as after a reconnect.
+// mistake, a JetStream that lost its storage): the followed topics would wait forever on a
+// stream that is gone, so the node resyncs as after a reconnect. It also puts RePublish back on
+// a stream whose configuration lost it (a node of an older version updated it).
 func (b *Broker) watch() {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -318,6 +355,10 @@ func (b *Broker) watch() {
 			b.consMu.Unlock()
 			info, err := s.Info(ctx)
 			cancel()
+			if err == nil && info.Created.Equal(created) && info.Config.RePublish == nil {
+				b.restoreRePublish(l)
+				continue
+			}
 			if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !info.Created.Equal(created)) {
 				b.log.Warn("nats stream was deleted or recreated", "stream", l.name)
 				b.synced.Store(false)
@@ -330,135 +371,54 @@ func (b *Broker) watch() {
 	}
 }
 
-// startConsumers (re)starts every log's ordered consumer after the last sequence applied, or
-// from the beginning of the stream when nothing is. With reset, it first forgets everything
-// applied: a stream was recreated, and the replica is rebuilt from both.
-func (b *Broker) startConsumers(reset bool) error {
-	b.consMu.Lock()
-	defer b.consMu.Unlock()
-	// New generations, and the reset, in one step under deliverMu: the old consumers apply
-	// nothing more, in particular nothing after the replica was reset.
-	var gens, applied [2]uint64
-	b.deliverMu.Lock()
-	if reset {
-		b.rebuilding.Store(true)
-		b.rep.Reset()
-	}
-	for i, l := range b.logs {
-		l.consGen++
-		gens[i] = l.consGen
-		l.appliedMu.Lock()
-		if reset {
-			l.applied = 0
-		}
-		applied[i] = l.applied
-		l.appliedMu.Unlock()
-	}
-	b.deliverMu.Unlock()
-	for i, l := range b.logs {
-		if err := b.startConsumerLocked(l, gens[i], applied[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// startConsumerLocked (re)starts l's consumer of generation gen after sequence applied.
-// b.consMu must be held.
-func (b *Broker) startConsumerLocked(l *streamLog, gen, applied uint64) error {
-	if l.cons != nil {
-		// Stop waits for a consumer reset nats.go may have in flight, whose request, sent
-		// before the connection dropped, times out only after 10 s. The generation bump
-		// already drops the old consumer's messages, so it is stopped in the background.
-		go l.cons.Stop()
-		l.cons = nil
-	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if applied > 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1}
-	}
-	c, err := b.js.OrderedConsumer(b.ctx, l.name, cfg)
-	if err != nil {
-		return b.wrap("create consumer", err)
-	}
-	cc, err := c.Consume(func(msg jetstream.Msg) { b.onMsg(l, gen, msg) },
-		jetstream.PullMaxMessages(1000),
-		jetstream.PullExpiry(4*time.Second),
-		// A consumer that gets nothing, not even heartbeats, for two heartbeats is recreated
-		// by nats.go. nats-server 2.9.10 sometimes stops serving a pull consumer under load
-		// (docs/brokers.md, "Running several nodes"): the heartbeat bounds how long that lasts.
-		jetstream.PullHeartbeat(500*time.Millisecond),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				b.log.Warn("nats consumer missed heartbeats; recreating it", "stream", l.name, "err", err)
-				return
-			}
-			b.log.Debug("nats consumer", "stream", l.name, "err", err)
-		}))
-	if err != nil {
-		return b.wrap("consume", err)
-	}
-	l.cons = cc
-	return nil
-}
-
-// catchUp waits until the replica has applied everything the streams held when it was called.
-func (b *Broker) catchUp(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// restoreRePublish adds RePublish back to l's stream and reads what the followed topics
+// missed without it.
+func (b *Broker) restoreRePublish(l *streamLog) {
+	b.log.Warn("nats stream lost its RePublish; adding it again", "stream", l.name)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
-	for _, l := range b.logs {
-		b.consMu.Lock()
-		s := l.stream
-		b.consMu.Unlock()
-		info, err := s.Info(ctx)
-		if err != nil {
-			return b.wrap("stream info", err)
-		}
-		if info.State.Msgs == 0 {
-			continue
-		}
-		if err := b.waitApplied(ctx, l, info.State.LastSeq); err != nil {
-			return hub.Unavailable("nats", fmt.Errorf("catching up with stream %s to %d: %w", l.name, info.State.LastSeq, err))
+	if _, err := b.ensureStream(ctx, l); err != nil {
+		b.log.Warn("nats broker: cannot add RePublish again", "stream", l.name, "err", err)
+		return
+	}
+	for _, f := range b.followedTopics() {
+		if f.l == l {
+			if err := b.catchUp(ctx, f); err != nil {
+				b.log.Warn("nats broker: cannot read what a followed topic missed", "topic", f.topic, "err", err)
+			}
 		}
 	}
-	return nil
 }
 
-// Close stops the consumer and closes the connection.
+// Close stops deliveries and closes the connection.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.cancel()
-		b.consMu.Lock()
-		for _, l := range b.logs {
-			if l.cons != nil {
-				l.cons.Stop()
-			}
-		}
-		b.consMu.Unlock()
 		b.synced.Store(false)
 		b.nc.Close()
 	})
 	return nil
 }
 
-// Ready reports whether the connection is up and the node has caught up with the stream.
+// Ready reports whether the connection is up and the followed topics caught up.
 func (b *Broker) Ready() bool { return b.connected.Load() && b.synced.Load() && b.ctx.Err() == nil }
 
-// History answers from the replica.
-func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
+// History answers from the cache of a followed topic, or from the stream.
+func (b *Broker) History(ctx context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
 	if b.ctx.Err() != nil {
 		return hub.HistoryResult{}, ErrClosed
 	}
-	if b.rebuilding.Load() {
-		// A replica replaying the stream from its start would tell a resuming client that its
-		// history is gone; it may only be further down the stream.
-		return hub.HistoryResult{}, hub.Unavailable("nats", errors.New("replaying the stream"))
+	if f := b.followed(topic); f != nil {
+		if hr, ok := f.history(since, limit, time.Now()); ok {
+			return hr, nil
+		}
 	}
-	return b.rep.History(topic, since, limit, time.Now()), nil
+	return b.readHistory(ctx, topic, since, limit)
 }
 
-// Publish assigns the topic's next offset by compare-and-set on the stream and returns once this
-// node has applied the publication (or 2 s passed: it is stored either way).
+// Publish assigns the topic's next offset by compare-and-set on the stream. For a followed topic
+// it returns once this node's cache holds the publication (or 2 s passed: it is stored either
+// way).
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	if !b.Ready() {
 		b.m.PublishErrors.Inc()
@@ -485,10 +445,12 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		}
 		return err
 	}
-	mu := &b.pubLocks[b.rep.Shard(req.Topic)]
+	shard := b.shard(req.Topic)
+	mu := &b.pubLocks[shard]
 	mu.Lock()
 	defer mu.Unlock()
-	last, known := b.rep.Last(req.Topic, start)
+	f := b.followed(req.Topic)
+	last, known := b.lastOf(f, shard, req.Topic, pol, start)
 	var payload []byte
 	for attempt := 0; ; attempt++ {
 		epoch, off := replica.NewEpoch(), uint64(1)
@@ -499,9 +461,12 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		ack, err := b.js.PublishMsg(ctx, &natsgo.Msg{Subject: subj, Data: payload},
 			jetstream.WithExpectLastSequencePerSubject(last.Seq))
 		if err == nil {
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_ = b.waitApplied(wctx, l, ack.Sequence)
-			cancel()
+			b.hints[shard].put(req.Topic, replica.Last{Seq: ack.Sequence, Epoch: epoch, Offset: off, Time: t})
+			if f != nil {
+				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = f.waitApplied(wctx, ack.Sequence)
+				cancel()
+			}
 			b.m.Publish.Observe(time.Since(start).Seconds())
 			return &hub.Publication{Topic: req.Topic, Offset: off, Epoch: epoch, Time: t,
 				Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
@@ -535,23 +500,61 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 // conflictBudget bounds how long a publish keeps retrying offset conflicts.
 const conflictBudget = 5 * time.Second
 
+func (b *Broker) shard(topic string) int { return int(maphash.String(b.seed, topic) % pubShards) }
+
+// lastOf is what this node knows of topic's latest publication: from the cache when it
+// follows the topic, or from its own latest publish to it, whichever is further. Either may be
+// behind the stream; the compare-and-set then tells.
+func (b *Broker) lastOf(f *follow, shard int, topic string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool) {
+	last, known := b.hints[shard].get(topic)
+	if f != nil {
+		if c, ok := f.lastKnown(); ok && (!known || c.Seq > last.Seq) {
+			last, known = c, true
+		}
+	}
+	if known {
+		last.Expired = pol.TTL >= 0 && now.Sub(last.Time) > pol.TTL
+	}
+	return last, known
+}
+
+// maxHints bounds, per shard, the topics whose latest publish a node remembers (64 shards:
+// 65,536 topics). A topic forgotten costs one read of its latest message at its next publish.
+const maxHints = 1024
+
+// hintShard remembers this node's latest publish per topic, the offset its next publish to
+// the topic most likely follows.
+type hintShard struct {
+	mu sync.Mutex
+	m  map[string]replica.Last // guarded by mu
+}
+
+func (h *hintShard) get(topic string) (replica.Last, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l, ok := h.m[topic]
+	return l, ok
+}
+
+func (h *hintShard) put(topic string, l replica.Last) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.m[topic]; !ok && len(h.m) >= maxHints {
+		for k := range h.m { // forget one at random
+			delete(h.m, k)
+			break
+		}
+	}
+	h.m[topic] = l
+}
+
 // fetchLast reads the topic's latest message from the stream.
 func (b *Broker) fetchLast(ctx context.Context, l *streamLog, topic, subj string, pol hub.HistoryPolicy, now time.Time) (replica.Last, bool, error) {
-	b.consMu.Lock()
-	s := l.stream
-	b.consMu.Unlock()
-	m, err := s.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return replica.Last{}, false, nil
+	p, seq, err := b.readLast(ctx, l, topic, subj)
+	if err != nil || p == nil {
+		return replica.Last{}, false, err
 	}
-	if err != nil {
-		return replica.Last{}, false, b.wrap("read latest of "+topic, err)
-	}
-	p, err := replica.Decode(topic, m.Data)
-	if err != nil {
-		return replica.Last{}, false, fmt.Errorf("nats broker: read latest of %s: %w", topic, err)
-	}
-	return replica.Last{Seq: m.Sequence, Epoch: p.Epoch, Offset: p.Offset, Time: p.Time, Expired: pol.TTL >= 0 && now.Sub(p.Time) > pol.TTL}, true, nil
+	return replica.Last{Seq: seq, Epoch: p.Epoch, Offset: p.Offset, Time: p.Time, Expired: pol.TTL >= 0 && now.Sub(p.Time) > pol.TTL}, true, nil
 }
 
 func isWrongLastSeq(err error) bool {
@@ -576,70 +579,6 @@ func (b *Broker) wrap(op string, err error) error {
 	return hub.Unavailable("nats", fmt.Errorf("%s: %w", op, err))
 }
 
-// onMsg applies one message of l's stream from consumer generation gen and hands new
-// publications to the hub.
-func (b *Broker) onMsg(l *streamLog, gen uint64, msg jetstream.Msg) {
-	md, err := msg.Metadata()
-	if err != nil {
-		return
-	}
-	seq := md.Sequence.Stream
-	b.deliverMu.Lock()
-	defer b.deliverMu.Unlock()
-	if gen != l.consGen {
-		return // a replaced consumer's late message
-	}
-	// A topic is read from the stream its policy puts it in: what an earlier configuration
-	// left in the other one (before a topic became durable) is not applied.
-	if topic, ok := topicOf(l.name, msg.Subject()); ok && b.logFor(topic) == l {
-		if p, err := replica.Decode(topic, msg.Data()); err != nil {
-			b.log.Error("nats broker: undecodable publication", "subject", msg.Subject(), "seq", seq, "err", err)
-		} else if b.rep.Apply(p, seq) {
-			b.handler.HandlePublication(p)
-		}
-	}
-	l.setApplied(seq)
-}
-
-func (l *streamLog) setApplied(seq uint64) {
-	l.appliedMu.Lock()
-	defer l.appliedMu.Unlock()
-	if seq <= l.applied {
-		return
-	}
-	l.applied = seq
-	kept := l.waiters[:0]
-	for _, w := range l.waiters {
-		if w.seq <= seq {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(l.waiters[len(kept):])
-	l.waiters = kept
-}
-
-// waitApplied waits until l's stream has been applied up to seq.
-func (b *Broker) waitApplied(ctx context.Context, l *streamLog, seq uint64) error {
-	l.appliedMu.Lock()
-	if l.applied >= seq {
-		l.appliedMu.Unlock()
-		return nil
-	}
-	ch := make(chan struct{})
-	l.waiters = append(l.waiters, applyWaiter{seq: seq, ch: ch})
-	l.appliedMu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.ctx.Done():
-		return ErrClosed
-	}
-}
-
 func (b *Broker) onDisconnect(err error) {
 	if b.ctx.Err() != nil {
 		return
@@ -647,16 +586,6 @@ func (b *Broker) onDisconnect(err error) {
 	b.connected.Store(false)
 	b.synced.Store(false)
 	b.conn.Load().cancel()
-	if b.running.Load() {
-		// The ordered consumers resume by themselves after a reconnect, at the next sequence
-		// they expect; on a stream recreated meanwhile that skips its first messages. Nothing
-		// they deliver is applied until resync has checked the streams and started new ones.
-		b.deliverMu.Lock()
-		for _, l := range b.logs {
-			l.consGen++
-		}
-		b.deliverMu.Unlock()
-	}
 	b.m.Ready.Set(0)
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	b.log.Warn("nats connection lost", "err", err)
@@ -666,15 +595,15 @@ func (b *Broker) onReconnect() {
 	b.newConnScope()
 	b.connected.Store(true)
 	if !b.running.Load() {
-		return // Run catches up itself
+		return // Run declares the node synced
 	}
 	gen := b.resyncs.Add(1)
 	go b.resync(gen)
 }
 
-// resync runs after a reconnect: it makes sure the stream exists (starting over if it was
-// recreated), waits until the consumer caught up, then declares the node ready and lets the hub
-// fill gaps from history.
+// resync runs after a reconnect: it makes sure the streams exist (starting the followed topics
+// over if one was recreated), reads what each followed topic missed, then declares the node
+// ready and lets the hub fill gaps from history.
 func (b *Broker) resync(gen int64) {
 	backoff := 100 * time.Millisecond
 	for b.ctx.Err() == nil && b.resyncs.Load() == gen {
@@ -707,9 +636,7 @@ func (b *Broker) resync(gen int64) {
 func (b *Broker) resyncOnce() error {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	reset := false
-	infos := make([]*jetstream.StreamInfo, len(b.logs))
-	for i, l := range b.logs {
+	for _, l := range b.logs {
 		b.consMu.Lock()
 		s, created := l.stream, l.created
 		b.consMu.Unlock()
@@ -720,41 +647,40 @@ func (b *Broker) resyncOnce() error {
 		if err != nil {
 			return err
 		}
-		l.appliedMu.Lock()
-		applied := l.applied
-		l.appliedMu.Unlock()
-		if !info.Created.Equal(created) || info.State.LastSeq < applied {
-			// The stream was lost and recreated: its sequences start over. Read it from the start;
-			// its publications carry new epochs, which is how clients learn that history is gone.
+		if !info.Created.Equal(created) {
+			// The stream was lost and recreated: its sequences start over. Followed topics read
+			// it from the start; its publications carry new epochs, which is how clients learn
+			// that history is gone.
 			b.log.Warn("nats stream was recreated; starting over", "stream", l.name,
-				"created", info.Created, "was_created", created, "last_seq", info.State.LastSeq, "applied", applied)
-			reset = true
+				"created", info.Created, "was_created", created)
+			for _, f := range b.followedTopics() {
+				if f.l == l {
+					f.startOver()
+				}
+			}
+			b.consMu.Lock()
+			l.created = info.Created
+			b.consMu.Unlock()
 		}
-		infos[i] = info
-	}
-	// A consumer that missed its heartbeats while the connection was down is recreated by
-	// nats.go on a backoff of up to 10 s; a new one, after what was applied, starts now.
-	if err := b.startConsumers(reset); err != nil {
-		return err // created is unchanged: the next attempt starts over again
-	}
-	if reset {
-		b.consMu.Lock()
-		for i, l := range b.logs {
-			l.created = infos[i].Created
+		if info.Config.RePublish == nil {
+			if _, err := b.ensureStream(ctx, l); err != nil {
+				return err
+			}
 		}
-		b.consMu.Unlock()
 	}
-	if err := b.catchUp(b.ctx, 30*time.Second); err != nil {
-		return err
+	ctx, cancel = context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	for _, f := range b.followedTopics() {
+		if err := b.catchUp(ctx, f); err != nil {
+			return err
+		}
 	}
-	b.rebuilding.Store(false)
 	return nil
 }
 
 // askAgainUnanswered runs call with a deadline of 2 s at a time, pausing between tries, until
-// it is answered or ctx ends: nodes starting together race to create the same stream, and JetStream may leave
-// such a request without an answer (seen with five nodes on a fresh nats-server 2.9), which
-// would otherwise fail every one of them.
+// it is answered or ctx ends: a JetStream that is still starting may leave a request without an
+// answer, or the connection may be down for a moment, which would otherwise fail the node.
 func askAgainUnanswered(ctx context.Context, call func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -7,7 +7,7 @@ import (
 )
 
 // Open connects to the NATS server at url as a node's broker and, when o.State asks, its
-// state store.
+// state store, on one connection: the broker's, which the store does not close.
 func Open(ctx context.Context, url string, o broker.Options) (broker.Opened, error) {
 	b, err := New(ctx, url, Config{Policy: o.Policy, DurableSize: o.DurableSize, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
@@ -15,7 +15,7 @@ func Open(ctx context.Context, url string, o broker.Options) (broker.Opened, err
 	}
 	out := broker.Opened{Broker: b}
 	if o.State {
-		st, err := OpenState(ctx, url, "rtlab-state")
+		st, err := openState(ctx, b.js, "rtlab-state")
 		if err != nil {
 			_ = b.Close()
 			return broker.Opened{}, err

@@ -17,13 +17,14 @@ import (
 // since KV keys allow few characters and '.' separates tokens. Create and Update(revision)
 // are JetStream's own compare-and-set; the revision is the bucket stream's sequence.
 type State struct {
-	nc *natsgo.Conn
+	nc *natsgo.Conn // closed by Close when the store dialed it; nil when it shares the broker's
 	kv jetstream.KeyValue
 }
 
 var _ state.Store = (*State)(nil)
 
-// OpenState connects to the NATS server at url and creates the bucket if needed.
+// OpenState connects to the NATS server at url and creates the bucket if needed. A node opens
+// its store with Open instead, on its broker's connection.
 func OpenState(ctx context.Context, url, bucket string) (*State, error) {
 	nc, err := natsgo.Connect(url, natsgo.Name("rtlab-state"), natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(250*time.Millisecond), natsgo.ReconnectBufSize(-1))
@@ -35,24 +36,36 @@ func OpenState(ctx context.Context, url, bucket string) (*State, error) {
 		nc.Close()
 		return nil, fmt.Errorf("state: nats: %w", err)
 	}
-	var kv jetstream.KeyValue
-	for { // nodes starting together race to create it, and JetStream may leave one unanswered
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err = js.CreateOrUpdateKeyValue(actx, jetstream.KeyValueConfig{
-			Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
-			Storage: jetstream.FileStorage, MaxValueSize: state.MaxValue,
-		})
-		cancel()
-		if err == nil || ctx.Err() != nil || !unanswered(err) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	st, err := openState(ctx, js, bucket)
 	if err != nil {
 		nc.Close()
+		return nil, err
+	}
+	st.nc = nc
+	return st, nil
+}
+
+// openState creates the bucket if needed, on js's connection, which it does not own.
+func openState(ctx context.Context, js jetstream.JetStream, bucket string) (*State, error) {
+	var kv jetstream.KeyValue
+	// Nodes starting together race to create it, and JetStream may leave one unanswered.
+	err := askAgainUnanswered(ctx, func(ctx context.Context) (err error) {
+		cfg := jetstream.KeyValueConfig{
+			Bucket: bucket, Description: "rtlab chat rooms and revoked tokens", History: 1,
+			Storage: jetstream.FileStorage, MaxValueSize: state.MaxValue,
+		}
+		// Create first, as createOrUpdateStream does and for the same reason: an update racing
+		// another node's create crashes nats-server 2.9.
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.UpdateKeyValue(ctx, cfg)
+		}
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("state: nats bucket %s: %w", bucket, err)
 	}
-	return &State{nc: nc, kv: kv}, nil
+	return &State{kv: kv}, nil
 }
 
 // natsKey escapes name into a KV key under kind.
@@ -159,15 +172,10 @@ func (n *State) List(ctx context.Context, kind string, fn func(string, []byte)) 
 	}
 }
 
+// Close closes the store's own connection; one shared with the broker is the broker's to close.
 func (n *State) Close() error {
-	n.nc.Close()
+	if n.nc != nil {
+		n.nc.Close()
+	}
 	return nil
-}
-
-// unanswered reports whether err says a JetStream request got no answer (timed out, nobody
-// answered yet, or the connection was down meanwhile): asking again may succeed.
-func unanswered(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrTimeout) ||
-		errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, natsgo.ErrReconnectBufExceeded) ||
-		errors.Is(err, natsgo.ErrConnectionReconnecting)
 }

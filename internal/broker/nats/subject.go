@@ -17,3 +17,8 @@ func topicOf(stream, subj string) (string, bool) {
 	}
 	return strings.ReplaceAll(enc, "%", "."), true
 }
+
+// liveSubject is the subject topic's stored publications are republished on.
+func liveSubject(l *streamLog, topic string) string {
+	return l.live() + "." + strings.ReplaceAll(topic, ".", "%")
+}
