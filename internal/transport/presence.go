@@ -77,7 +77,7 @@ func withOp(op string, body []byte) []byte {
 // WebSocket.
 
 func (k *wsSink) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id, User: k.c.user, Transport: "ws"}
+	return hub.ClientInfo{Client: k.c.id, User: k.c.identity().User, Transport: "ws"}
 }
 
 func (k *wsSink) WatchPresence() bool { return k.watch }
@@ -106,7 +106,7 @@ func (k *wsSink) Leave(topic string, c hub.ClientInfo) {
 // Server-Sent Events.
 
 func (k *sseSink) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id, User: k.c.user, Transport: "sse"}
+	return hub.ClientInfo{Client: k.c.id, User: k.c.identity().User, Transport: "sse"}
 }
 
 func (k *sseSink) WatchPresence() bool { return k.c.watch }
@@ -132,7 +132,7 @@ func (k *sseSink) Leave(topic string, c hub.ClientInfo) {
 // subscription's.
 
 func (k *stompSub) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.stompUser(), Transport: "stomp"}
+	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.identity().User, Transport: "stomp"}
 }
 
 func (k *stompSub) WatchPresence() bool { return k.watch }
@@ -216,9 +216,9 @@ func (s *Server) DisconnectUser(user string, r Reason) int {
 	}
 	s.mu.Lock()
 	var ws []*writer
-	for w := range s.conns {
-		if connUser(w.f) == user {
-			ws = append(ws, w)
+	for c := range s.conns {
+		if c.identity().User == user {
+			ws = append(ws, c.w)
 		}
 	}
 	s.mu.Unlock()
@@ -226,19 +226,6 @@ func (s *Server) DisconnectUser(user string, r Reason) int {
 		w.close(r, false)
 	}
 	return len(ws) + s.pollWaits.disconnect(user, r)
-}
-
-// connUser is the user of a connection, by its framer.
-func connUser(f framer) string {
-	switch c := f.(type) {
-	case *wsConn:
-		return c.user
-	case *sseConn:
-		return c.user
-	case *stompConn:
-		return c.stompUser()
-	}
-	return ""
 }
 
 // DisconnectReason is the reason a server-side disconnect gives: code "disconnected", the
@@ -249,13 +236,6 @@ func DisconnectReason(text string, reconnect bool) Reason {
 		text = "disconnected by the server"
 	}
 	return Reason{Code: "disconnected", Text: text, WSCode: 4009, Reconnect: reconnect}
-}
-
-func (c *stompConn) stompUser() string {
-	if u := c.userSeen.Load(); u != nil {
-		return *u
-	}
-	return ""
 }
 
 // presenceRefused runs a subscription's guard before a presence event, as before a

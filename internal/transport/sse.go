@@ -21,9 +21,7 @@ import (
 // that net/http's per-connection buffers and goroutine are released: an idle stream costs a
 // reader goroutine and little else.
 type sseConn struct {
-	s        *Server
-	w        *writer
-	id, user string
+	conn
 	dataOnly bool          // a data stream (HandleDataSSE): data: carries the publication's data alone
 	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
 	watch    bool          // the client asked for the topics' presence (presence=true)
@@ -311,10 +309,9 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
-		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && req.presence, announce: req.announce}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
-	c.w.ident = ident // its expiry is armed once the head is queued (run)
+	c := &sseConn{conn: s.newConn("e", ident, release), dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards,
+		pos: make([]hub.Position, len(topics)), watch: !dataOnly && req.presence, announce: req.announce}
+	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE)) // its expiry is armed once the head is queued (run)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
@@ -322,15 +319,14 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, ident, resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...), release)
+	go c.run(conn, resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...))
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
 // nothing published after that; then it replays and waits for the client to leave.
-func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Position, head []byte, release func()) {
+func (c *sseConn) run(conn net.Conn, resume map[string]hub.Position, head []byte) {
 	s := c.s
 	defer s.wg.Done()
-	defer release()
 	ctx, cancel := context.WithCancel(context.Background())
 	type started struct {
 		idx  int
@@ -340,16 +336,12 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 	}
 	subs := make([]started, 0, len(c.topics))
 	var failed []byte
-	tracked := false
 	defer func() {
 		cancel()
 		for _, st := range subs {
 			s.hub.Unsubscribe(st.sub)
 		}
-		c.w.close(ReasonReadError, false)
-		if tracked {
-			s.untrack(c.w, metrics.SSE)
-		}
+		c.close(ReasonReadError)
 	}()
 	for i, t := range c.topics {
 		opts := hub.ReadOptions{}
@@ -368,13 +360,13 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 	c.w.send(item{raw: append(head, failed...), sub: keepItem})
 	// The stream ends at the token's expiry with event: disconnect (token_expired); an
 	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
-	s.bindIdentity(c.w, ident)
+	c.bindIdentity(c.ident)
 	if len(subs) == 0 {
 		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
 		c.w.close(Reason{Code: "unavailable", Text: "no topic could be subscribed, retry", Reconnect: true}, true)
 		return
 	}
-	if tracked = s.track(c.w, metrics.SSE); !tracked {
+	if !s.track(&c.conn) {
 		c.w.close(ReasonShutdown, true)
 		return
 	}

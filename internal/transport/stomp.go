@@ -24,24 +24,19 @@ var stompVersions = []string{"1.2", "1.1", "1.0"}
 // stompConn is one STOMP session over WebSocket. Fields are owned by the reader goroutine
 // unless noted.
 type stompConn struct {
-	s         *Server
-	w         *writer
-	id        string
-	ident     Identity // from the handshake or CONNECT; refreshed in place
+	conn
 	connected bool
 	parser    *stomp.Parser
-	subs      map[string]*stompSub   // by subscription id
-	tx        map[string]*stompTx    // open transactions by id
-	rl        rateLimiter            // publishes (--msg-rate)
-	ops       rateLimiter            // every frame (--op-rate)
-	hbIn      time.Duration          // client promised to send at least this often (0: never)
-	hbOut     atomic.Int64           // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
-	tcp       bool                   // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
-	version   string                 // negotiated at CONNECT; "1.0" sessions get headers unescaped
-	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
-	release   func()                 // gives back the connection's admission (see Server.admit)
-	connectBy time.Time              // the CONNECT frame must come before this
-	published bool                   // the last message held a SEND (readMessage keeps the stack)
+	subs      map[string]*stompSub // by subscription id
+	tx        map[string]*stompTx  // open transactions by id
+	rl        rateLimiter          // publishes (--msg-rate)
+	ops       rateLimiter          // every frame (--op-rate)
+	hbIn      time.Duration        // client promised to send at least this often (0: never)
+	hbOut     atomic.Int64         // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
+	tcp       bool                 // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
+	version   string               // negotiated at CONNECT; "1.0" sessions get headers unescaped
+	connectBy time.Time            // the CONNECT frame must come before this
+	published bool                 // the last message held a SEND (readMessage keeps the stack)
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -288,7 +283,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := s.newSTOMPConn(ident, false, release)
-	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
+	if !c.start(conn, c, metrics.STOMP) {
 		return
 	}
 	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
@@ -308,10 +303,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 		for _, k := range c.subs {
 			s.hub.Unsubscribe(k.sub)
 		}
-		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, c.w.stats.transport)
-		c.release()
-		s.policy.Disconnected(c.client())
+		c.close(ReasonReadError)
 	}()
 	for {
 		_ = conn.SetReadDeadline(c.readDeadline()) // CONNECT may have changed it
@@ -375,8 +367,6 @@ func (c *stompConn) readDeadline() time.Time {
 	}
 	return d
 }
-
-func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
 
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
@@ -499,18 +489,13 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		}
 		if ident.User != "" && c.ident.User == "" {
 			// Admitted anonymously at the upgrade: the user's connections are counted now.
-			userRelease, err := c.s.admitUser(ident.User)
-			if err != nil {
+			if err := c.admitUser(ident.User); err != nil {
 				c.fail(err, f, 4000)
 				return false
 			}
-			addrRelease := c.release
-			c.release = func() { userRelease(); addrRelease() }
 		}
 		if ident.User != "" {
-			c.ident = ident
-			c.userSeen.Store(&ident.User)
-			c.s.bindIdentity(c.w, ident)
+			c.bindIdentity(ident)
 		}
 	}
 	if c.ident.User == "" && c.s.policy.AuthRequired() {
@@ -564,12 +549,11 @@ func frameToken(f *stomp.Frame) string {
 
 // onRefresh replaces the session's token: RECEIPT (with the new expiry), or ERROR and close.
 func (c *stompConn) onRefresh(f *stomp.Frame) bool {
-	id, err := c.s.refreshIdentity(c.w, c.ident, frameToken(f))
+	id, err := c.refreshIdentity(frameToken(f))
 	if err != nil {
 		c.fail(err, f, 4003)
 		return false
 	}
-	c.ident = id
 	c.dropRefused()
 	if id.Expires.IsZero() {
 		c.receipt(f)
@@ -991,11 +975,9 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 // newSTOMPConn is a STOMP session's state, whatever carries its frames (bare when tcp: STOMP over
 // TCP and SockJS), admitted by release: one place for its limits, so no carrier misses one.
 func (s *Server) newSTOMPConn(ident Identity, tcp bool, release func()) *stompConn {
-	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, tcp: tcp,
+	return &stompConn{
+		conn: s.newConn("s", ident, release), tcp: tcp,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
+		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
-	c.userSeen.Store(&c.ident.User)
-	return c
 }

@@ -86,27 +86,6 @@ type writer struct {
 	pullers    []func(budget int) bool // subscriptions catching up (pace); guarded by mu
 	reason     Reason                  // why it closed; set once; guarded by mu
 	closed     chan struct{}
-
-	authMu sync.Mutex
-	ident  Identity    // who the connection is; guarded by authMu
-	expiry *time.Timer // closes the connection when ident expires; guarded by authMu
-}
-
-// identity returns the connection's identity.
-func (w *writer) identity() Identity {
-	w.authMu.Lock()
-	defer w.authMu.Unlock()
-	return w.ident
-}
-
-// stopExpiry disarms the expiry timer of a closed connection.
-func (w *writer) stopExpiry() {
-	w.authMu.Lock()
-	defer w.authMu.Unlock()
-	if w.expiry != nil {
-		w.expiry.Stop()
-		w.expiry = nil
-	}
 }
 
 // connStats are the callbacks a writer reports to.

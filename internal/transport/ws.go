@@ -81,20 +81,14 @@ func (r *RawConn) Op(ctx context.Context, msg []byte) bool {
 
 // wsConn is one WebSocket client. Its fields are owned by the reader goroutine unless noted.
 type wsConn struct {
-	s     *Server
-	id    string
-	ident Identity  // refreshed in place by the refresh op; reader-owned
-	user  string    // ident.User, which a refresh never changes; read by other goroutines
-	raw   RawSocket // nil: the JSON protocol (/api/ws)
-	rawc  RawConn   // what raw is handed: this connection
-	w     *writer   // safe for concurrent use
-	subs  map[string]*hub.Subscription
-	rl    rateLimiter // publishes (--msg-rate)
-	ops   rateLimiter // every message (--op-rate)
+	conn
+	raw  RawSocket // nil: the JSON protocol (/api/ws)
+	rawc RawConn   // what raw is handed: this connection
+	subs map[string]*hub.Subscription
+	rl   rateLimiter // publishes (--msg-rate)
+	ops  rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
-
-	release func() // gives back the connection's admission (see Server.admit)
 }
 
 // wsSink delivers a subscription's publications to its connection.
@@ -169,11 +163,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 		return
 	}
 	c := &wsConn{
-		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, raw: raw,
-		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
+		conn: s.newConn("w", ident, release), raw: raw,
+		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
 	c.rawc = RawConn{c}
-	if c.w, ok = s.startSocket(conn, c, ident, metrics.WS, release); !ok {
+	if !c.start(conn, c, metrics.WS) {
 		return
 	}
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
@@ -193,10 +187,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 		for _, sub := range c.subs {
 			s.hub.Unsubscribe(sub)
 		}
-		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, metrics.WS)
-		c.release()
-		s.policy.Disconnected(c.client())
+		c.close(ReasonReadError)
 	}()
 	c.open(ctx)
 	for {
@@ -299,12 +290,11 @@ func refreshOp(msg []byte) (string, bool) {
 // refresh replaces the connection's token: {"op":"refreshed","expires":...}, or an error and
 // the connection goes on with its old token (and closes when that one expires).
 func (c *wsConn) refresh(token string) {
-	id, err := c.s.refreshIdentity(c.w, c.ident, token)
+	id, err := c.refreshIdentity(token)
 	if err != nil {
 		c.replyError(err, nil, "")
 		return
 	}
-	c.ident = id
 	// Subscriptions the new token no longer allows (narrower rtlab.subscribe) end, each with
 	// its error, before the answer.
 	for topic, sub := range c.subs {
@@ -458,8 +448,6 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 		c.w.sendRaw(appendWSText(nil, b))
 	}
 }
-
-func (c *wsConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
 
 func (c *wsConn) reply(v any) {
 	b, err := json.Marshal(v)

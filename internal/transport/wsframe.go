@@ -373,18 +373,3 @@ func (s *Server) upgradeSocket(w http.ResponseWriter, r *http.Request, anonymous
 	}
 	return ident, conn, br, release, true
 }
-
-// startSocket gives an upgraded connection its writer and identity, and tracks it for
-// keepalive and shutdown. During shutdown it closes the connection, gives the admission back
-// and returns false. On success the caller starts the connection's reader (s.wg counts it).
-func (s *Server) startSocket(conn net.Conn, f framer, ident Identity, transport string, release func()) (*writer, bool) {
-	w := newWriter(conn, f, &s.lim, s.connStats(transport))
-	s.bindIdentity(w, ident)
-	if !s.track(w, transport) {
-		release()
-		w.close(ReasonShutdown, true)
-		return w, false
-	}
-	s.wg.Add(1)
-	return w, true
-}
