@@ -14,12 +14,16 @@ import (
 // goroutine unless noted.
 type conn struct {
 	s  *Server
-	w  *writer // safe for concurrent use
+	w  *writer // safe for concurrent use; nil for a waiting long poll
 	id string  // one scheme for all: a letter for the protocol, a number unique on the server
+
+	subs []subscriber // subscribe.go; in no order
 
 	// release gives back the connection's admission (Server.admit); close calls it.
 	release func()
 	tracked bool // in the registry (Server.track): keepalive, shutdown and CloseWhere reach it
+	// stop ends a waiting long poll (w nil) with a reason, from any goroutine: it answers.
+	stop func(Reason)
 
 	// ident is who the connection is. The reader writes it under authMu and reads it as it is;
 	// other goroutines read it under authMu (identity).
@@ -53,10 +57,25 @@ func (c *conn) bindIdentity(id Identity) {
 	if id.Expires.IsZero() {
 		return
 	}
-	c.expiry = time.AfterFunc(time.Until(id.Expires), func() {
+	c.expiry = time.AfterFunc(time.Until(id.Expires), c.expired)
+}
+
+// expired closes the connection whose identity expired.
+func (c *conn) expired() {
+	if c.w != nil {
 		c.s.m.Refused.WithLabelValues(c.w.stats.transport, ReasonTokenExpired.Code).Inc()
-		c.w.close(ReasonTokenExpired, false)
-	})
+	}
+	c.kick(ReasonTokenExpired)
+}
+
+// kick closes the connection with r from any goroutine: a stream's writer says goodbye and
+// closes the socket (its reader then ends it: close); a waiting long poll answers.
+func (c *conn) kick(r Reason) {
+	if c.w == nil {
+		c.stop(r)
+		return
+	}
+	c.w.close(r, false)
 }
 
 func (c *conn) stopExpiryLocked() {
@@ -100,6 +119,7 @@ func (c *conn) start(nc net.Conn, f framer, transport string) bool {
 // registry, gives its admission back, and the Policy is told (Policy.Disconnected): every
 // streaming connection ends here, so none misses a step.
 func (c *conn) close(r Reason) {
+	c.unsubscribeAll()
 	c.w.close(r, false)
 	if c.tracked {
 		c.s.untrack(c)
@@ -109,4 +129,54 @@ func (c *conn) close(r Reason) {
 	c.authMu.Unlock()
 	c.release()
 	c.s.policy.Disconnected(c.client())
+}
+
+// waitPoll registers a waiting long poll of ident, admitted by release, so that CloseWhere
+// reaches it as it reaches streams, and arms its expiry; stop answers it with a reason. done
+// ends it and gives the admission back.
+func (s *Server) waitPoll(ident Identity, release func(), stop func(Reason)) (done func()) {
+	c := &conn{s: s, ident: ident, release: release, stop: stop}
+	c.bindIdentity(ident)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.authMu.Lock()
+		c.stopExpiryLocked()
+		c.authMu.Unlock()
+		c.release()
+	}
+}
+
+// CloseWhere closes every connection whose identity match accepts, with reason r, and returns
+// how many it closed: streams (told why: a WebSocket disconnect message, an SSE event, a STOMP
+// ERROR) and waiting long polls (answered) alike. The application closes by token when one is
+// revoked (BySession), by user for the server API's disconnect (ByUser), on every node.
+func (s *Server) CloseWhere(match func(Identity) bool, r Reason) int {
+	s.mu.Lock()
+	var hit []*conn
+	for c := range s.conns {
+		if match(c.identity()) {
+			hit = append(hit, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range hit {
+		c.kick(r)
+	}
+	return len(hit)
+}
+
+// ByUser matches the connections of user; an empty user (anonymous) matches none.
+func ByUser(user string) func(Identity) bool {
+	return func(id Identity) bool { return user != "" && id.User == user }
+}
+
+// BySession matches the connections of the credentials named session (a token id); an empty
+// one matches none.
+func BySession(session string) func(Identity) bool {
+	return func(id Identity) bool { return session != "" && id.Session == session }
 }

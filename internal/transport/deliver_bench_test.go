@@ -42,7 +42,7 @@ func benchSink(kind string, lim *Limits) (hub.Sink, *writer) {
 	case "stomp":
 		c := &stompConn{conn: conn{s: s}}
 		c.w = newWriter(&discardConn{}, c, lim, st)
-		return &stompSub{c: c, id: "0", dest: "/topic/bench/t", topic: "bench/t"}, c.w
+		return &stompSub{subHeld: subHeld{key: "0", topic: "bench/t"}, c: c, dest: "/topic/bench/t"}, c.w
 	}
 	panic(kind)
 }

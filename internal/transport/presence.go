@@ -132,7 +132,7 @@ func (k *sseSink) Leave(topic string, c hub.ClientInfo) {
 // subscription's.
 
 func (k *stompSub) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.identity().User, Transport: "stomp"}
+	return hub.ClientInfo{Client: k.c.id + "/" + k.key, User: k.c.identity().User, Transport: "stomp"}
 }
 
 func (k *stompSub) WatchPresence() bool { return k.watch }
@@ -142,8 +142,8 @@ func (k *stompSub) presenceFrame(kind string, body []byte) {
 		return
 	}
 	k.c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
-		{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.id},
-		{Key: "message-id", Value: k.id + ":presence"}, {Key: "presence", Value: kind},
+		{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.key},
+		{Key: "message-id", Value: k.key + ":presence"}, {Key: "presence", Value: kind},
 		{Key: "content-type", Value: "application/json"},
 	}, Body: body})
 }
@@ -205,27 +205,6 @@ func PresenceErr(err error) error {
 		return fmt.Errorf("%w: presence is off on this server (--presence=false)", ErrNotFound)
 	}
 	return err
-}
-
-// DisconnectUser closes every streaming connection of user on this node with the reason
-// given, telling the client first (WebSocket disconnect op, SSE event, STOMP ERROR). It
-// returns how many it closed.
-func (s *Server) DisconnectUser(user string, r Reason) int {
-	if user == "" {
-		return 0
-	}
-	s.mu.Lock()
-	var ws []*writer
-	for c := range s.conns {
-		if c.identity().User == user {
-			ws = append(ws, c.w)
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range ws {
-		w.close(r, false)
-	}
-	return len(ws) + s.pollWaits.disconnect(user, r)
 }
 
 // DisconnectReason is the reason a server-side disconnect gives: code "disconnected", the

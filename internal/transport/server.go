@@ -236,18 +236,16 @@ type Server struct {
 	loginRate *keyedLimiter
 	checking  chan struct{}
 
-	nextID    atomic.Uint64
-	closing   atomic.Bool
-	mu        sync.Mutex
-	conns     map[*conn]struct{}         // guarded by mu
-	polls     map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
-	admitted  int                        // streaming connections admitted; guarded by mu
-	perIP     map[string]int             // admitted connections per client address; guarded by mu
-	perUser   map[string]int             // admitted connections per user; guarded by mu
-	draining  chan struct{}              // closed at shutdown: long polls return at once
-	wg        sync.WaitGroup             // connection goroutines
-	stop      chan struct{}
-	pollWaits pollWaits // waiting multi-topic long polls by user, for DisconnectUser
+	nextID   atomic.Uint64
+	closing  atomic.Bool
+	mu       sync.Mutex
+	conns    map[*conn]struct{} // streams and waiting long polls (CloseWhere); guarded by mu
+	admitted int                // streaming connections admitted; guarded by mu
+	perIP    map[string]int     // admitted connections per client address; guarded by mu
+	perUser  map[string]int     // admitted connections per user; guarded by mu
+	draining chan struct{}      // closed at shutdown: long polls return at once
+	wg       sync.WaitGroup     // connection goroutines
+	stop     chan struct{}
 }
 
 // New returns a Server. Call Close (or Shutdown) to stop its background work.
@@ -263,7 +261,6 @@ func New(cfg Config) *Server {
 		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		conns:     make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
-		polls:    make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
 	}
@@ -350,7 +347,9 @@ func (s *Server) keepalive() {
 			ws = ws[:0]
 			s.mu.Lock()
 			for c := range s.conns {
-				ws = append(ws, c.w)
+				if c.w != nil {
+					ws = append(ws, c.w)
+				}
 			}
 			s.mu.Unlock()
 			for _, w := range ws {
@@ -376,7 +375,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	ws := make([]*writer, 0, len(s.conns))
 	for c := range s.conns {
-		ws = append(ws, c.w)
+		if c.w != nil { // a waiting long poll returns at once (draining)
+			ws = append(ws, c.w)
+		}
 	}
 	s.mu.Unlock()
 	for _, w := range ws {
@@ -399,7 +400,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) ConnCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	n := 0
+	for c := range s.conns {
+		if c.w != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // guardRefuses applies a subscription's guard to p: when it refuses, the connection is closed
@@ -470,30 +477,6 @@ func (r *rateLimiter) allowN(now time.Time, n int) bool {
 
 // AuthenticateRequest resolves a request's user, refusing anonymous ones when auth is required.
 func (s *Server) AuthenticateRequest(r *http.Request) (Identity, error) { return s.authenticate(r) }
-
-// CloseSessions closes every streaming connection whose identity matches, with reason r, and
-// returns how many it closed: the app calls it when a token is revoked, on every node.
-func (s *Server) CloseSessions(match func(Identity) bool, r Reason) int {
-	s.mu.Lock()
-	var hit []*writer
-	for c := range s.conns {
-		if match(c.identity()) {
-			hit = append(hit, c.w)
-		}
-	}
-	n := len(hit)
-	for lp := range s.polls {
-		if match(lp.ident) {
-			lp.cancel(fmt.Errorf("%w: %s", ErrUnauthorized, r.Text))
-			n++
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range hit {
-		w.close(r, false)
-	}
-	return n
-}
 
 // refreshIdentity checks a refreshed token for the connection: it must verify and name the
 // same user. On success the connection's identity and expiry timer are replaced.
