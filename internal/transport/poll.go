@@ -155,15 +155,6 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, 
 	return res, true
 }
 
-// pollError is how a waiting single-topic long poll answers a close reason: the end of its
-// token is 401, anything else (the server API's disconnect) 403, with the reason's text.
-func pollError(r Reason) error {
-	if r.Code == ReasonTokenExpired.Code || r.Code == ReasonRevoked.Code {
-		return fmt.Errorf("%w: %s", ErrUnauthorized, r.Text)
-	}
-	return fmt.Errorf("%w: %s", ErrForbidden, r.Text)
-}
-
 // HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.
 func (s *Server) HandlePoll(w http.ResponseWriter, r *http.Request) {
 	topic := r.PathValue("topic")

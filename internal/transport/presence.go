@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/stomp"
@@ -205,16 +204,6 @@ func PresenceErr(err error) error {
 		return fmt.Errorf("%w: presence is off on this server (--presence=false)", ErrNotFound)
 	}
 	return err
-}
-
-// DisconnectReason is the reason a server-side disconnect gives: code "disconnected", the
-// operator's text, and whether the client should reconnect.
-func DisconnectReason(text string, reconnect bool) Reason {
-	text = strings.TrimSpace(text)
-	if text == "" {
-		text = "disconnected by the server"
-	}
-	return Reason{Code: "disconnected", Text: text, WSCode: 4009, Reconnect: reconnect}
 }
 
 // presenceRefused runs a subscription's guard before a presence event, as before a

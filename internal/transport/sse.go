@@ -110,10 +110,6 @@ func (c *sseConn) goodbye(r Reason) []byte {
 // sseRetry is the reconnection delay the server asks EventSource clients for.
 const sseRetry = "retry: 2000\n\n"
 
-// ReasonMaxAge closes an SSE stream that reached its maximum age (--sse-max-age, or a data
-// stream's own).
-var ReasonMaxAge = Reason{Code: "max_age", Text: "the stream reached its maximum age, reconnect with Last-Event-ID", WSCode: 1000, Reconnect: true}
-
 // streamAge is how long a new /api/sse stream lives: --sse-max-age less up to a tenth, so
 // streams opened together (after a restart) do not all reconnect at once.
 func (s *Server) streamAge() time.Duration {
@@ -387,7 +383,7 @@ func (c *sseConn) open(ctx context.Context, sinks []*sseSink, resume map[string]
 	c.bindIdentity(c.ident)
 	if len(c.subs) == 0 {
 		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
-		c.w.close(Reason{Code: "unavailable", Text: "no topic could be subscribed, retry", Reconnect: true}, true)
+		c.w.close(reasonNoTopic, true)
 		return false
 	}
 	if !c.s.track(&c.conn) {

@@ -92,9 +92,9 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 			k.mu.Unlock()
 			// A client that never acknowledges is a slow consumer: what it holds is bounded.
 			k.c.s.m.QueueOverflows.WithLabelValues(k.c.w.stats.transport).Inc()
-			k.c.w.close(Reason{Code: ReasonSlow.Code, WSCode: ReasonSlow.WSCode, Reconnect: true, Text: fmt.Sprintf(
+			k.c.w.close(ReasonSlow.with(fmt.Sprintf(
 				"subscription %s has %d unacknowledged messages (%d bytes), at most %d and %d bytes: ACK them",
-				k.key, n, b, lim.UnackedMsgs, lim.UnackedBytes)}, false)
+				k.key, n, b, lim.UnackedMsgs, lim.UnackedBytes)), false)
 			return
 		}
 		k.pending = append(k.pending, p)
@@ -215,7 +215,7 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	switch r.Code {
 	case ReasonReadError.Code:
 		return nil
-	case ReasonClientClosed.Code, "stomp_error", ReasonNormal.Code:
+	case ReasonClientClosed.Code, reasonSTOMPError.Code, ReasonNormal.Code:
 		if c.tcp {
 			return nil
 		}
@@ -385,7 +385,9 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 		f.Body = []byte(fmt.Sprintf("%s\n\nframe: %s", msg, cause.Command))
 	}
 	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, &f)))
-	c.w.close(ProtocolReason("stomp_error", msg, wsCode), true)
+	r := reasonSTOMPError.with(msg)
+	r.WSCode = wsCode
+	c.w.close(r, true)
 }
 
 // sendFrame queues a frame (on WebSocket, as one message).

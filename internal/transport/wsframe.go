@@ -28,11 +28,11 @@ var (
 func wsReadCloseReason(err error, max int) (Reason, bool) {
 	switch {
 	case errors.Is(err, errFrameTooLarge):
-		return ProtocolReason("too_large", fmt.Sprintf("message over %d bytes", max), 1009), true
+		return reasonTooLarge.with(fmt.Sprintf("message over %d bytes", max)), true
 	case errors.Is(err, errInvalidUTF8):
-		return ProtocolReason("invalid_utf8", errInvalidUTF8.Error(), 1007), true
+		return reasonInvalidUTF8, true
 	case errors.Is(err, errProtocol):
-		return ProtocolReason("protocol_error", err.Error(), 1002), true
+		return reasonProtocol.with(err.Error()), true
 	case errors.Is(err, io.EOF):
 		return ReasonClientClosed, false
 	}
