@@ -634,9 +634,9 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	}
 	// The frame is read, and answered, in functions of their own: the hub's subscribe is
 	// deep, and every connection's reader goroutine keeps the stack its first frames needed.
-	k, opts, ok := c.subscription(f, dest)
+	k, opts := c.subscription(f, dest)
 	if k == nil {
-		return ok // the session failed
+		return false // the session failed
 	}
 	refused, err := c.subscribe(ctx, k, opts, func(res *hub.ReadResult) { c.subscribed(f, k, res) })
 	switch {
@@ -650,13 +650,13 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 }
 
 // subscription reads a SUBSCRIBE to dest and returns the subscription it asks for, or fails
-// the session (nil, false). conn.subscribe checks the rest.
-func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
+// the session (nil). conn.subscribe checks the rest.
+func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions) {
 	var opts hub.ReadOptions
 	route, err := c.route(dest, false)
 	if err != nil {
 		c.fail(err, f, 4000)
-		return nil, opts, false
+		return nil, opts
 	}
 	id, ok := f.Get("id")
 	if !ok {
@@ -664,7 +664,7 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 	}
 	if c.find(id) != nil {
 		c.fail(fmt.Errorf("%w: subscription id %q is already in use", ErrBadRequest, id), f, 4000)
-		return nil, opts, false
+		return nil, opts
 	}
 	mode := ackAuto
 	switch v, _ := f.Get("ack"); v {
@@ -675,20 +675,20 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 		mode = ackClientIndividual
 	default:
 		c.fail(fmt.Errorf("%w: ack %q: want auto, client or client-individual", ErrBadRequest, v), f, 4000)
-		return nil, opts, false
+		return nil, opts
 	}
 	if v, ok := f.Get("since"); ok {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			c.fail(fmt.Errorf("%w: since %q is not an offset", ErrBadRequest, v), f, 4000)
-			return nil, opts, false
+			return nil, opts
 		}
 		opts.Recover, opts.Since = true, n
 		opts.Epoch, _ = f.Get("epoch")
 	}
 	k := &stompSub{subHeld: subHeld{key: id, topic: route.Topic}, c: c, dest: dest, ack: mode}
 	k.watch = headerTrue(f, "presence")
-	return k, opts, true
+	return k, opts
 }
 
 // refuseSubscription answers a SUBSCRIBE refused on its own account (the policy forbids the
