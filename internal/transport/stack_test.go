@@ -100,9 +100,18 @@ func idleOpener(t *testing.T, s *tt.Server, k tt.Kind) func(i int) {
 	return nil
 }
 
-// settle lets what is running finish and the runtime shrink stacks: each GC halves a stack
-// less than a quarter used, so several are needed to reach the floor.
+// settle lets what is running finish (goroutines of earlier tests' servers ending, writers
+// draining: up to a few seconds until their count holds still) and the runtime shrink stacks:
+// each GC halves a stack less than a quarter used, so several are needed to reach the floor.
 func settle() {
+	for n, still, deadline := runtime.NumGoroutine(), 0, time.Now().Add(5*time.Second); still < 3 && time.Now().Before(deadline); {
+		time.Sleep(30 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			still++
+		} else {
+			n, still = m, 0
+		}
+	}
 	for range 4 {
 		time.Sleep(20 * time.Millisecond)
 		runtime.GC()
