@@ -82,7 +82,7 @@ func (rv *revoker) deliver(p *hub.Publication) {
 }
 
 func (rv *revoker) closeSessions(id string) {
-	n := rv.tr.CloseSessions(func(ident transport.Identity) bool { return ident.Session == id }, transport.ReasonRevoked)
+	n := rv.tr.CloseWhere(transport.BySession(id), transport.ReasonRevoked)
 	if n > 0 {
 		rv.log.Info("closed connections of a revoked token", "connections", n)
 	}

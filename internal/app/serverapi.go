@@ -41,7 +41,7 @@ func (a *App) serverRoutes(mux *http.ServeMux) {
 	a.hub.OnCommand(cmdDisconnect, func(data json.RawMessage) {
 		var d disconnectCmd
 		if json.Unmarshal(data, &d) == nil {
-			n := a.tr.DisconnectUser(d.User, transport.DisconnectReason(d.Reason, d.Reconnect))
+			n := a.tr.CloseWhere(transport.ByUser(d.User), transport.DisconnectReason(d.Reason, d.Reconnect))
 			a.log.Info("server API: disconnected a user on another node's request", "user", d.User, "connections", n)
 		}
 	})
@@ -148,7 +148,7 @@ func (a *App) apiDisconnect(ctx context.Context, body []byte) (any, error) {
 	if err := a.hub.Command(cctx, cmdDisconnect, data); err != nil {
 		return nil, err
 	}
-	n := a.tr.DisconnectUser(d.User, transport.DisconnectReason(d.Reason, d.Reconnect))
+	n := a.tr.CloseWhere(transport.ByUser(d.User), transport.DisconnectReason(d.Reason, d.Reconnect))
 	return map[string]any{"user": d.User, "disconnected": n}, nil
 }
 

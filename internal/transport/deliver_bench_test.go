@@ -32,17 +32,17 @@ func benchSink(kind string, lim *Limits) (hub.Sink, *writer) {
 	s := &Server{lim: *lim}
 	switch kind {
 	case "ws", "ws-data":
-		c := &wsConn{s: s}
+		c := &wsConn{conn: conn{s: s}}
 		c.w = newWriter(&discardConn{}, c, lim, st)
 		return &wsSink{c: c, dataOnly: kind == "ws-data"}, c.w
 	case "sse", "sse-data":
-		c := &sseConn{s: s, dataOnly: kind == "sse-data", topics: []string{"bench/t"}, pos: make([]hub.Position, 1)}
+		c := &sseConn{conn: conn{s: s}, dataOnly: kind == "sse-data", topics: []string{"bench/t"}, pos: make([]hub.Position, 1)}
 		c.w = newWriter(&discardConn{}, c, lim, st)
 		return &sseSink{c: c}, c.w
 	case "stomp":
-		c := &stompConn{s: s}
+		c := &stompConn{conn: conn{s: s}}
 		c.w = newWriter(&discardConn{}, c, lim, st)
-		return &stompSub{c: c, id: "0", dest: "/topic/bench/t", topic: "bench/t"}, c.w
+		return &stompSub{subHeld: subHeld{key: "0", topic: "bench/t"}, c: c, dest: "/topic/bench/t"}, c.w
 	}
 	panic(kind)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
@@ -61,9 +60,13 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 			s.WriteError(w, r, err)
 			return
 		}
-		defer release()
-		bye = s.pollWaits.add(ident.User)
-		defer s.pollWaits.remove(ident.User, bye)
+		bye = make(chan Reason, 1)
+		defer s.waitPoll(ident, release, func(why Reason) {
+			select {
+			case bye <- why:
+			default:
+			}
+		})()
 	}
 	r2, err := s.multiPoll(r.Context(), entries, wait, bye)
 	if err != nil {
@@ -71,56 +74,6 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeMultiPoll(w, entries, r2)
-}
-
-// pollWaits are the waiting long polls of each user, so that the server API's disconnect
-// reaches them as it reaches streaming connections.
-type pollWaits struct {
-	mu     sync.Mutex
-	byUser map[string]map[chan Reason]struct{} // guarded by mu; only users with a waiting poll
-}
-
-func (p *pollWaits) add(user string) chan Reason {
-	ch := make(chan Reason, 1)
-	if user == "" {
-		return ch // anonymous: nobody can be disconnected by name
-	}
-	p.mu.Lock()
-	if p.byUser == nil {
-		p.byUser = make(map[string]map[chan Reason]struct{})
-	}
-	if p.byUser[user] == nil {
-		p.byUser[user] = make(map[chan Reason]struct{})
-	}
-	p.byUser[user][ch] = struct{}{}
-	p.mu.Unlock()
-	return ch
-}
-
-func (p *pollWaits) remove(user string, ch chan Reason) {
-	p.mu.Lock()
-	if m := p.byUser[user]; m != nil {
-		delete(m, ch)
-		if len(m) == 0 {
-			delete(p.byUser, user)
-		}
-	}
-	p.mu.Unlock()
-}
-
-// disconnect ends user's waiting polls with r and returns how many it ended.
-func (p *pollWaits) disconnect(user string, r Reason) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for ch := range p.byUser[user] {
-		select {
-		case ch <- r:
-		default:
-		}
-	}
-	n := len(p.byUser[user])
-	delete(p.byUser, user)
-	return n
 }
 
 func (s *Server) parseMultiPoll(w http.ResponseWriter, r *http.Request) (multiPollRequest, time.Duration, error) {

@@ -147,7 +147,7 @@ func TestMultiPollDisconnect(t *testing.T) {
 		done <- ans
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for s.Transport.DisconnectUser("ann", transport.DisconnectReason("account suspended", false)) == 0 {
+	for s.Transport.CloseWhere(transport.ByUser("ann"), transport.DisconnectReason("account suspended", false)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the poll never waited")
 		}

@@ -132,16 +132,19 @@ func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (poll
 }
 
 // longPoll waits for what follows opts (see poll), the request admitted as a streaming
-// connection meanwhile (admitLongPoll). On an error the client has been answered and ok is false.
+// connection meanwhile (admitLongPoll) and in the registry (waitPoll): it ends when the
+// request's token expires or is revoked (logout), answering 401 instead of publications its
+// token no longer covers. On an error the client has been answered and ok is false.
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
 	release, err := s.admitLongPoll(r, "")
 	if err != nil {
 		s.WriteError(w, r, err)
 		return res, false
 	}
-	defer release()
-	ctx, done := s.waitAuthorized(r)
-	defer done()
+	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer s.waitPoll(ident, release, func(why Reason) { cancel(pollError(why)) })()
 	if res, err = s.poll(ctx, topic, opts, wait); err != nil {
 		if cause := context.Cause(ctx); cause != nil && r.Context().Err() == nil {
 			err = cause // the token expired or was revoked while waiting
@@ -150,43 +153,6 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, 
 		return res, false
 	}
 	return res, true
-}
-
-// longPollWait is a waiting long poll, for CloseSessions.
-type longPollWait struct {
-	ident  Identity
-	cancel context.CancelCauseFunc
-}
-
-// waitAuthorized returns the context of a long poll's wait: it ends when the request's token
-// expires or is revoked (logout), with an ErrUnauthorized cause, so that the poll answers 401
-// instead of publications its token no longer covers. done releases it.
-func (s *Server) waitAuthorized(r *http.Request) (context.Context, func()) {
-	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
-	ctx, cancel := context.WithCancelCause(r.Context())
-	lp := &longPollWait{ident: ident, cancel: cancel}
-	var expiry *time.Timer
-	if !ident.Expires.IsZero() {
-		expiry = time.AfterFunc(time.Until(ident.Expires), func() {
-			cancel(fmt.Errorf("%w: %s", ErrUnauthorized, ReasonTokenExpired.Text))
-		})
-	}
-	if ident.Session != "" {
-		s.mu.Lock()
-		s.polls[lp] = struct{}{}
-		s.mu.Unlock()
-	}
-	return ctx, func() {
-		if expiry != nil {
-			expiry.Stop()
-		}
-		if ident.Session != "" {
-			s.mu.Lock()
-			delete(s.polls, lp)
-			s.mu.Unlock()
-		}
-		cancel(nil)
-	}
 }
 
 // HandlePoll serves GET /api/poll/{topic}?since=N[&wait=25s]: short poll, or long poll with wait.

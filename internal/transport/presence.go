@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/stomp"
@@ -77,7 +76,7 @@ func withOp(op string, body []byte) []byte {
 // WebSocket.
 
 func (k *wsSink) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id, User: k.c.user, Transport: "ws"}
+	return hub.ClientInfo{Client: k.c.id, User: k.c.identity().User, Transport: "ws"}
 }
 
 func (k *wsSink) WatchPresence() bool { return k.watch }
@@ -106,7 +105,7 @@ func (k *wsSink) Leave(topic string, c hub.ClientInfo) {
 // Server-Sent Events.
 
 func (k *sseSink) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id, User: k.c.user, Transport: "sse"}
+	return hub.ClientInfo{Client: k.c.id, User: k.c.identity().User, Transport: "sse"}
 }
 
 func (k *sseSink) WatchPresence() bool { return k.c.watch }
@@ -132,7 +131,7 @@ func (k *sseSink) Leave(topic string, c hub.ClientInfo) {
 // subscription's.
 
 func (k *stompSub) PresenceInfo() hub.ClientInfo {
-	return hub.ClientInfo{Client: k.c.id + "/" + k.id, User: k.c.stompUser(), Transport: "stomp"}
+	return hub.ClientInfo{Client: k.c.id + "/" + k.key, User: k.c.identity().User, Transport: "stomp"}
 }
 
 func (k *stompSub) WatchPresence() bool { return k.watch }
@@ -142,8 +141,8 @@ func (k *stompSub) presenceFrame(kind string, body []byte) {
 		return
 	}
 	k.c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
-		{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.id},
-		{Key: "message-id", Value: k.id + ":presence"}, {Key: "presence", Value: kind},
+		{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.key},
+		{Key: "message-id", Value: k.key + ":presence"}, {Key: "presence", Value: kind},
 		{Key: "content-type", Value: "application/json"},
 	}, Body: body})
 }
@@ -205,57 +204,6 @@ func PresenceErr(err error) error {
 		return fmt.Errorf("%w: presence is off on this server (--presence=false)", ErrNotFound)
 	}
 	return err
-}
-
-// DisconnectUser closes every streaming connection of user on this node with the reason
-// given, telling the client first (WebSocket disconnect op, SSE event, STOMP ERROR). It
-// returns how many it closed.
-func (s *Server) DisconnectUser(user string, r Reason) int {
-	if user == "" {
-		return 0
-	}
-	s.mu.Lock()
-	var ws []*writer
-	for w := range s.conns {
-		if connUser(w.f) == user {
-			ws = append(ws, w)
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range ws {
-		w.close(r, false)
-	}
-	return len(ws) + s.pollWaits.disconnect(user, r)
-}
-
-// connUser is the user of a connection, by its framer.
-func connUser(f framer) string {
-	switch c := f.(type) {
-	case *wsConn:
-		return c.user
-	case *sseConn:
-		return c.user
-	case *stompConn:
-		return c.stompUser()
-	}
-	return ""
-}
-
-// DisconnectReason is the reason a server-side disconnect gives: code "disconnected", the
-// operator's text, and whether the client should reconnect.
-func DisconnectReason(text string, reconnect bool) Reason {
-	text = strings.TrimSpace(text)
-	if text == "" {
-		text = "disconnected by the server"
-	}
-	return Reason{Code: "disconnected", Text: text, WSCode: 4009, Reconnect: reconnect}
-}
-
-func (c *stompConn) stompUser() string {
-	if u := c.userSeen.Load(); u != nil {
-		return *u
-	}
-	return ""
 }
 
 // presenceRefused runs a subscription's guard before a presence event, as before a

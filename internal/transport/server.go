@@ -236,18 +236,16 @@ type Server struct {
 	loginRate *keyedLimiter
 	checking  chan struct{}
 
-	nextID    atomic.Uint64
-	closing   atomic.Bool
-	mu        sync.Mutex
-	conns     map[*writer]struct{}       // guarded by mu
-	polls     map[*longPollWait]struct{} // waiting long polls, ended by CloseSessions; guarded by mu
-	admitted  int                        // streaming connections admitted; guarded by mu
-	perIP     map[string]int             // admitted connections per client address; guarded by mu
-	perUser   map[string]int             // admitted connections per user; guarded by mu
-	draining  chan struct{}              // closed at shutdown: long polls return at once
-	wg        sync.WaitGroup             // connection goroutines
-	stop      chan struct{}
-	pollWaits pollWaits // waiting multi-topic long polls by user, for DisconnectUser
+	nextID   atomic.Uint64
+	closing  atomic.Bool
+	mu       sync.Mutex
+	conns    map[*conn]struct{} // streams and waiting long polls (CloseWhere); guarded by mu
+	admitted int                // streaming connections admitted; guarded by mu
+	perIP    map[string]int     // admitted connections per client address; guarded by mu
+	perUser  map[string]int     // admitted connections per user; guarded by mu
+	draining chan struct{}      // closed at shutdown: long polls return at once
+	wg       sync.WaitGroup     // connection goroutines
+	stop     chan struct{}
 }
 
 // New returns a Server. Call Close (or Shutdown) to stop its background work.
@@ -262,8 +260,7 @@ func New(cfg Config) *Server {
 		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
-		conns:     make(map[*writer]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
-		polls:    make(map[*longPollWait]struct{}),
+		conns:     make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
 	}
@@ -298,30 +295,30 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/stomp", s.HandleSTOMP)
 }
 
-// track registers a connection so shutdown and keepalive can reach it.
-func (s *Server) track(w *writer, transport string) bool {
+// track registers a connection so keepalive, shutdown and CloseWhere can reach it.
+func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return false
 	}
-	s.conns[w] = struct{}{}
-	s.m.Connections.WithLabelValues(transport).Inc()
-	s.m.Accepted.WithLabelValues(transport).Inc()
+	s.conns[c] = struct{}{}
+	c.tracked = true
+	s.m.Connections.WithLabelValues(c.w.stats.transport).Inc()
+	s.m.Accepted.WithLabelValues(c.w.stats.transport).Inc()
 	return true
 }
 
-func (s *Server) untrack(w *writer, transport string) {
+func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, w)
+	delete(s.conns, c)
 	s.mu.Unlock()
-	w.stopExpiry()
-	r := w.closeReason()
+	r := c.w.closeReason()
 	if r.Code == "" {
 		r = ReasonClientClosed
 	}
-	s.m.Connections.WithLabelValues(transport).Dec()
-	s.m.Disconnects.WithLabelValues(transport, r.Code).Inc()
+	s.m.Connections.WithLabelValues(c.w.stats.transport).Dec()
+	s.m.Disconnects.WithLabelValues(c.w.stats.transport, r.Code).Inc()
 }
 
 func (s *Server) connStats(transport string) *connStats {
@@ -349,8 +346,10 @@ func (s *Server) keepalive() {
 		case now := <-t.C:
 			ws = ws[:0]
 			s.mu.Lock()
-			for w := range s.conns {
-				ws = append(ws, w)
+			for c := range s.conns {
+				if c.w != nil {
+					ws = append(ws, c.w)
+				}
 			}
 			s.mu.Unlock()
 			for _, w := range ws {
@@ -375,8 +374,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.stop)
 	}
 	ws := make([]*writer, 0, len(s.conns))
-	for w := range s.conns {
-		ws = append(ws, w)
+	for c := range s.conns {
+		if c.w != nil { // a waiting long poll returns at once (draining)
+			ws = append(ws, c.w)
+		}
 	}
 	s.mu.Unlock()
 	for _, w := range ws {
@@ -399,7 +400,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) ConnCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	n := 0
+	for c := range s.conns {
+		if c.w != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // guardRefuses applies a subscription's guard to p: when it refuses, the connection is closed
@@ -471,52 +478,10 @@ func (r *rateLimiter) allowN(now time.Time, n int) bool {
 // AuthenticateRequest resolves a request's user, refusing anonymous ones when auth is required.
 func (s *Server) AuthenticateRequest(r *http.Request) (Identity, error) { return s.authenticate(r) }
 
-// CloseSessions closes every streaming connection whose identity matches, with reason r, and
-// returns how many it closed: the app calls it when a token is revoked, on every node.
-func (s *Server) CloseSessions(match func(Identity) bool, r Reason) int {
-	s.mu.Lock()
-	var hit []*writer
-	for w := range s.conns {
-		if match(w.identity()) {
-			hit = append(hit, w)
-		}
-	}
-	n := len(hit)
-	for lp := range s.polls {
-		if match(lp.ident) {
-			lp.cancel(fmt.Errorf("%w: %s", ErrUnauthorized, r.Text))
-			n++
-		}
-	}
-	s.mu.Unlock()
-	for _, w := range hit {
-		w.close(r, false)
-	}
-	return n
-}
-
-// bindIdentity records a connection's identity and arms the timer that closes it when the
-// identity expires. Binding again (a refresh) replaces both.
-func (s *Server) bindIdentity(w *writer, id Identity) {
-	w.authMu.Lock()
-	defer w.authMu.Unlock()
-	w.ident = id
-	if w.expiry != nil {
-		w.expiry.Stop()
-		w.expiry = nil
-	}
-	if id.Expires.IsZero() {
-		return
-	}
-	w.expiry = time.AfterFunc(time.Until(id.Expires), func() {
-		s.m.Refused.WithLabelValues(w.stats.transport, ReasonTokenExpired.Code).Inc()
-		w.close(ReasonTokenExpired, false)
-	})
-}
-
-// refreshIdentity checks a refreshed token for a connection of cur: it must verify and name
-// the same user. On success the connection's identity and expiry timer are replaced.
-func (s *Server) refreshIdentity(w *writer, cur Identity, token string) (Identity, error) {
+// refreshIdentity checks a refreshed token for the connection: it must verify and name the
+// same user. On success the connection's identity and expiry timer are replaced.
+func (c *conn) refreshIdentity(token string) (Identity, error) {
+	s, cur := c.s, c.ident
 	if token == "" {
 		return cur, fmt.Errorf("%w: refresh needs a token", ErrUnauthorized)
 	}
@@ -531,6 +496,6 @@ func (s *Server) refreshIdentity(w *writer, cur Identity, token string) (Identit
 		}
 		return cur, fmt.Errorf("%w: the refreshed token names %s, the connection is %s's", ErrUnauthorized, id.User, who)
 	}
-	s.bindIdentity(w, id)
+	c.bindIdentity(id)
 	return id, nil
 }

@@ -597,8 +597,7 @@ func (a sockjsAddr) String() string  { return string(a) }
 // SockJS), admitted by release. It reports false when the server is shutting down.
 func (s *Server) startBareSTOMP(conn net.Conn, transport string, release func()) bool {
 	c := s.newSTOMPConn(Identity{}, true, release)
-	var ok bool
-	if c.w, ok = s.startSocket(conn, c, Identity{}, transport, release); !ok {
+	if !c.start(conn, c, transport) {
 		return false
 	}
 	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)

@@ -21,14 +21,11 @@ import (
 // that net/http's per-connection buffers and goroutine are released: an idle stream costs a
 // reader goroutine and little else.
 type sseConn struct {
-	s        *Server
-	w        *writer
-	id, user string
+	conn
 	dataOnly bool          // a data stream (HandleDataSSE): data: carries the publication's data alone
 	maxAge   time.Duration // the stream ends cleanly after this long; zero: never
 	watch    bool          // the client asked for the topics' presence (presence=true)
 	announce bool          // tell where each topic starts (event: subscribed)
-	guards   []Guard       // per topic, from the policy
 
 	mu     sync.Mutex     // guards topics and pos; taken by the writer while encoding
 	topics []string       // in request order
@@ -36,9 +33,9 @@ type sseConn struct {
 }
 
 type sseSink struct {
-	c     *sseConn
-	idx   int   // index into topics
-	guard Guard // the policy's check before each delivery; nil: none
+	subHeld // key: the topic
+	c       *sseConn
+	idx     int // index into topics
 }
 
 // Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
@@ -112,10 +109,6 @@ func (c *sseConn) goodbye(r Reason) []byte {
 
 // sseRetry is the reconnection delay the server asks EventSource clients for.
 const sseRetry = "retry: 2000\n\n"
-
-// ReasonMaxAge closes an SSE stream that reached its maximum age (--sse-max-age, or a data
-// stream's own).
-var ReasonMaxAge = Reason{Code: "max_age", Text: "the stream reached its maximum age, reconnect with Last-Event-ID", WSCode: 1000, Reconnect: true}
 
 // streamAge is how long a new /api/sse stream lives: --sse-max-age less up to a tenth, so
 // streams opened together (after a restart) do not all reconnect at once.
@@ -255,43 +248,13 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		s.WriteError(w, r, fmt.Errorf("%w: give at least one topic= parameter", ErrBadRequest))
 		return
 	}
-	seen := make(map[string]bool, len(topics))
-	guards := make([]Guard, len(topics))
-	var refused []byte
-	kept := topics[:0:0]
-	for _, t := range topics {
-		if err := hub.ValidateTopic(t); err != nil {
-			s.WriteError(w, r, err)
-			return
-		}
-		if seen[t] {
-			s.WriteError(w, r, fmt.Errorf("%w: topic %q given twice", ErrBadRequest, t))
-			return
-		}
-		seen[t] = true
-		var g Guard
-		var err error
-		if len(kept) >= s.lim.MaxSubs {
-			err = fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, s.lim.MaxSubs)
-		} else {
-			g, err = s.policy.CanSubscribe(Client{Identity: ident}, t)
-		}
-		if err != nil {
-			if len(topics) == 1 || dataOnly {
-				s.WriteError(w, r, err)
-				return
-			}
-			code, _ := errorCode(err)
-			s.m.Refused.WithLabelValues("sse", code).Inc()
-			refused = appendRefusedEvent(refused, t, err)
-			continue
-		}
-		guards[len(kept)] = g
-		kept = append(kept, t)
+	c := &sseConn{conn: s.newConn("e", ident, nil), dataOnly: dataOnly, maxAge: maxAge,
+		watch: !dataOnly && req.presence, announce: req.announce}
+	sinks, refused, err := c.sinks(topics)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
 	}
-	topics, guards = kept, guards[:len(kept)]
-	resume := req.resume
-
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		s.WriteError(w, r, fmt.Errorf("%w: SSE needs HTTP/1.1", ErrBadRequest))
@@ -302,6 +265,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		s.WriteError(w, r, err)
 		return
 	}
+	c.release = release
 	conn, rw, err := hj.Hijack()
 	if err != nil {
 		release()
@@ -311,10 +275,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c := &sseConn{s: s, dataOnly: dataOnly, maxAge: maxAge, topics: topics, guards: guards, pos: make([]hub.Position, len(topics)),
-		id: "e" + strconv.FormatUint(s.nextID.Add(1), 36), user: ident.User, watch: !dataOnly && req.presence, announce: req.announce}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE))
-	c.w.ident = ident // its expiry is armed once the head is queued (run)
+	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE)) // its expiry is armed once the head is queued (run)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
@@ -322,81 +283,54 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
 	s.wg.Add(1)
-	go c.run(conn, ident, resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...), release)
+	go c.run(conn, sinks, req.resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...))
+}
+
+// sinks checks the topics a stream asks for (conn.mayHold) and returns a sink for each it may
+// hold. A bad or repeated topic refuses the request (err); a topic refused on its own (the
+// Policy, --max-subs) is told in an event: refused naming it, unless it is the stream's only
+// topic or the stream is a data stream: then the request is refused.
+func (c *sseConn) sinks(topics []string) (sinks []*sseSink, refused []byte, err error) {
+	seen := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		if seen[t] {
+			return nil, nil, fmt.Errorf("%w: topic %q given twice", ErrBadRequest, t)
+		}
+		seen[t] = true
+		g, no, err := c.mayHold(t, len(sinks))
+		if err != nil {
+			return nil, nil, err
+		}
+		if no != nil {
+			if len(topics) == 1 || c.dataOnly {
+				return nil, nil, no
+			}
+			code, _ := errorCode(no)
+			c.s.m.Refused.WithLabelValues(metrics.SSE, code).Inc()
+			refused = appendRefusedEvent(refused, t, no)
+			continue
+		}
+		sinks = append(sinks, &sseSink{subHeld: subHeld{key: t, topic: t, guard: g}, c: c, idx: len(sinks)})
+	}
+	c.topics = make([]string, len(sinks))
+	for i, k := range sinks {
+		c.topics[i] = k.topic
+	}
+	c.pos = make([]hub.Position, len(sinks))
+	return sinks, refused, nil
 }
 
 // run subscribes, then starts the response, so a client that has seen the stream open misses
 // nothing published after that; then it replays and waits for the client to leave.
-func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Position, head []byte, release func()) {
-	s := c.s
-	defer s.wg.Done()
-	defer release()
+func (c *sseConn) run(conn net.Conn, sinks []*sseSink, resume map[string]hub.Position, head []byte) {
+	defer c.s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	type started struct {
-		idx  int
-		sub  *hub.Subscription
-		res  hub.ReadResult
-		opts hub.ReadOptions
-	}
-	subs := make([]started, 0, len(c.topics))
-	var failed []byte
-	tracked := false
 	defer func() {
 		cancel()
-		for _, st := range subs {
-			s.hub.Unsubscribe(st.sub)
-		}
-		c.w.close(ReasonReadError, false)
-		if tracked {
-			s.untrack(c.w, metrics.SSE)
-		}
+		c.close(ReasonReadError)
 	}()
-	for i, t := range c.topics {
-		opts := hub.ReadOptions{}
-		if p, ok := resume[t]; ok {
-			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
-		}
-		sub, res, err := s.hub.Subscribe(ctx, t, &sseSink{c: c, idx: i, guard: c.guards[i]}, opts)
-		if err != nil {
-			failed = appendRefusedEvent(failed, t, err)
-			continue
-		}
-		subs = append(subs, started{idx: i, sub: sub, res: res, opts: opts})
-	}
-	// The head goes first, and is written even if the stream is cut off at once: every answer
-	// is valid HTTP. The connection is tracked (keepalive, shutdown) only after it.
-	c.w.send(item{raw: append(head, failed...), sub: keepItem})
-	// The stream ends at the token's expiry with event: disconnect (token_expired); an
-	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
-	s.bindIdentity(c.w, ident)
-	if len(subs) == 0 {
-		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
-		c.w.close(Reason{Code: "unavailable", Text: "no topic could be subscribed, retry", Reconnect: true}, true)
+	if !c.open(ctx, sinks, resume, head) {
 		return
-	}
-	if tracked = s.track(c.w, metrics.SSE); !tracked {
-		c.w.close(ReasonShutdown, true)
-		return
-	}
-	for _, st := range subs {
-		i, t, res, opts := st.idx, c.topics[st.idx], st.res, st.opts
-		c.mu.Lock()
-		c.pos[i] = res.Top
-		if opts.Recover && res.Recovered {
-			c.pos[i] = hub.Position{Offset: opts.Since, Epoch: res.Top.Epoch}
-		}
-		start := c.pos[i]
-		c.mu.Unlock()
-		if !res.Recovered {
-			b, _ := json.Marshal(map[string]any{"topic": t, "offset": res.Top.Offset, "epoch": res.Top.Epoch, "reason": res.Reason})
-			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
-		} else if c.announce {
-			// Where the topic starts, before anything of it: a "from now" subscription can
-			// resume from there even if nothing is published before the stream breaks.
-			b, _ := json.Marshal(map[string]any{"topic": t, "offset": start.Offset, "epoch": start.Epoch})
-			c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
-		}
-		st.sub.Start()
 	}
 	// Clients send nothing on an SSE stream; reading only tells us when they leave, or, with
 	// a deadline, when the stream has reached its age.
@@ -416,6 +350,67 @@ func (c *sseConn) run(conn net.Conn, ident Identity, resume map[string]hub.Posit
 			return
 		}
 	}
+}
+
+// open subscribes the stream's sinks (conn.hold), queues the head of the response, then tells
+// where each topic starts and starts it: conn.subscribe's path, with the head between the
+// subscriptions and their answers. It reports false when the stream has nothing to stream or
+// the server is shutting down. Kept out of run, whose frame the idle stream waits in.
+func (c *sseConn) open(ctx context.Context, sinks []*sseSink, resume map[string]hub.Position, head []byte) bool {
+	type start struct {
+		res  hub.ReadResult
+		opts hub.ReadOptions
+	}
+	starts := make([]start, 0, len(sinks)) // as c.subs
+	var failed []byte
+	for _, k := range sinks {
+		opts := hub.ReadOptions{}
+		if p, ok := resume[k.topic]; ok {
+			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
+		}
+		res, err := c.hold(ctx, k, opts)
+		if err != nil {
+			failed = appendRefusedEvent(failed, k.topic, err)
+			continue
+		}
+		starts = append(starts, start{res, opts})
+	}
+	// The head goes first, and is written even if the stream is cut off at once: every answer
+	// is valid HTTP. The connection is tracked (keepalive, shutdown) only after it.
+	c.w.send(item{raw: append(head, failed...), sub: keepItem})
+	// The stream ends at the token's expiry with event: disconnect (token_expired); an
+	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
+	c.bindIdentity(c.ident)
+	if len(c.subs) == 0 {
+		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
+		c.w.close(reasonNoTopic, true)
+		return false
+	}
+	if !c.s.track(&c.conn) {
+		c.w.close(ReasonShutdown, true)
+		return false
+	}
+	for i, ks := range c.subs {
+		k, st := ks.(*sseSink), &starts[i]
+		c.mu.Lock()
+		c.pos[k.idx] = st.res.Top
+		if st.opts.Recover && st.res.Recovered {
+			c.pos[k.idx] = hub.Position{Offset: st.opts.Since, Epoch: st.res.Top.Epoch}
+		}
+		at := c.pos[k.idx]
+		c.mu.Unlock()
+		if !st.res.Recovered {
+			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": st.res.Top.Offset, "epoch": st.res.Top.Epoch, "reason": st.res.Reason})
+			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+		} else if c.announce {
+			// Where the topic starts, before anything of it: a "from now" subscription can
+			// resume from there even if nothing is published before the stream breaks.
+			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": at.Offset, "epoch": at.Epoch})
+			c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
+		}
+		k.sub.Start()
+	}
+	return true
 }
 
 // appendRefusedEvent appends an event: refused naming topic, with the code and reason.

@@ -24,24 +24,18 @@ var stompVersions = []string{"1.2", "1.1", "1.0"}
 // stompConn is one STOMP session over WebSocket. Fields are owned by the reader goroutine
 // unless noted.
 type stompConn struct {
-	s         *Server
-	w         *writer
-	id        string
-	ident     Identity // from the handshake or CONNECT; refreshed in place
+	conn
 	connected bool
 	parser    *stomp.Parser
-	subs      map[string]*stompSub   // by subscription id
-	tx        map[string]*stompTx    // open transactions by id
-	rl        rateLimiter            // publishes (--msg-rate)
-	ops       rateLimiter            // every frame (--op-rate)
-	hbIn      time.Duration          // client promised to send at least this often (0: never)
-	hbOut     atomic.Int64           // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
-	tcp       bool                   // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
-	version   string                 // negotiated at CONNECT; "1.0" sessions get headers unescaped
-	userSeen  atomic.Pointer[string] // user, for other goroutines (DisconnectUser)
-	release   func()                 // gives back the connection's admission (see Server.admit)
-	connectBy time.Time              // the CONNECT frame must come before this
-	published bool                   // the last message held a SEND (readMessage keeps the stack)
+	tx        map[string]*stompTx // open transactions by id
+	rl        rateLimiter         // publishes (--msg-rate)
+	ops       rateLimiter         // every frame (--op-rate)
+	hbIn      time.Duration       // client promised to send at least this often (0: never)
+	hbOut     atomic.Int64        // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
+	tcp       bool                // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
+	version   string              // negotiated at CONNECT; "1.0" sessions get headers unescaped
+	connectBy time.Time           // the CONNECT frame must come before this
+	published bool                // the last message held a SEND (readMessage keeps the stack)
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -69,14 +63,11 @@ const (
 
 // stompSub is one SUBSCRIBE.
 type stompSub struct {
-	c     *stompConn
-	id    string
-	dest  string
-	topic string
-	ack   ackMode
-	sub   *hub.Subscription
-	guard Guard // the policy's check before each delivery; nil: none
-	watch bool  // presence:true asked for the topic's presence
+	subHeld // key: the subscription's id
+	c       *stompConn
+	dest    string
+	ack     ackMode
+	watch   bool // presence:true asked for the topic's presence
 
 	mu           sync.Mutex
 	pending      []*hub.Publication // unacknowledged, in offset order (client modes); guarded by mu
@@ -101,9 +92,9 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 			k.mu.Unlock()
 			// A client that never acknowledges is a slow consumer: what it holds is bounded.
 			k.c.s.m.QueueOverflows.WithLabelValues(k.c.w.stats.transport).Inc()
-			k.c.w.close(Reason{Code: ReasonSlow.Code, WSCode: ReasonSlow.WSCode, Reconnect: true, Text: fmt.Sprintf(
+			k.c.w.close(ReasonSlow.with(fmt.Sprintf(
 				"subscription %s has %d unacknowledged messages (%d bytes), at most %d and %d bytes: ACK them",
-				k.id, n, b, lim.UnackedMsgs, lim.UnackedBytes)}, false)
+				k.key, n, b, lim.UnackedMsgs, lim.UnackedBytes)), false)
 			return
 		}
 		k.pending = append(k.pending, p)
@@ -115,7 +106,7 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 
 // Gap tells the client that the topic's epoch changed under the subscription.
 func (k *stompSub) Gap(topic string, now hub.Position, reason string) {
-	k.c.sendFrame(gapFrame(k.dest, k.id, topic, now.Offset, now.Epoch, reason))
+	k.c.sendFrame(gapFrame(k.dest, k.key, topic, now.Offset, now.Epoch, reason))
 }
 
 // gapFrame is the MESSAGE that tells a subscription its history is gone.
@@ -193,10 +184,10 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	var head [256]byte
 	h := append(head[:0], "MESSAGE\n"...)
 	h = stomp.AppendHeader(h, "destination", k.dest)
-	h = stomp.AppendHeader(h, "subscription", k.id)
+	h = stomp.AppendHeader(h, "subscription", k.key)
 	h = append(h, "message-id:"...)
 	idStart := len(h)
-	h = stomp.AppendEscaped(h, k.id)
+	h = stomp.AppendEscaped(h, k.key)
 	h = append(h, ':')
 	h = strconv.AppendUint(h, it.pub.Offset, 10)
 	idEnd := len(h)
@@ -224,7 +215,7 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	switch r.Code {
 	case ReasonReadError.Code:
 		return nil
-	case ReasonClientClosed.Code, "stomp_error", ReasonNormal.Code:
+	case ReasonClientClosed.Code, reasonSTOMPError.Code, ReasonNormal.Code:
 		if c.tcp {
 			return nil
 		}
@@ -288,7 +279,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := s.newSTOMPConn(ident, false, release)
-	if c.w, ok = s.startSocket(conn, c, ident, metrics.STOMP, release); !ok {
+	if !c.start(conn, c, metrics.STOMP) {
 		return
 	}
 	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
@@ -305,13 +296,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
-		for _, k := range c.subs {
-			s.hub.Unsubscribe(k.sub)
-		}
-		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, c.w.stats.transport)
-		c.release()
-		s.policy.Disconnected(c.client())
+		c.close(ReasonReadError)
 	}()
 	for {
 		_ = conn.SetReadDeadline(c.readDeadline()) // CONNECT may have changed it
@@ -376,8 +361,6 @@ func (c *stompConn) readDeadline() time.Time {
 	return d
 }
 
-func (c *stompConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
-
 // fail sends an ERROR frame and closes the session, as STOMP requires for bad input.
 func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	code, _ := errorCode(err)
@@ -402,7 +385,9 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 		f.Body = []byte(fmt.Sprintf("%s\n\nframe: %s", msg, cause.Command))
 	}
 	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, &f)))
-	c.w.close(ProtocolReason("stomp_error", msg, wsCode), true)
+	r := reasonSTOMPError.with(msg)
+	r.WSCode = wsCode
+	c.w.close(r, true)
 }
 
 // sendFrame queues a frame (on WebSocket, as one message).
@@ -442,10 +427,7 @@ func (c *stompConn) handle(ctx context.Context, f *stomp.Frame) bool {
 			c.fail(fmt.Errorf("%w: UNSUBSCRIBE needs an id header", ErrBadRequest), f, 4000)
 			return false
 		}
-		if k := c.subs[id]; k != nil {
-			c.s.hub.Unsubscribe(k.sub)
-			delete(c.subs, id)
-		}
+		c.unsubscribe(id)
 		c.receipt(f)
 	case stomp.CmdSend:
 		if dest, _ := f.Get("destination"); dest == refreshDestination {
@@ -499,18 +481,13 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 		}
 		if ident.User != "" && c.ident.User == "" {
 			// Admitted anonymously at the upgrade: the user's connections are counted now.
-			userRelease, err := c.s.admitUser(ident.User)
-			if err != nil {
+			if err := c.admitUser(ident.User); err != nil {
 				c.fail(err, f, 4000)
 				return false
 			}
-			addrRelease := c.release
-			c.release = func() { userRelease(); addrRelease() }
 		}
 		if ident.User != "" {
-			c.ident = ident
-			c.userSeen.Store(&ident.User)
-			c.s.bindIdentity(c.w, ident)
+			c.bindIdentity(ident)
 		}
 	}
 	if c.ident.User == "" && c.s.policy.AuthRequired() {
@@ -564,12 +541,11 @@ func frameToken(f *stomp.Frame) string {
 
 // onRefresh replaces the session's token: RECEIPT (with the new expiry), or ERROR and close.
 func (c *stompConn) onRefresh(f *stomp.Frame) bool {
-	id, err := c.s.refreshIdentity(c.w, c.ident, frameToken(f))
+	id, err := c.refreshIdentity(frameToken(f))
 	if err != nil {
 		c.fail(err, f, 4003)
 		return false
 	}
-	c.ident = id
 	c.dropRefused()
 	if id.Expires.IsZero() {
 		c.receipt(f)
@@ -583,21 +559,16 @@ func (c *stompConn) onRefresh(f *stomp.Frame) bool {
 // rtlab.subscribe grants): each is told with a MESSAGE carrying header unsubscribed:forbidden
 // and the reason, and receives nothing more.
 func (c *stompConn) dropRefused() {
-	for id, k := range c.subs {
-		_, err := c.s.policy.CanSubscribe(c.client(), k.topic)
-		if err == nil {
-			continue
-		}
-		c.s.hub.Unsubscribe(k.sub)
-		delete(c.subs, id)
+	c.recheck(func(ks subscriber, err error) {
+		k := ks.(*stompSub)
 		code, _ := errorCode(err)
 		body, _ := json.Marshal(map[string]any{"topic": k.topic, "code": code, "reason": reasonText(err)})
 		c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
-			{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.id},
-			{Key: "message-id", Value: k.id + ":unsubscribed"}, {Key: "unsubscribed", Value: code},
+			{Key: "destination", Value: k.dest}, {Key: "subscription", Value: k.key},
+			{Key: "message-id", Value: k.key + ":unsubscribed"}, {Key: "unsubscribed", Value: code},
 			{Key: "reason", Value: reasonText(err)}, {Key: "content-type", Value: "application/json"},
 		}, Body: body})
-	}
+	})
 }
 
 func parseHeartBeat(v string) (time.Duration, time.Duration, error) {
@@ -661,48 +632,39 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	if strings.HasPrefix(dest, historyDest) {
 		return c.onHistory(ctx, f, dest) // one page of history (history.go)
 	}
-	// The frame is checked, and answered, in functions of their own: the hub's subscribe is
+	// The frame is read, and answered, in functions of their own: the hub's subscribe is
 	// deep, and every connection's reader goroutine keeps the stack its first frames needed.
-	k, opts, ok := c.subscription(f, dest)
+	k, opts := c.subscription(f, dest)
 	if k == nil {
-		return ok // refused alone (ok), or the session failed
+		return false // the session failed
 	}
-	sub, res, err := c.s.hub.Subscribe(ctx, k.topic, k, opts)
-	if err != nil {
+	refused, err := c.subscribe(ctx, k, opts, func(res *hub.ReadResult) { c.subscribed(f, k, res) })
+	switch {
+	case refused != nil:
+		c.refuseSubscription(f, k.key, dest, refused)
+	case err != nil:
 		c.fail(err, f, 4000)
 		return false
 	}
-	k.sub = sub
-	c.subs[k.id] = k
-	c.subscribed(f, k, &res)
-	sub.Start()
 	return true
 }
 
-// subscription checks a SUBSCRIBE to dest and returns the subscription it asks for, or fails
-// the session (nil, false), or refuses the subscription alone (nil, true).
-func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions, bool) {
+// subscription reads a SUBSCRIBE to dest and returns the subscription it asks for, or fails
+// the session (nil). conn.subscribe checks the rest.
+func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.ReadOptions) {
 	var opts hub.ReadOptions
 	route, err := c.route(dest, false)
-	topic := route.Topic
-	if err == nil {
-		err = hub.ValidateTopic(topic)
-	}
 	if err != nil {
 		c.fail(err, f, 4000)
-		return nil, opts, false
+		return nil, opts
 	}
 	id, ok := f.Get("id")
 	if !ok {
 		id = dest // 1.0 clients may omit id
 	}
-	if _, dup := c.subs[id]; dup {
+	if c.find(id) != nil {
 		c.fail(fmt.Errorf("%w: subscription id %q is already in use", ErrBadRequest, id), f, 4000)
-		return nil, opts, false
-	}
-	if len(c.subs) >= c.s.lim.MaxSubs {
-		c.refuseSubscription(f, id, dest, fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs))
-		return nil, opts, true
+		return nil, opts
 	}
 	mode := ackAuto
 	switch v, _ := f.Get("ack"); v {
@@ -713,25 +675,20 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 		mode = ackClientIndividual
 	default:
 		c.fail(fmt.Errorf("%w: ack %q: want auto, client or client-individual", ErrBadRequest, v), f, 4000)
-		return nil, opts, false
-	}
-	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
-	if err != nil {
-		c.refuseSubscription(f, id, dest, err)
-		return nil, opts, true
+		return nil, opts
 	}
 	if v, ok := f.Get("since"); ok {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			c.fail(fmt.Errorf("%w: since %q is not an offset", ErrBadRequest, v), f, 4000)
-			return nil, opts, false
+			return nil, opts
 		}
 		opts.Recover, opts.Since = true, n
 		opts.Epoch, _ = f.Get("epoch")
 	}
-	k := &stompSub{c: c, id: id, dest: dest, topic: topic, ack: mode, guard: guard}
+	k := &stompSub{subHeld: subHeld{key: id, topic: route.Topic}, c: c, dest: dest, ack: mode}
 	k.watch = headerTrue(f, "presence")
-	return k, opts, true
+	return k, opts
 }
 
 // refuseSubscription answers a SUBSCRIBE refused on its own account (the policy forbids the
@@ -755,7 +712,7 @@ func (c *stompConn) refuseSubscription(f *stomp.Frame, id, dest string, err erro
 func (c *stompConn) subscribed(f *stomp.Frame, k *stompSub, res *hub.ReadResult) {
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(res.Top.Offset, 10)}, stomp.Header{Key: "epoch", Value: res.Top.Epoch})
 	if !res.Recovered {
-		c.sendFrame(gapFrame(k.dest, k.id, k.topic, res.Top.Offset, res.Top.Epoch, res.Reason))
+		c.sendFrame(gapFrame(k.dest, k.key, k.topic, res.Top.Offset, res.Top.Epoch, res.Reason))
 	}
 }
 
@@ -911,7 +868,7 @@ func (c *stompConn) onAck(f *stomp.Frame) bool {
 	}
 	colon := strings.LastIndexByte(id, ':')
 	off, err := strconv.ParseUint(id[colon+1:], 10, 64)
-	k := c.subs[id[:max(colon, 0)]]
+	k, _ := c.find(id[:max(colon, 0)]).(*stompSub)
 	if colon < 0 || err != nil || k == nil || k.ack == ackAuto {
 		c.fail(fmt.Errorf("%w: %s id %q matches no message awaiting acknowledgement", ErrBadRequest, f.Command, id), f, 4000)
 		return false
@@ -991,11 +948,9 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 // newSTOMPConn is a STOMP session's state, whatever carries its frames (bare when tcp: STOMP over
 // TCP and SockJS), admitted by release: one place for its limits, so no carrier misses one.
 func (s *Server) newSTOMPConn(ident Identity, tcp bool, release func()) *stompConn {
-	c := &stompConn{
-		s: s, id: "s" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, tcp: tcp,
+	return &stompConn{
+		conn: s.newConn("s", ident, release), tcp: tcp,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
-		subs:   make(map[string]*stompSub), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
+		rl:     newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
-	c.userSeen.Store(&c.ident.User)
-	return c
 }

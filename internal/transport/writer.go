@@ -10,38 +10,6 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// Reason says why a connection was closed. Clients are told Code and Text; metrics count Code.
-type Reason struct {
-	Code      string
-	Text      string
-	WSCode    uint16 // WebSocket close code
-	Reconnect bool   // whether the client should reconnect (and resume)
-}
-
-// Reasons a server closes connections.
-var (
-	ReasonClientClosed = Reason{Code: "client_closed", Text: "client closed the connection", WSCode: 1000}
-	ReasonShutdown     = Reason{Code: "shutdown", Text: "server is shutting down, reconnect and resume", WSCode: 1012, Reconnect: true}
-	ReasonSlow         = Reason{Code: "slow_consumer", Text: "send queue overflowed, reconnect and resume from your last offset", WSCode: 4001, Reconnect: true}
-	ReasonWriteTimeout = Reason{Code: "write_timeout", Text: "write timed out, reconnect and resume from your last offset", WSCode: 4002, Reconnect: true}
-	ReasonWriteError   = Reason{Code: "write_error", Text: "write failed", WSCode: 1011, Reconnect: true}
-	ReasonReadError    = Reason{Code: "read_error", Text: "read failed", WSCode: 1002}
-	ReasonHeartbeat    = Reason{Code: "heartbeat_timeout", Text: "no data from client within the heart-beat interval", WSCode: 1001, Reconnect: true}
-	ReasonNormal       = Reason{Code: "normal", Text: "bye", WSCode: 1000}
-	ReasonTokenExpired = Reason{Code: "token_expired", Text: "the token expired: refresh it before it does, or reconnect with a new one", WSCode: 4003, Reconnect: true}
-	ReasonRevoked      = Reason{Code: "token_revoked", Text: "the token was revoked (logged out)", WSCode: 4003}
-)
-
-// ForbiddenReason is the close reason of a connection whose subscription a Guard refused.
-func ForbiddenReason(err error) Reason {
-	return Reason{Code: "forbidden", Text: err.Error(), WSCode: 4003, Reconnect: true}
-}
-
-// ProtocolReason returns a Reason for bad client input; the client should not blindly retry.
-func ProtocolReason(code, text string, wsCode uint16) Reason {
-	return Reason{Code: code, Text: text, WSCode: wsCode}
-}
-
 // framer turns queued items into wire bytes for one transport.
 type framer interface {
 	// appendItem appends the wire form of it to buf.
@@ -86,27 +54,6 @@ type writer struct {
 	pullers    []func(budget int) bool // subscriptions catching up (pace); guarded by mu
 	reason     Reason                  // why it closed; set once; guarded by mu
 	closed     chan struct{}
-
-	authMu sync.Mutex
-	ident  Identity    // who the connection is; guarded by authMu
-	expiry *time.Timer // closes the connection when ident expires; guarded by authMu
-}
-
-// identity returns the connection's identity.
-func (w *writer) identity() Identity {
-	w.authMu.Lock()
-	defer w.authMu.Unlock()
-	return w.ident
-}
-
-// stopExpiry disarms the expiry timer of a closed connection.
-func (w *writer) stopExpiry() {
-	w.authMu.Lock()
-	defer w.authMu.Unlock()
-	if w.expiry != nil {
-		w.expiry.Stop()
-		w.expiry = nil
-	}
 }
 
 // connStats are the callbacks a writer reports to.

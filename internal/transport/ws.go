@@ -81,28 +81,21 @@ func (r *RawConn) Op(ctx context.Context, msg []byte) bool {
 
 // wsConn is one WebSocket client. Its fields are owned by the reader goroutine unless noted.
 type wsConn struct {
-	s     *Server
-	id    string
-	ident Identity  // refreshed in place by the refresh op; reader-owned
-	user  string    // ident.User, which a refresh never changes; read by other goroutines
-	raw   RawSocket // nil: the JSON protocol (/api/ws)
-	rawc  RawConn   // what raw is handed: this connection
-	w     *writer   // safe for concurrent use
-	subs  map[string]*hub.Subscription
-	rl    rateLimiter // publishes (--msg-rate)
-	ops   rateLimiter // every message (--op-rate)
+	conn
+	raw  RawSocket   // nil: the JSON protocol (/api/ws)
+	rawc RawConn     // what raw is handed: this connection
+	rl   rateLimiter // publishes (--msg-rate)
+	ops  rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
-
-	release func() // gives back the connection's admission (see Server.admit)
 }
 
 // wsSink delivers a subscription's publications to its connection.
 type wsSink struct {
+	subHeld  // key: the topic
 	c        *wsConn
-	dataOnly bool  // a raw socket's subscriptions receive the data unwrapped
-	watch    bool  // the client asked for the topic's presence (joins and leaves)
-	guard    Guard // the policy's check before each delivery; nil: none
+	dataOnly bool // a raw socket's subscriptions receive the data unwrapped
+	watch    bool // the client asked for the topic's presence (joins and leaves)
 }
 
 // Pace hands a resuming subscription's replay to the writer (hub.PacedSink).
@@ -169,11 +162,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 		return
 	}
 	c := &wsConn{
-		s: s, id: "w" + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, user: ident.User, raw: raw,
-		subs: make(map[string]*hub.Subscription), rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim), release: release,
+		conn: s.newConn("w", ident, release), raw: raw, rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
 	c.rawc = RawConn{c}
-	if c.w, ok = s.startSocket(conn, c, ident, metrics.WS, release); !ok {
+	if !c.start(conn, c, metrics.WS) {
 		return
 	}
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
@@ -190,13 +182,7 @@ func (c *wsConn) run(conn net.Conn, rd messageReader) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
-		for _, sub := range c.subs {
-			s.hub.Unsubscribe(sub)
-		}
-		c.w.close(ReasonReadError, false)
-		s.untrack(c.w, metrics.WS)
-		c.release()
-		s.policy.Disconnected(c.client())
+		c.close(ReasonReadError)
 	}()
 	c.open(ctx)
 	for {
@@ -264,13 +250,10 @@ func (c *wsConn) op(ctx context.Context, msg []byte) {
 			c.replyError(err, req.ID, req.Topic)
 		}
 	case "unsubscribe":
-		sub, ok := c.subs[req.Topic]
-		if !ok {
+		if !c.unsubscribe(req.Topic) {
 			c.replyError(fmt.Errorf("%w: not subscribed to %q", ErrBadRequest, req.Topic), req.ID, req.Topic)
 			return
 		}
-		c.s.hub.Unsubscribe(sub)
-		delete(c.subs, req.Topic)
 		c.reply(map[string]any{"op": "unsubscribed", "topic": req.Topic})
 	case "publish":
 		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
@@ -299,21 +282,14 @@ func refreshOp(msg []byte) (string, bool) {
 // refresh replaces the connection's token: {"op":"refreshed","expires":...}, or an error and
 // the connection goes on with its old token (and closes when that one expires).
 func (c *wsConn) refresh(token string) {
-	id, err := c.s.refreshIdentity(c.w, c.ident, token)
+	id, err := c.refreshIdentity(token)
 	if err != nil {
 		c.replyError(err, nil, "")
 		return
 	}
-	c.ident = id
 	// Subscriptions the new token no longer allows (narrower rtlab.subscribe) end, each with
 	// its error, before the answer.
-	for topic, sub := range c.subs {
-		if _, err := c.s.policy.CanSubscribe(c.client(), topic); err != nil {
-			c.s.hub.Unsubscribe(sub)
-			delete(c.subs, topic)
-			c.replyError(err, nil, topic)
-		}
-	}
+	c.recheck(func(k subscriber, err error) { c.replyError(err, nil, k.held().topic) })
 	ans := map[string]any{"op": "refreshed"}
 	if !id.Expires.IsZero() {
 		ans["expires"] = id.Expires.UTC().Format(time.RFC3339)
@@ -386,39 +362,30 @@ func AsJSON(msg []byte) json.RawMessage {
 	return b
 }
 
+// subscribe subscribes the connection to topic (conn.subscribe); a repeated subscribe restarts
+// from the position given.
 func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epoch string, dataOnly, watch bool) error {
-	if err := hub.ValidateTopic(topic); err != nil {
-		return err
-	}
-	if old, ok := c.subs[topic]; ok {
-		c.s.hub.Unsubscribe(old) // a repeated subscribe restarts from the given position
-		delete(c.subs, topic)
-	} else if len(c.subs) >= c.s.lim.MaxSubs {
-		return fmt.Errorf("%w: at most %d per connection", ErrTooManySubs, c.s.lim.MaxSubs)
-	}
-	guard, err := c.s.policy.CanSubscribe(c.client(), topic)
-	if err != nil {
-		return err
-	}
+	c.unsubscribe(topic)
 	opts := hub.ReadOptions{Epoch: epoch}
 	if since != nil {
 		opts.Recover, opts.Since = true, *since
 	}
-	sub, res, err := c.s.hub.Subscribe(ctx, topic, &wsSink{c: c, dataOnly: dataOnly, watch: watch, guard: guard}, opts)
-	if err != nil {
-		return err
-	}
-	c.subs[topic] = sub
-	if c.raw == nil {
+	k := &wsSink{subHeld: subHeld{key: topic, topic: topic}, c: c, dataOnly: dataOnly, watch: watch}
+	refused, err := c.conn.subscribe(ctx, k, opts, func(res *hub.ReadResult) {
+		if c.raw != nil {
+			return
+		}
 		ans := map[string]any{"op": "subscribed", "topic": topic, "offset": res.Top.Offset,
 			"epoch": res.Top.Epoch, "recovered": res.Recovered}
 		if !res.Recovered {
 			ans["reason"] = res.Reason
 		}
 		c.reply(ans)
+	})
+	if refused != nil {
+		return refused
 	}
-	sub.Start()
-	return nil
+	return err
 }
 
 // allowPublish takes one of the connection's publish tokens (--msg-rate), and marks the message
@@ -458,8 +425,6 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 		c.w.sendRaw(appendWSText(nil, b))
 	}
 }
-
-func (c *wsConn) client() Client { return Client{ID: c.id, Identity: c.ident} }
 
 func (c *wsConn) reply(v any) {
 	b, err := json.Marshal(v)

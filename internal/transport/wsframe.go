@@ -28,11 +28,11 @@ var (
 func wsReadCloseReason(err error, max int) (Reason, bool) {
 	switch {
 	case errors.Is(err, errFrameTooLarge):
-		return ProtocolReason("too_large", fmt.Sprintf("message over %d bytes", max), 1009), true
+		return reasonTooLarge.with(fmt.Sprintf("message over %d bytes", max)), true
 	case errors.Is(err, errInvalidUTF8):
-		return ProtocolReason("invalid_utf8", errInvalidUTF8.Error(), 1007), true
+		return reasonInvalidUTF8, true
 	case errors.Is(err, errProtocol):
-		return ProtocolReason("protocol_error", err.Error(), 1002), true
+		return reasonProtocol.with(err.Error()), true
 	case errors.Is(err, io.EOF):
 		return ReasonClientClosed, false
 	}
@@ -372,19 +372,4 @@ func (s *Server) upgradeSocket(w http.ResponseWriter, r *http.Request, anonymous
 		return ident, nil, nil, nil, false // the upgrader already answered with a 4xx
 	}
 	return ident, conn, br, release, true
-}
-
-// startSocket gives an upgraded connection its writer and identity, and tracks it for
-// keepalive and shutdown. During shutdown it closes the connection, gives the admission back
-// and returns false. On success the caller starts the connection's reader (s.wg counts it).
-func (s *Server) startSocket(conn net.Conn, f framer, ident Identity, transport string, release func()) (*writer, bool) {
-	w := newWriter(conn, f, &s.lim, s.connStats(transport))
-	s.bindIdentity(w, ident)
-	if !s.track(w, transport) {
-		release()
-		w.close(ReasonShutdown, true)
-		return w, false
-	}
-	s.wg.Add(1)
-	return w, true
 }
