@@ -421,6 +421,7 @@ type rateLimiter struct {
 	burst  float64
 	tokens float64
 	last   time.Time
+	slowed bool // pace has shrunk the connection's receive buffer (limit.go)
 }
 
 func newRateLimiter(l Limits) rateLimiter {
@@ -434,7 +435,7 @@ func newOpLimiter(l Limits) rateLimiter {
 // wait takes a token, waiting for one when there is none; false when ctx ended first.
 func (r *rateLimiter) wait(ctx context.Context) bool {
 	for !r.allow(time.Now()) {
-		t := time.NewTimer(time.Duration((1 - r.tokens) / r.rate * float64(time.Second)))
+		t := time.NewTimer(r.refill()) // limit.go
 		select {
 		case <-t.C:
 		case <-ctx.Done():

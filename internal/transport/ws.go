@@ -181,7 +181,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
 	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
 	touch()
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch, &c.published))
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.pongPaced, touch, &c.published))
 }
 
 func (c *wsConn) run(conn net.Conn, rd messageReader) {
@@ -237,7 +237,7 @@ type wsRequest struct {
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
-	if !c.ops.wait(ctx) {
+	if !c.ops.pace(ctx, c.w.conn) {
 		return
 	}
 	if tok, ok := refreshOp(msg); ok {
@@ -275,7 +275,7 @@ func (c *wsConn) op(ctx context.Context, msg []byte) {
 	case "publish":
 		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
 	case "ping":
-		c.reply(map[string]any{"op": "pong", "id": req.ID})
+		c.w.sendRaw(pongMessage(req.ID)) // limit.go
 	case "history":
 		c.history(ctx, msg) // history.go
 	}
