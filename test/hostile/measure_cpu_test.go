@@ -2,7 +2,6 @@ package hostile
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 // msCPU is the CPU time (user + system) process pid has used so far; pid 0 is this process.
@@ -52,16 +49,5 @@ func msLoad(t *testing.T, pid int) func() string {
 		}
 		return fmt.Sprintf("CPU: server %.0f %%, test process (attackers, bystander) %.0f %%",
 			100*(msCPU(pid)-s0).Seconds()/el.Seconds(), 100*(msCPU(0)-a0).Seconds()/el.Seconds())
-	}
-}
-
-// msSmallSendBuffer gives an attacker's connection a small send buffer. The kernel grows a
-// loopback socket's to MiBs, and an attacker writing small messages into it burns its own CPU
-// for many seconds before the server's back-pressure stops it: CPU that, on the measuring
-// machine, is the bystander's and the server's too. An attacker elsewhere spends its own
-// machine's; here its flood is paced by the server from the start.
-func msSmallSendBuffer(c *tt.WSConn) {
-	if tc, ok := c.Conn.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(16 << 10)
 	}
 }

@@ -202,7 +202,7 @@ func TestMeasurePings(t *testing.T) {
 	var pongs atomic.Int64
 	for range 20 {
 		c := (tt.Dialer{From: "127.0.0.2"}).WS(t, p.WS("/api/ws"))
-		msSmallSendBuffer(c)
+		smallSendBuffer(c)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()

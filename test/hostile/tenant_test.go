@@ -102,6 +102,7 @@ func TestPingFloodPaced(t *testing.T) {
 	flood := strings.Repeat(`{"op":"ping"}`+"\n", 1)
 	for range 20 {
 		c := dialWS(t, p.WS("/api/ws"), attacker, nil)
+		smallSendBuffer(c) // its flood is then paced by the server from the start
 		wg.Add(2)
 		go func() { // reads (and counts) pongs, so the attacker is not cut off as a slow reader
 			defer wg.Done()
