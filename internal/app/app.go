@@ -821,6 +821,9 @@ func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, err
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	ident, err := a.tr.AuthenticateRequest(r)
 	if err == nil {
+		err = a.tr.AllowRead(r, ident.User)
+	}
+	if err == nil {
 		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
 	}
 	if err == nil {

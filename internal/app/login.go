@@ -122,6 +122,10 @@ func (a *App) handleRoom(w http.ResponseWriter, r *http.Request) {
 	var ch ownerChange
 	switch {
 	case r.Method == http.MethodGet && what == "members" && user == "":
+		if err := a.tr.AllowRead(r, ident.User); err != nil {
+			a.tr.WriteError(w, r, err)
+			return
+		}
 		if err := a.policy.CanRead(c, "chat/"+room); err != nil {
 			a.tr.WriteError(w, r, err)
 			return

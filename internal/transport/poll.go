@@ -134,7 +134,8 @@ func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (poll
 // longPoll waits for what follows opts (see poll), the request admitted as a streaming
 // connection meanwhile (admitLongPoll). On an error the client has been answered and ok is false.
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
-	release, err := s.admitLongPoll(r, "")
+	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
+	release, err := s.admitLongPoll(r, ident.User)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return res, false
@@ -237,6 +238,9 @@ func (s *Server) canRead(r *http.Request, topic string) error {
 		return err
 	}
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowRead(r, ident.User)
+	}
 	if err != nil {
 		return err
 	}

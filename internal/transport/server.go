@@ -235,6 +235,7 @@ type Server struct {
 	// loginRate: password checks per address and per user name; checking: those running.
 	loginRate *keyedLimiter
 	checking  chan struct{}
+	reads     readLimits // HTTP reads per user and address (readrate.go)
 
 	nextID    atomic.Uint64
 	closing   atomic.Bool
@@ -262,6 +263,7 @@ func New(cfg Config) *Server {
 		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		reads:     newReadLimits(cfg.Limits),
 		conns:     make(map[*writer]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		polls:    make(map[*longPollWait]struct{}),
 		draining: make(chan struct{}), stop: make(chan struct{}),
