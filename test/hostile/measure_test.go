@@ -59,8 +59,28 @@ func msMetric(p *servertest.Proc, name string) float64 {
 	return -1
 }
 
+// msMem says the server's memory: RSS, and of it the anonymous pages (the Go heap, stacks,
+// the runtime's own) and the file-backed ones (the binary, and the durable store's mapped
+// pages, clean page cache the kernel takes back under pressure); the Go heap in use and what
+// the runtime holds but has not returned to the system.
 func msMem(p *servertest.Proc) string {
-	return fmt.Sprintf("RSS %d MiB, heap in use %.0f MiB", p.RSS()>>20, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20))
+	st := msStatus(p.PID())
+	return fmt.Sprintf("RSS %d MiB (anonymous %d, files %d), heap in use %.0f MiB, idle not released %.0f MiB",
+		st["VmRSS"]>>10, st["RssAnon"]>>10, st["RssFile"]>>10, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20),
+		(msMetric(p, "go_memstats_heap_idle_bytes")-msMetric(p, "go_memstats_heap_released_bytes"))/(1<<20))
+}
+
+// msStatus reads the kB figures of /proc/pid/status.
+func msStatus(pid int) map[string]int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	m := map[string]int64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if f := strings.Fields(v); ok && len(f) == 2 && f[1] == "kB" {
+			m[k], _ = strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	return m
 }
 
 func msFrom(addr string) *http.Client {
