@@ -46,7 +46,7 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 			a.tr.WriteError(w, r, err)
 			return
 		}
-		ok := a.users.Check(body.User, body.Password)
+		ok := niced(func() bool { return a.users.Check(body.User, body.Password) })
 		release()
 		if !ok {
 			a.tr.WriteError(w, r, fmt.Errorf("%w: wrong user or password", transport.ErrUnauthorized))
