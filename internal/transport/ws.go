@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -93,6 +94,7 @@ type wsConn struct {
 	ops   rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
+	pinged    atomic.Int64 // when the keepalive loop last pinged, in Unix ns (keepaliveDue)
 
 	release func() // gives back the connection's admission (see Server.admit)
 }
@@ -153,7 +155,17 @@ func (c *wsConn) goodbye(r Reason) []byte {
 
 func (c *wsConn) keepalive() []byte { return wsPing }
 
-func (c *wsConn) keepaliveDue(idle time.Duration) bool { return idle >= c.s.lim.PingInterval }
+// keepaliveDue pings a connection nothing was written to for PingInterval, and any connection
+// not pinged for that long: a client that only receives answers nothing but pings, and its
+// reader drops it after two intervals without a frame.
+func (c *wsConn) keepaliveDue(idle time.Duration) bool {
+	now := time.Now().UnixNano()
+	if idle < c.s.lim.PingInterval && now-c.pinged.Load() < int64(c.s.lim.PingInterval) {
+		return false
+	}
+	c.pinged.Store(now)
+	return true
+}
 
 // HandleWS serves the WebSocket JSON protocol (/api/ws).
 func (s *Server) HandleWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, nil) }
