@@ -148,7 +148,7 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 	fs.IntVar(&lim.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
 	fs.Float64Var(&lim.OpRate, "op-rate", dl.OpRate, "messages of any kind (publish, subscribe, ping, history, refresh) per second per WebSocket or STOMP connection, a client sending faster being read no faster; and HTTP reads (polls, history, presence) per second per authenticated user, over it 429 (-1 = unlimited)")
 	fs.IntVar(&lim.OpBurst, "op-burst", 0, "message burst per connection, and HTTP read burst per user (0 = 2 x op-rate, at least 10)")
-	fs.DurationVar(&lim.PingInterval, "ping-interval", dl.PingInterval, "WebSocket ping on idle connections")
+	fs.DurationVar(&lim.PingInterval, "ping-interval", dl.PingInterval, "WebSocket ping on every connection at least this often (idle or not); a client silent twice as long and 10 s is dropped")
 	fs.DurationVar(&lim.SSEHeartbeat, "sse-heartbeat", dl.SSEHeartbeat, "SSE heart-beat comment on idle streams")
 	fs.DurationVar(&lim.StompHeartbeat, "stomp-heartbeat", dl.StompHeartbeat, "STOMP heart-beat offered both ways")
 	fs.DurationVar(&lim.LongPollMax, "long-poll-max", dl.LongPollMax, "longest wait a long poll may ask for")
