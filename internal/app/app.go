@@ -296,6 +296,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
 	go a.chat.sweep(ctx)
+	go returnMemory(ctx) // memreturn.go
 	if err := a.hub.Run(ctx); err != nil {
 		return err
 	}
@@ -726,6 +727,9 @@ func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, err
 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
 	ident, err := a.tr.AuthenticateRequest(r)
+	if err == nil {
+		err = a.tr.AllowRead(r, ident.User)
+	}
 	if err == nil {
 		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
 	}

@@ -21,6 +21,15 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, r, fmt.Errorf("%w: login is off: tokens come from the application's backend (or configure --login-users)", transport.ErrNotFound))
 		return
 	}
+	// Attempts are limited per address before the body is read, per user name after; a
+	// refusal is answered once the client could retry (transport.Tarpit).
+	if a.users != nil {
+		if err := a.tr.AllowLoginFrom(r); err != nil {
+			transport.Tarpit(r, err)
+			a.tr.WriteError(w, r, err)
+			return
+		}
+	}
 	var body struct {
 		User     string `json:"user"`
 		Password string `json:"password"`
@@ -30,13 +39,14 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.users != nil {
-		// Password checks cost a bcrypt each: limited before it runs (transport.AllowLogin).
-		release, err := a.tr.AllowLogin(r, body.User)
+		// Password checks cost a bcrypt each: limited before it runs.
+		release, err := a.tr.AllowLogin(body.User)
 		if err != nil {
+			transport.Tarpit(r, err)
 			a.tr.WriteError(w, r, err)
 			return
 		}
-		ok := a.users.Check(body.User, body.Password)
+		ok := niced(func() bool { return a.users.Check(body.User, body.Password) })
 		release()
 		if !ok {
 			a.tr.WriteError(w, r, fmt.Errorf("%w: wrong user or password", transport.ErrUnauthorized))
@@ -112,6 +122,10 @@ func (a *App) handleRoom(w http.ResponseWriter, r *http.Request) {
 	var ch ownerChange
 	switch {
 	case r.Method == http.MethodGet && what == "members" && user == "":
+		if err := a.tr.AllowRead(r, ident.User); err != nil {
+			a.tr.WriteError(w, r, err)
+			return
+		}
 		if err := a.policy.CanRead(c, "chat/"+room); err != nil {
 			a.tr.WriteError(w, r, err)
 			return

@@ -138,6 +138,9 @@ func (a *App) notifyUser(r *http.Request) (string, error) {
 func (a *App) handleNotifications(w http.ResponseWriter, r *http.Request) {
 	user, err := a.notifyUser(r)
 	if err == nil {
+		err = a.tr.AllowRead(r, user)
+	}
+	if err == nil {
 		var st notificationState
 		if st, err = a.notes.state(r.Context(), user); err == nil {
 			transport.WriteJSON(w, http.StatusOK, st)

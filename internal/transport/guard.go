@@ -188,17 +188,23 @@ func (s *Server) allowHTTPPublish(r *http.Request, user string) error {
 	return &retryError{fmt.Errorf("%w: at most %g publishes per second per %s over HTTP (--http-pub-rate)", ErrRateLimited, s.lim.HTTPPubRate, who), wait}
 }
 
-// AllowLogin admits one password check of user from r's address: a token from the login
-// rate of the address (an IPv6 /64) and of the user name (--login-rate), then a place among the
-// checks running at once (half the CPUs), so that bcrypt cannot take every core. release ends
-// the check. A refusal wraps ErrRateLimited and says when to retry.
-func (s *Server) AllowLogin(r *http.Request, user string) (release func(), err error) {
-	now := time.Now()
+// AllowLoginFrom takes a token of the login rate of r's address (an IPv6 /64, --login-rate)
+// before anything of the request is read: a flood of attempts is refused for the cost of its
+// request line and headers. A refusal wraps ErrRateLimited and says when to retry.
+func (s *Server) AllowLoginFrom(r *http.Request) error {
 	addr := addrKey(s.clientIP(r))
-	if ok, wait := s.loginRate.allow("a:"+addr, now); !ok {
-		return nil, &retryError{fmt.Errorf("%w: at most %g login attempts per second from address %s (--login-rate)", ErrRateLimited, s.lim.LoginRate, addr), wait}
+	if ok, wait := s.loginRate.allow("a:"+addr, time.Now()); !ok {
+		return &retryError{fmt.Errorf("%w: at most %g login attempts per second from address %s (--login-rate)", ErrRateLimited, s.lim.LoginRate, addr), wait}
 	}
-	if ok, wait := s.loginRate.allow("u:"+user, now); !ok {
+	return nil
+}
+
+// AllowLogin admits one password check of user, whose request AllowLoginFrom admitted: a token
+// of the user name's login rate (--login-rate), then a place among the checks running at once
+// (half the CPUs), so that bcrypt cannot take every core. release ends the check. A refusal
+// wraps ErrRateLimited and says when to retry.
+func (s *Server) AllowLogin(user string) (release func(), err error) {
+	if ok, wait := s.loginRate.allow("u:"+user, time.Now()); !ok {
 		return nil, &retryError{fmt.Errorf("%w: at most %g login attempts per second for user %q (--login-rate)", ErrRateLimited, s.lim.LoginRate, user), wait}
 	}
 	select {
@@ -206,6 +212,27 @@ func (s *Server) AllowLogin(r *http.Request, user string) (release func(), err e
 		return func() { <-s.checking }, nil
 	default:
 		return nil, &retryError{fmt.Errorf("%w: %d password checks running, try again", ErrRateLimited, cap(s.checking)), time.Second}
+	}
+}
+
+// maxTarpit bounds how long a refused attempt's answer is held (Tarpit).
+const maxTarpit = time.Second
+
+// Tarpit holds the answer to a request refused by a rate (err a retryError) until the client
+// could retry, at most maxTarpit, or until it leaves. An HTTP/1.1 client sends nothing more on a
+// connection waiting for an answer, so a flood of refused attempts slows to one per connection
+// per wait, instead of costing the server a request handled at once; a waiting request holds
+// a goroutine and a timer, and counts toward --max-conns-per-ip like any connection.
+func Tarpit(r *http.Request, err error) {
+	var re *retryError
+	if !errors.As(err, &re) || !errors.Is(err, ErrRateLimited) {
+		return
+	}
+	t := time.NewTimer(min(re.after, maxTarpit))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
 	}
 }
 

@@ -102,6 +102,9 @@ func appendPage(b []byte, topic string, res hub.PageResult, maxBytes int) ([]byt
 // handlePage serves GET /api/topics/{topic}/history?before=N[&epoch=E][&limit=M].
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, topic string) {
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowRead(r, ident.User)
+	}
 	var res hub.PageResult
 	if err == nil {
 		q := r.URL.Query()

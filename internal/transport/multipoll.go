@@ -43,6 +43,9 @@ type multiPollEntry struct {
 // refused alone; the others are served.
 func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowRead(r, ident.User)
+	}
 	if err != nil {
 		s.WriteError(w, r, err)
 		return

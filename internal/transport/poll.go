@@ -136,12 +136,12 @@ func (s *Server) readParams(r *http.Request, topic string, allowWait bool) (poll
 // request's token expires or is revoked (logout), answering 401 instead of publications its
 // token no longer covers. On an error the client has been answered and ok is false.
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, topic string, opts hub.ReadOptions, wait time.Duration) (res hub.ReadResult, ok bool) {
-	release, err := s.admitLongPoll(r, "")
+	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
+	release, err := s.admitLongPoll(r, ident.User)
 	if err != nil {
 		s.WriteError(w, r, err)
 		return res, false
 	}
-	ident, _ := s.authenticate(r) // checked before; verified tokens are cached
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer s.waitPoll(ident, release, func(why Reason) { cancel(pollError(why)) })()
@@ -203,6 +203,9 @@ func (s *Server) canRead(r *http.Request, topic string) error {
 		return err
 	}
 	ident, err := s.authenticate(r)
+	if err == nil {
+		err = s.allowRead(r, ident.User)
+	}
 	if err != nil {
 		return err
 	}

@@ -235,6 +235,7 @@ type Server struct {
 	// loginRate: password checks per address and per user name; checking: those running.
 	loginRate *keyedLimiter
 	checking  chan struct{}
+	reads     readLimits // HTTP reads per user and address (readrate.go)
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -260,6 +261,7 @@ func New(cfg Config) *Server {
 		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
 		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		reads:     newReadLimits(cfg.Limits),
 		conns:     make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
 		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
@@ -428,6 +430,7 @@ type rateLimiter struct {
 	burst  float64
 	tokens float64
 	last   time.Time
+	slowed bool // pace has shrunk the connection's receive buffer (limit.go)
 }
 
 func newRateLimiter(l Limits) rateLimiter {
@@ -441,7 +444,7 @@ func newOpLimiter(l Limits) rateLimiter {
 // wait takes a token, waiting for one when there is none; false when ctx ended first.
 func (r *rateLimiter) wait(ctx context.Context) bool {
 	for !r.allow(time.Now()) {
-		t := time.NewTimer(time.Duration((1 - r.tokens) / r.rate * float64(time.Second)))
+		t := time.NewTimer(r.refill()) // limit.go
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -287,7 +287,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	c.connectBy = time.Now().Add(s.lim.FirstFrameTimeout)
 	touch := func() { _ = conn.SetReadDeadline(c.readDeadline()) }
 	touch()
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.w.sendPong, touch, &c.published))
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame+64, c.pongPaced, touch, &c.published))
 }
 
 func (c *stompConn) run(conn net.Conn, rd messageReader) {
@@ -316,7 +316,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			if !ok {
 				break
 			}
-			if !c.ops.wait(ctx) || !c.handle(ctx, &f) {
+			if !c.ops.pace(ctx, c.w.conn) || !c.handle(ctx, &f) {
 				return
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -88,6 +89,7 @@ type wsConn struct {
 	ops  rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
+	pinged    atomic.Int64 // when the keepalive loop last pinged, in Unix ns (keepaliveDue)
 }
 
 // wsSink delivers a subscription's publications to its connection.
@@ -146,7 +148,17 @@ func (c *wsConn) goodbye(r Reason) []byte {
 
 func (c *wsConn) keepalive() []byte { return wsPing }
 
-func (c *wsConn) keepaliveDue(idle time.Duration) bool { return idle >= c.s.lim.PingInterval }
+// keepaliveDue pings a connection nothing was written to for PingInterval, and any connection
+// not pinged for that long: a client that only receives answers nothing but pings, and its
+// reader drops it after two intervals without a frame.
+func (c *wsConn) keepaliveDue(idle time.Duration) bool {
+	now := time.Now().UnixNano()
+	if idle < c.s.lim.PingInterval && now-c.pinged.Load() < int64(c.s.lim.PingInterval) {
+		return false
+	}
+	c.pinged.Store(now)
+	return true
+}
 
 // HandleWS serves the WebSocket JSON protocol (/api/ws).
 func (s *Server) HandleWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, nil) }
@@ -173,7 +185,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
 	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
 	touch()
-	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.w.sendPong, touch, &c.published))
+	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.pongPaced, touch, &c.published))
 }
 
 func (c *wsConn) run(conn net.Conn, rd messageReader) {
@@ -223,7 +235,7 @@ type wsRequest struct {
 }
 
 func (c *wsConn) handle(ctx context.Context, msg []byte) {
-	if !c.ops.wait(ctx) {
+	if !c.ops.pace(ctx, c.w.conn) {
 		return
 	}
 	if tok, ok := refreshOp(msg); ok {
@@ -258,7 +270,7 @@ func (c *wsConn) op(ctx context.Context, msg []byte) {
 	case "publish":
 		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
 	case "ping":
-		c.reply(map[string]any{"op": "pong", "id": req.ID})
+		c.w.sendRaw(pongMessage(req.ID)) // limit.go
 	case "history":
 		c.history(ctx, msg) // history.go
 	}

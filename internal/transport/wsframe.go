@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
@@ -119,7 +120,12 @@ type wsReader struct {
 	touch func()               // called after each frame; may be nil
 	keep  *bool                // the connection publishes: wait keeping the stack; may be nil
 	hdr   [ws.MaxHeaderSize - 2]byte
+	// touched is when touch was last called: a read deadline moved at most every touchEvery
+	// (a runtime lock and timer update each) keeps a frame flood from paying one per frame.
+	touched time.Time
 }
+
+const touchEvery = 10 * time.Millisecond
 
 // readMessage waits for input, then reads. Where it waits decides what the reader goroutine's
 // stack costs: the runtime halves a parked goroutine's stack at a GC only while less than a
@@ -190,7 +196,8 @@ func (r *wsReader) read() (ws.OpCode, []byte, error) {
 			return 0, nil, err
 		}
 		ws.Cipher(payload, h.Mask, 0)
-		if r.touch != nil {
+		if now := time.Now(); r.touch != nil && now.Sub(r.touched) >= touchEvery {
+			r.touched = now
 			r.touch()
 		}
 		switch h.OpCode {

@@ -142,3 +142,14 @@ func rawConn(t testing.TB, addr, from string) (net.Conn, *bufio.Reader) {
 }
 
 const mib = 1 << 20
+
+// smallSendBuffer gives an attacker's connection a small send buffer. The kernel grows a
+// loopback socket's to MiBs, and an attacker writing small messages into it burns its own CPU
+// for many seconds before the server's back-pressure stops it: CPU that, on the measuring
+// machine, is the bystander's and the server's too. An attacker elsewhere spends its own
+// machine's; here its flood is paced by the server from the start.
+func smallSendBuffer(c *tt.WSConn) {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(16 << 10)
+	}
+}

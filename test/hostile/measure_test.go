@@ -59,8 +59,28 @@ func msMetric(p *servertest.Proc, name string) float64 {
 	return -1
 }
 
+// msMem says the server's memory: RSS, and of it the anonymous pages (the Go heap, stacks,
+// the runtime's own) and the file-backed ones (the binary, and the durable store's mapped
+// pages, clean page cache the kernel takes back under pressure); the Go heap in use and what
+// the runtime holds but has not returned to the system.
 func msMem(p *servertest.Proc) string {
-	return fmt.Sprintf("RSS %d MiB, heap in use %.0f MiB", p.RSS()>>20, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20))
+	st := msStatus(p.PID())
+	return fmt.Sprintf("RSS %d MiB (anonymous %d, files %d), heap in use %.0f MiB, idle not released %.0f MiB",
+		st["VmRSS"]>>10, st["RssAnon"]>>10, st["RssFile"]>>10, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20),
+		(msMetric(p, "go_memstats_heap_idle_bytes")-msMetric(p, "go_memstats_heap_released_bytes"))/(1<<20))
+}
+
+// msStatus reads the kB figures of /proc/pid/status.
+func msStatus(pid int) map[string]int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	m := map[string]int64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if f := strings.Fields(v); ok && len(f) == 2 && f[1] == "kB" {
+			m[k], _ = strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	return m
 }
 
 func msFrom(addr string) *http.Client {
@@ -202,6 +222,7 @@ func TestMeasurePings(t *testing.T) {
 	var pongs atomic.Int64
 	for range 20 {
 		c := (tt.Dialer{From: "127.0.0.2"}).WS(t, p.WS("/api/ws"))
+		smallSendBuffer(c)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -228,12 +249,13 @@ func TestMeasurePings(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Second)
-	s := time.Now()
+	s, p0 := time.Now(), pongs.Load()
+	load := msLoad(t, p.PID())
 	during := msP99(t, p, "", 300)
-	el := time.Since(s)
+	el, cpu := time.Since(s), load()
 	close(stop)
 	wg.Wait()
-	t.Logf("ping flood: bystander p99 %v (before the flood %v); attackers' answers %.0f/s", during, base, float64(pongs.Load())/el.Seconds())
+	t.Logf("ping flood: bystander p99 %v (before the flood %v); attackers' answers %.0f/s; %s", during, base, float64(pongs.Load()-p0)/el.Seconds(), cpu)
 }
 
 // Logins: 32 concurrent wrong passwords; a bystander's ping p99.
@@ -266,10 +288,13 @@ func TestMeasureLogins(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Second)
+	s, n0 := time.Now(), n.Load()
+	load := msLoad(t, p.PID())
 	during := msP99(t, p, msMint("by"), 300)
+	el, cpu := time.Since(s), load()
 	close(stop)
 	wg.Wait()
-	t.Logf("login flood: bystander p99 %v (before %v); %d attempts, %d answered 429", during, base, n.Load(), limited.Load())
+	t.Logf("login flood: bystander p99 %v (before %v); %d attempts, %d answered 429 (%.0f/s while measured); %s", during, base, n.Load(), limited.Load(), float64(n.Load()-n0)/el.Seconds(), cpu)
 }
 
 // Thousand: a load test holding 1,000 WebSocket connections from one host, default flags.

@@ -1,0 +1,48 @@
+package transport
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// readLimits are the rates of HTTP reads (short and long polls, history pages, presence,
+// member lists): a user's take --op-rate, as a connection's messages do; an address's (the
+// only one of anonymous requests) allow as many reads per second as --max-conns-per-ip
+// connections, an address standing for as many clients as it may hold connections (a NAT, or
+// a load test's host).
+type readLimits struct {
+	user, addr *keyedLimiter
+}
+
+func newReadLimits(l Limits) readLimits {
+	addrRate, addrBurst := -1.0, 0
+	if l.MaxConnsPerIP >= 0 {
+		addrRate, addrBurst = float64(max(l.MaxConnsPerIP, 1)), 2*max(l.MaxConnsPerIP, 1)
+	}
+	return readLimits{user: newKeyedLimiter(l.OpRate, l.OpBurst), addr: newKeyedLimiter(addrRate, addrBurst)}
+}
+
+// allowRead takes a token for one HTTP read by user (empty when anonymous) from r's address.
+// A refused read is answered once it could be retried (Tarpit), so a flood of reads slows to
+// one per connection per wait.
+func (s *Server) allowRead(r *http.Request, user string) error {
+	now := time.Now()
+	addr := addrKey(s.clientIP(r))
+	var err error
+	if ok, wait := s.reads.addr.allow(addr, now); !ok {
+		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second from address %s (--max-conns-per-ip per second)", ErrRateLimited, s.reads.addr.rate, addr), wait}
+	} else if user == "" {
+		return nil
+	} else if ok, wait := s.reads.user.allow(user, now); !ok {
+		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second for user %s (--op-rate)", ErrRateLimited, s.lim.OpRate, user), wait}
+	}
+	if err != nil {
+		Tarpit(r, err)
+	}
+	return err
+}
+
+// AllowRead is allowRead for the application's reads (member lists, location groups,
+// notifications).
+func (s *Server) AllowRead(r *http.Request, user string) error { return s.allowRead(r, user) }
