@@ -107,19 +107,21 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
-	replica.EveryTopic // every node receives every publication: nothing to subscribe to
+	cfg    Config
+	url    string
+	logQ   string // the log, a stream queue
+	dlogQ  string // the durable topics' log, a stream queue without x-max-age
+	seqQ   string // the sequencer queue
+	liveX  string // the live exchange, routed by topic
+	dliveX string // the live exchange of durable topics, bound to dlogQ
+	log    *slog.Logger
+	m      *metrics
+	// rep holds the topics this node follows, and every topic while it is the sequencer.
+	rep *replica.Replica
 
-	cfg     Config
-	url     string
-	logQ    string // the log, a stream queue
-	dlogQ   string // the durable topics' log, a stream queue without x-max-age
-	seqQ    string // the sequencer queue
-	liveX   string // the live exchange
-	dliveX  string // the live exchange of durable topics, bound to dlogQ and every node's queue
-	log     *slog.Logger
-	m       *metrics
-	rep     *replica.Replica
-	handler hub.Handler // set by Run
+	followMu sync.RWMutex
+	follows  map[string]*follow // the topics this node has subscribers for; guarded by followMu
+	handler  hub.Handler        // set by Run
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -128,10 +130,7 @@ type Broker struct {
 	conn    reconnect.Loop          // the connection; ready once caught up with the log
 	session atomic.Pointer[session] // current connection; nil between connections
 
-	// lastRead is when this node last read a publication (unix ms): a reconnecting node reads
-	// the log from a while before. Zero until the first catch-up, which reads all of the log.
-	lastRead atomic.Int64
-	recent   recentIDs // ids of the latest publications applied, for the sequencer
+	recent recentIDs // ids of the latest publications applied, for the sequencer
 	// seqAt is the latest sequencer announcement read, for Config.Direct; seqNews tells the
 	// request loop that it changed.
 	seqAt   atomic.Pointer[announcement]
@@ -143,11 +142,13 @@ type Broker struct {
 	onBroadcast atomic.Pointer[func(msg []byte)] // broadcast.go
 }
 
-// waiter is a Publish waiting for its publication to come back.
+// waiter is a Publish waiting for its publication to come back, or a request waiting for
+// the sequencer's answer.
 type waiter struct {
-	ch   chan *hub.Publication
-	req  []byte // the request
-	link *link  // the link the request went on, if it did; guarded by waitMu
+	ch     chan *hub.Publication // a Publish's
+	answer chan answer           // a history or list request's
+	req    []byte                // the request
+	link   *link                 // the link the request went on, if it did; guarded by waitMu
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -181,8 +182,8 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq", liveX: cfg.Name + ".live",
-		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-live",
+		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
+		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-topics", follows: make(map[string]*follow),
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
 		waiting: make(map[string]*waiter), seqNews: make(chan struct{}, 1),
@@ -253,23 +254,23 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.dlogQ, err)
 	}
 	for _, x := range []string{b.liveX, b.dliveX} {
-		if err := ch.ExchangeDeclare(x, "fanout", false, false, false, false, nil); err != nil {
+		if err := ch.ExchangeDeclare(x, "topic", false, false, false, false, nil); err != nil {
 			return fmt.Errorf("amqp broker: declare %s: %w", x, err)
 		}
 	}
-	if err := ch.QueueBind(b.dlogQ, "", b.dliveX, false, nil); err != nil {
-		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.dlogQ, b.dliveX, err)
-	}
-	// The log is bound to the live exchange, so that one message from the sequencer reaches
-	// the log and every node's queue in the same routing step.
-	if err := ch.QueueBind(b.logQ, "", b.liveX, false, nil); err != nil {
-		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.logQ, b.liveX, err)
+	// Each log is bound to its live exchange for every key, so that one message from the
+	// sequencer reaches the log and the queue of every node following its topic in the same
+	// routing step.
+	for _, bind := range [][2]string{{b.dlogQ, b.dliveX}, {b.logQ, b.liveX}} {
+		if err := ch.QueueBind(bind[0], "#", bind[1], false, nil); err != nil {
+			return fmt.Errorf("amqp broker: bind %s to %s: %w", bind[0], bind[1], err)
+		}
 	}
 	return nil
 }
 
-// Run connects, replays the log into the replica and returns once the node has caught up (or
-// ctx ends, or 60 s pass). Deliveries continue until Close.
+// Run connects and returns once the node is ready (or ctx ends, or 60 s pass). Deliveries
+// continue until Close.
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
 	context.AfterFunc(ctx, func() { _ = b.Close() })
@@ -287,7 +288,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	case <-b.ctx.Done():
 		return ErrClosed
 	case <-time.After(60 * time.Second):
-		return hub.Unavailable("amqp", errors.New("not caught up with the log after 60 s"))
+		return hub.Unavailable("amqp", errors.New("not connected after 60 s"))
 	}
 }
 
@@ -303,27 +304,15 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// Ready reports whether the node is connected and caught up with the log.
+// Ready reports whether the node is connected and has taken its topics' history.
 func (b *Broker) Ready() bool { return b.conn.Ready() }
 
 // durable reports whether topic goes through the durable log.
 func (b *Broker) durable(topic string) bool { return b.cfg.Policy(topic).TTL < 0 }
 
-// TopicsSince names the durable topics published to since since, for archive sweeps.
-func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
-	return b.rep.DurableTopicsSince(since), nil
-}
-
-// History answers from the replica.
-func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
-	if b.ctx.Err() != nil {
-		return hub.HistoryResult{}, ErrClosed
-	}
-	return b.rep.History(topic, since, limit, time.Now()), nil
-}
-
-// Publish sends the publication to the sequencer and returns it once this node has received it
-// back, with the offset and epoch every node has for it.
+// Publish sends the publication to the sequencer and returns it once the sequencer's answer
+// (or, on a node following the topic, its live copy) came back, with the offset and epoch every
+// node has for it.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	s := b.session.Load()
 	if !b.conn.Ready() || s == nil {
@@ -337,7 +326,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()
 	id := newID()
-	body := appendRequest(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
+	body := appendRequest(nil, id, s.liveQ, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
 	ch := b.await(id, body)
 	defer b.unawait(id)
 	// fail counts a publish that did not complete and says why: late is the reason when ctx
@@ -420,9 +409,11 @@ func (b *Broker) unawait(id string) {
 func (b *Broker) notify(id string, p *hub.Publication) {
 	b.waitMu.Lock()
 	w := b.waiting[id]
-	delete(b.waiting, id)
+	if w != nil && w.ch != nil {
+		delete(b.waiting, id)
+	}
 	b.waitMu.Unlock()
-	if w != nil {
+	if w != nil && w.ch != nil {
 		w.ch <- p
 	}
 }
