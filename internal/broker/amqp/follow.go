@@ -111,7 +111,7 @@ func (b *Broker) Unsubscribe(_ context.Context, topic string) error {
 	delete(b.follows, topic)
 	b.followMu.Unlock()
 	s := b.session.Load()
-	if s == nil || s.sequencer.Load() {
+	if s == nil || s.all.Load() {
 		return nil // the sequencer keeps every topic
 	}
 	b.rep.Forget(topic)

@@ -140,6 +140,7 @@ func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
 // where the previous sequencer stopped (what that one sent last may not have reached this
 // node's queue, but it is in the log).
 func (b *Broker) takeOver(s *session) error {
+	s.all.Store(true)
 	for _, x := range []string{b.liveX, b.dliveX} {
 		if err := s.bind(x, "#"); err != nil {
 			return fmt.Errorf("take over as sequencer: bind to every topic: %w", err)

@@ -44,6 +44,8 @@ type session struct {
 	// sequencer is true once this node's sequencer received a request: RabbitMQ keeps a single
 	// active consumer until its channel closes, so it stays true for the session.
 	sequencer atomic.Bool
+	// all is true once this node, taking over as the sequencer, applies every topic.
+	all atomic.Bool
 	// catchUp asks the applier, which owns applying, to catch up with the log.
 	catchUp chan catchUpReq
 	// bcast is the channel broadcasts are sent on (broadcast.go); nil until it is open.
@@ -274,7 +276,7 @@ func (b *Broker) applyMessage(s *session, body []byte, batch []entry, id string)
 // the sequencer), and delivers it if it is new to this node and followed.
 func (b *Broker) apply(s *session, e *entry) {
 	following := b.following(e.topic)
-	if !following && !s.sequencer.Load() {
+	if !following && !s.all.Load() {
 		return // the queue still held it when this node stopped following the topic
 	}
 	p, err := e.publication()
