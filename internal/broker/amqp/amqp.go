@@ -108,12 +108,12 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
 	cfg    Config
-	url    string
-	logQ   string // the log, a stream queue
-	dlogQ  string // the durable topics' log, a stream queue without x-max-age
-	seqQ   string // the sequencer queue
-	liveX  string // the live exchange, routed by topic
-	dliveX string // the live exchange of durable topics, bound to dlogQ
+	conns  *shared // the connection, shared with the state store Open opens
+	logQ   string  // the log, a stream queue
+	dlogQ  string  // the durable topics' log, a stream queue without x-max-age
+	seqQ   string  // the sequencer queue
+	liveX  string  // the live exchange, routed by topic
+	dliveX string  // the live exchange of durable topics, bound to dlogQ
 	log    *slog.Logger
 	m      *metrics
 	// rep holds the topics this node follows, and every topic while it is the sequencer.
@@ -182,7 +182,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
+		cfg: cfg, conns: newShared(url, cfg.Heartbeat), logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
 		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-topics", follows: make(map[string]*follow),
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
@@ -195,33 +195,24 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		Session:      b.runSession,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
 	}
-	// Check the URL and the server now, so a wrong --broker fails at start.
-	conn, err := b.dial()
+	// Check the URL and the server now, so a wrong --broker fails at start. The connection
+	// stays for the first session.
+	conn, err := b.conns.get()
 	if err != nil {
 		b.cancel()
 		return nil, fmt.Errorf("amqp broker: connect: %w", err)
 	}
 	if err := b.declare(conn); err != nil {
-		_ = conn.Close()
+		b.conns.close()
 		b.cancel()
 		return nil, err
 	}
-	_ = conn.Close()
 	return b, nil
 }
 
 // logTTL is the log's x-max-age: whole seconds, as declared.
 func (b *Broker) logTTL() time.Duration {
 	return (b.cfg.Retention.TTL + time.Second - 1).Truncate(time.Second)
-}
-
-func (b *Broker) dial() (*amqp.Connection, error) {
-	return amqp.DialConfig(b.url, amqp.Config{
-		Heartbeat:  b.cfg.Heartbeat,
-		Locale:     "en_US",
-		Dial:       amqp.DefaultDial(3 * time.Second),
-		Properties: amqp.Table{"connection_name": "rtlab"},
-	})
 }
 
 // declare declares what the nodes share: the log, the sequencer queue and the live exchange.
@@ -301,6 +292,7 @@ func (b *Broker) Close() error {
 	if b.handler != nil {
 		<-b.done
 	}
+	b.conns.close()
 	return nil
 }
 

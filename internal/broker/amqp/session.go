@@ -62,7 +62,7 @@ type catchUpReq struct {
 // runSession runs one connection: it binds this node's queue to the topics it follows, takes
 // their history again, declares the node ready, and returns when anything fails.
 func (b *Broker) runSession(onReady func()) error {
-	conn, err := b.dial()
+	conn, err := b.conns.get()
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,9 @@ func (b *Broker) runSession(onReady func()) error {
 	var wg sync.WaitGroup
 	defer func() {
 		cancel() // fails publishes waiting on this connection
-		_ = conn.Close()
+		// Closed, not only left: this node's queues go with it. The state store sharing it
+		// moves to the next one.
+		b.conns.drop(conn)
 		wg.Wait()
 	}()
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
