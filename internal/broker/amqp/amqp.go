@@ -2,26 +2,31 @@
 // over AMQP 0.9.1, for several rtlab nodes sharing one RabbitMQ.
 //
 // One node at a time is the sequencer: it gives every publication its topic's offset and
-// epoch, so each topic has a single active publisher. The design:
+// epoch, so each topic has a single active publisher. A node receives only the topics it
+// follows (has subscribers for). The design:
 //
-//   - The sequencer queue (<name>.seq) is a classic queue with a single active consumer. Every
-//     node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to another
-//     when that one's connection goes. A node publishes a request there, unless it is the
-//     sequencer itself or can send it straight to the sequencer's node (direct.go).
-//   - The sequencer assigns offsets in the order it takes requests and sends the publications
-//     to the live exchange (<name>.live, fanout). RabbitMQ copies each message to the log and
-//     to a queue of every node's own in one routing step. A node delivers a publication and
-//     answers its publisher when its live copy arrives, the sequencer included, so nothing is
-//     delivered that the other nodes will not see, and whatever a node received is in the log.
-//   - The log (<name>.log) is a stream queue that only history reads: a node starting replays
-//     it, a node reconnecting reads the part it missed, and a node that becomes the sequencer
-//     reads what the previous one sent last, so that it continues every topic where that one
-//     stopped.
+//   - The sequencer queue (<name>.sequencer) is a classic queue with a single active consumer.
+//     Every node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to
+//     another when that one's connection goes. A node publishes a request there, unless it is
+//     the sequencer itself or can send it straight to the sequencer's node (direct.go).
+//   - The sequencer assigns offsets in the order it takes requests and sends each topic's
+//     publications to the live exchange (<name>.topics, a topic exchange) with the topic's
+//     routing key. RabbitMQ copies each message to the log (bound to every key) and to the
+//     queue of every node bound to that key, in one routing step; then the sequencer answers
+//     the publishing node on its queue. A node delivers a publication when its live copy
+//     arrives, so whatever a node received is in the log (follow.go).
+//   - A node binds its queue to a topic when the hub subscribes it, then asks the sequencer
+//     for the topic's history, and answers History from that and the live copies after. It
+//     asks the sequencer for the history of the topics it does not follow.
+//   - The log (<name>.log) is a stream queue that only a node taking over as the sequencer
+//     reads: it binds its queue to every topic and reads the whole log, so that it continues
+//     every topic where the previous one stopped, and knows every topic's history.
 //
 // Classic queues cost RabbitMQ a fraction of a stream read per message.
 //
 // When the connection drops, Ready is false and publishes fail at once; the node reconnects
-// with backoff, catches up from the log and calls Handler.HandleResubscribed.
+// with backoff, follows its topics again and calls Handler.HandleResubscribed. Open opens the
+// broker and its state store (state.go) on one connection.
 package amqp
 
 import (
@@ -49,7 +54,7 @@ type Config struct {
 	// for every topic. A topic's policy cannot keep more than Retention.
 	Policy func(topic string) hub.HistoryPolicy
 	// Retention bounds every topic's history: Size publications kept per topic in each node's
-	// replica, and TTL as the log's x-max-age. A topic whose latest publication is older than
+	// cache, and TTL as the log's x-max-age. A topic whose latest publication is older than
 	// its TTL starts a new epoch. Zero fields are taken from Policy(""), then default to 100
 	// and 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that
 	// declares the log with another.
@@ -57,7 +62,7 @@ type Config struct {
 	// MaxBytes bounds the log (x-max-length-bytes), and the durable log too. Zero means 1 GiB.
 	// RabbitMQ drops whole segments of SegmentBytes at a time.
 	MaxBytes int64
-	// DurableSize is what every replica keeps per durable topic (a Policy with a negative TTL).
+	// DurableSize is what a node keeps per durable topic (a Policy with a negative TTL).
 	// Durable topics go through a log of their own, <Name>.durable, with no x-max-age, and never
 	// start a new epoch for being idle. A durable topic's Policy can only narrow it. Zero means 1000.
 	DurableSize int
@@ -65,7 +70,7 @@ type Config struct {
 	// MaxBytes/8, at most 64 MiB.
 	SegmentBytes int64
 	// Name starts the names of what the nodes share: the log <Name>.log, the sequencer queue
-	// <Name>.seq and the live exchange <Name>.live. Zero means "rtlab". Nodes that share topics
+	// <Name>.sequencer and the live exchange <Name>.topics. Zero means "rtlab". Nodes that share topics
 	// use the same name. Letters, digits, '_', '-' and '.'.
 	Name string
 	// PublishTimeout bounds how long Publish waits for its publication to come back from the

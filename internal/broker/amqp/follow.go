@@ -94,6 +94,7 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 	if b.follows[topic] == nil {
 		b.follows[topic] = &follow{}
 	}
+	b.m.followed.Set(float64(len(b.follows)))
 	b.followMu.Unlock()
 	s := b.session.Load()
 	if s == nil {
@@ -109,6 +110,7 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 func (b *Broker) Unsubscribe(_ context.Context, topic string) error {
 	b.followMu.Lock()
 	delete(b.follows, topic)
+	b.m.followed.Set(float64(len(b.follows)))
 	b.followMu.Unlock()
 	s := b.session.Load()
 	if s == nil || s.all.Load() {

@@ -307,6 +307,11 @@ func (b *Broker) applyLoop(s *session, live <-chan amqp.Delivery) error {
 				return errors.New("live consumer closed")
 			}
 			batch, _ = b.applyMessage(s, d.Body, batch, "")
+			for i := range batch {
+				if batch[i].kind == kindAssigned {
+					b.m.received.Inc()
+				}
+			}
 		case req := <-s.catchUp:
 			err := b.catchUpLog(s, req.from)
 			req.reply <- err
