@@ -88,7 +88,8 @@ func (s *session) unbind(x, key string) error {
 
 // Subscribe makes this node follow topic: its queue is bound to the topic, then it takes the
 // topic's history from the sequencer, so what it did not take arrives on the queue. While
-// disconnected it only notes the topic: the next connection follows it.
+// disconnected it only notes the topic: the next connection follows it. If the sequencer does
+// not answer in time, the next History asks again.
 func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 	b.followMu.Lock()
 	if b.follows[topic] == nil {
@@ -101,9 +102,15 @@ func (b *Broker) Subscribe(ctx context.Context, topic string) error {
 		return nil
 	}
 	if err := s.bind(b.exchange(topic), routingKey(topic)); err != nil {
+		if s.ctx.Err() != nil {
+			return nil // the connection is going: the next one follows the topic
+		}
 		return hub.Unavailable("amqp", fmt.Errorf("bind %s: %w", topic, err))
 	}
-	return b.seed(ctx, s, topic)
+	if err := b.seed(ctx, s, topic); err != nil {
+		b.log.Info("amqp broker: a topic's history is taken at its next read", "topic", topic, "err", err)
+	}
+	return nil
 }
 
 // Unsubscribe stops following topic.
