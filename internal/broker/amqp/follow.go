@@ -167,7 +167,7 @@ func (b *Broker) markSeeded(topic string) {
 }
 
 // followAll binds a new session's queue to every followed topic and takes their history
-// again, all requests at once.
+// again, all requests at once. A history not taken in time is taken at the topic's next read.
 func (b *Broker) followAll(s *session) error {
 	b.followMu.RLock()
 	topics := make([]string, 0, len(b.follows))
@@ -188,7 +188,10 @@ func (b *Broker) followAll(s *session) error {
 	for range topics {
 		err = errors.Join(err, <-errc)
 	}
-	return err
+	if err != nil && s.ctx.Err() == nil {
+		b.log.Info("amqp broker: some topics' history is taken at their next read", "err", err)
+	}
+	return s.ctx.Err()
 }
 
 // History answers from the replica for a topic this node follows, and asks the sequencer
