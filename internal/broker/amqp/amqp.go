@@ -2,26 +2,31 @@
 // over AMQP 0.9.1, for several rtlab nodes sharing one RabbitMQ.
 //
 // One node at a time is the sequencer: it gives every publication its topic's offset and
-// epoch, so each topic has a single active publisher. The design:
+// epoch, so each topic has a single active publisher. A node receives only the topics it
+// follows (has subscribers for). The design:
 //
-//   - The sequencer queue (<name>.seq) is a classic queue with a single active consumer. Every
-//     node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to another
-//     when that one's connection goes. A node publishes a request there, unless it is the
-//     sequencer itself or can send it straight to the sequencer's node (direct.go).
-//   - The sequencer assigns offsets in the order it takes requests and sends the publications
-//     to the live exchange (<name>.live, fanout). RabbitMQ copies each message to the log and
-//     to a queue of every node's own in one routing step. A node delivers a publication and
-//     answers its publisher when its live copy arrives, the sequencer included, so nothing is
-//     delivered that the other nodes will not see, and whatever a node received is in the log.
-//   - The log (<name>.log) is a stream queue that only history reads: a node starting replays
-//     it, a node reconnecting reads the part it missed, and a node that becomes the sequencer
-//     reads what the previous one sent last, so that it continues every topic where that one
-//     stopped.
+//   - The sequencer queue (<name>.sequencer) is a classic queue with a single active consumer.
+//     Every node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to
+//     another when that one's connection goes. A node publishes a request there, unless it is
+//     the sequencer itself or can send it straight to the sequencer's node (direct.go).
+//   - The sequencer assigns offsets in the order it takes requests and sends each topic's
+//     publications to the live exchange (<name>.topics, a topic exchange) with the topic's
+//     routing key. RabbitMQ copies each message to the log (bound to every key) and to the
+//     queue of every node bound to that key, in one routing step; then the sequencer answers
+//     the publishing node on its queue. A node delivers a publication when its live copy
+//     arrives, so whatever a node received is in the log (follow.go).
+//   - A node binds its queue to a topic when the hub subscribes it, then asks the sequencer
+//     for the topic's history, and answers History from that and the live copies after. It
+//     asks the sequencer for the history of the topics it does not follow.
+//   - The log (<name>.log) is a stream queue that only a node taking over as the sequencer
+//     reads: it binds its queue to every topic and reads the whole log, so that it continues
+//     every topic where the previous one stopped, and knows every topic's history.
 //
 // Classic queues cost RabbitMQ a fraction of a stream read per message.
 //
 // When the connection drops, Ready is false and publishes fail at once; the node reconnects
-// with backoff, catches up from the log and calls Handler.HandleResubscribed.
+// with backoff, follows its topics again and calls Handler.HandleResubscribed. Open opens the
+// broker and its state store (state.go) on one connection.
 package amqp
 
 import (
@@ -49,7 +54,7 @@ type Config struct {
 	// for every topic. A topic's policy cannot keep more than Retention.
 	Policy func(topic string) hub.HistoryPolicy
 	// Retention bounds every topic's history: Size publications kept per topic in each node's
-	// replica, and TTL as the log's x-max-age. A topic whose latest publication is older than
+	// cache, and TTL as the log's x-max-age. A topic whose latest publication is older than
 	// its TTL starts a new epoch. Zero fields are taken from Policy(""), then default to 100
 	// and 10 minutes. Nodes sharing a log must agree on TTL: RabbitMQ refuses a node that
 	// declares the log with another.
@@ -57,7 +62,7 @@ type Config struct {
 	// MaxBytes bounds the log (x-max-length-bytes), and the durable log too. Zero means 1 GiB.
 	// RabbitMQ drops whole segments of SegmentBytes at a time.
 	MaxBytes int64
-	// DurableSize is what every replica keeps per durable topic (a Policy with a negative TTL).
+	// DurableSize is what a node keeps per durable topic (a Policy with a negative TTL).
 	// Durable topics go through a log of their own, <Name>.durable, with no x-max-age, and never
 	// start a new epoch for being idle. A durable topic's Policy can only narrow it. Zero means 1000.
 	DurableSize int
@@ -65,7 +70,7 @@ type Config struct {
 	// MaxBytes/8, at most 64 MiB.
 	SegmentBytes int64
 	// Name starts the names of what the nodes share: the log <Name>.log, the sequencer queue
-	// <Name>.seq and the live exchange <Name>.live. Zero means "rtlab". Nodes that share topics
+	// <Name>.sequencer and the live exchange <Name>.topics. Zero means "rtlab". Nodes that share topics
 	// use the same name. Letters, digits, '_', '-' and '.'.
 	Name string
 	// PublishTimeout bounds how long Publish waits for its publication to come back from the
@@ -107,19 +112,21 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
 
 // Broker is a hub.Broker on RabbitMQ. It is safe for concurrent use.
 type Broker struct {
-	replica.EveryTopic // every node receives every publication: nothing to subscribe to
+	cfg    Config
+	conns  *shared // the connection, shared with the state store Open opens
+	logQ   string  // the log, a stream queue
+	dlogQ  string  // the durable topics' log, a stream queue without x-max-age
+	seqQ   string  // the sequencer queue
+	liveX  string  // the live exchange, routed by topic
+	dliveX string  // the live exchange of durable topics, bound to dlogQ
+	log    *slog.Logger
+	m      *metrics
+	// rep holds the topics this node follows, and every topic while it is the sequencer.
+	rep *replica.Replica
 
-	cfg     Config
-	url     string
-	logQ    string // the log, a stream queue
-	dlogQ   string // the durable topics' log, a stream queue without x-max-age
-	seqQ    string // the sequencer queue
-	liveX   string // the live exchange
-	dliveX  string // the live exchange of durable topics, bound to dlogQ and every node's queue
-	log     *slog.Logger
-	m       *metrics
-	rep     *replica.Replica
-	handler hub.Handler // set by Run
+	followMu sync.RWMutex
+	follows  map[string]*follow // the topics this node has subscribers for; guarded by followMu
+	handler  hub.Handler        // set by Run
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -128,10 +135,7 @@ type Broker struct {
 	conn    reconnect.Loop          // the connection; ready once caught up with the log
 	session atomic.Pointer[session] // current connection; nil between connections
 
-	// lastRead is when this node last read a publication (unix ms): a reconnecting node reads
-	// the log from a while before. Zero until the first catch-up, which reads all of the log.
-	lastRead atomic.Int64
-	recent   recentIDs // ids of the latest publications applied, for the sequencer
+	recent recentIDs // ids of the latest publications applied, for the sequencer
 	// seqAt is the latest sequencer announcement read, for Config.Direct; seqNews tells the
 	// request loop that it changed.
 	seqAt   atomic.Pointer[announcement]
@@ -143,11 +147,13 @@ type Broker struct {
 	onBroadcast atomic.Pointer[func(msg []byte)] // broadcast.go
 }
 
-// waiter is a Publish waiting for its publication to come back.
+// waiter is a Publish waiting for its publication to come back, or a request waiting for
+// the sequencer's answer.
 type waiter struct {
-	ch   chan *hub.Publication
-	req  []byte // the request
-	link *link  // the link the request went on, if it did; guarded by waitMu
+	ch     chan *hub.Publication // a Publish's
+	answer chan answer           // a history or list request's
+	req    []byte                // the request
+	link   *link                 // the link the request went on, if it did; guarded by waitMu
 }
 
 var _ hub.Broker = (*Broker)(nil)
@@ -181,8 +187,8 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, url: url, logQ: cfg.Name + ".log", seqQ: cfg.Name + ".seq", liveX: cfg.Name + ".live",
-		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-live",
+		cfg: cfg, conns: newShared(url, cfg.Heartbeat), logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
+		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-topics", follows: make(map[string]*follow),
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
 		waiting: make(map[string]*waiter), seqNews: make(chan struct{}, 1),
@@ -194,33 +200,24 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		Session:      b.runSession,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
 	}
-	// Check the URL and the server now, so a wrong --broker fails at start.
-	conn, err := b.dial()
+	// Check the URL and the server now, so a wrong --broker fails at start. The connection
+	// stays for the first session.
+	conn, err := b.conns.get()
 	if err != nil {
 		b.cancel()
 		return nil, fmt.Errorf("amqp broker: connect: %w", err)
 	}
 	if err := b.declare(conn); err != nil {
-		_ = conn.Close()
+		b.conns.close()
 		b.cancel()
 		return nil, err
 	}
-	_ = conn.Close()
 	return b, nil
 }
 
 // logTTL is the log's x-max-age: whole seconds, as declared.
 func (b *Broker) logTTL() time.Duration {
 	return (b.cfg.Retention.TTL + time.Second - 1).Truncate(time.Second)
-}
-
-func (b *Broker) dial() (*amqp.Connection, error) {
-	return amqp.DialConfig(b.url, amqp.Config{
-		Heartbeat:  b.cfg.Heartbeat,
-		Locale:     "en_US",
-		Dial:       amqp.DefaultDial(3 * time.Second),
-		Properties: amqp.Table{"connection_name": "rtlab"},
-	})
 }
 
 // declare declares what the nodes share: the log, the sequencer queue and the live exchange.
@@ -253,23 +250,23 @@ func (b *Broker) declare(conn *amqp.Connection) error {
 		return fmt.Errorf("amqp broker: declare %s: %w", b.dlogQ, err)
 	}
 	for _, x := range []string{b.liveX, b.dliveX} {
-		if err := ch.ExchangeDeclare(x, "fanout", false, false, false, false, nil); err != nil {
+		if err := ch.ExchangeDeclare(x, "topic", false, false, false, false, nil); err != nil {
 			return fmt.Errorf("amqp broker: declare %s: %w", x, err)
 		}
 	}
-	if err := ch.QueueBind(b.dlogQ, "", b.dliveX, false, nil); err != nil {
-		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.dlogQ, b.dliveX, err)
-	}
-	// The log is bound to the live exchange, so that one message from the sequencer reaches
-	// the log and every node's queue in the same routing step.
-	if err := ch.QueueBind(b.logQ, "", b.liveX, false, nil); err != nil {
-		return fmt.Errorf("amqp broker: bind %s to %s: %w", b.logQ, b.liveX, err)
+	// Each log is bound to its live exchange for every key, so that one message from the
+	// sequencer reaches the log and the queue of every node following its topic in the same
+	// routing step.
+	for _, bind := range [][2]string{{b.dlogQ, b.dliveX}, {b.logQ, b.liveX}} {
+		if err := ch.QueueBind(bind[0], "#", bind[1], false, nil); err != nil {
+			return fmt.Errorf("amqp broker: bind %s to %s: %w", bind[0], bind[1], err)
+		}
 	}
 	return nil
 }
 
-// Run connects, replays the log into the replica and returns once the node has caught up (or
-// ctx ends, or 60 s pass). Deliveries continue until Close.
+// Run connects and returns once the node is ready (or ctx ends, or 60 s pass). Deliveries
+// continue until Close.
 func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	b.handler = h
 	context.AfterFunc(ctx, func() { _ = b.Close() })
@@ -287,7 +284,7 @@ func (b *Broker) Run(ctx context.Context, h hub.Handler) error {
 	case <-b.ctx.Done():
 		return ErrClosed
 	case <-time.After(60 * time.Second):
-		return hub.Unavailable("amqp", errors.New("not caught up with the log after 60 s"))
+		return hub.Unavailable("amqp", errors.New("not connected after 60 s"))
 	}
 }
 
@@ -300,30 +297,19 @@ func (b *Broker) Close() error {
 	if b.handler != nil {
 		<-b.done
 	}
+	b.conns.close()
 	return nil
 }
 
-// Ready reports whether the node is connected and caught up with the log.
+// Ready reports whether the node is connected and has taken its topics' history.
 func (b *Broker) Ready() bool { return b.conn.Ready() }
 
 // durable reports whether topic goes through the durable log.
 func (b *Broker) durable(topic string) bool { return b.cfg.Policy(topic).TTL < 0 }
 
-// TopicsSince names the durable topics published to since since, for archive sweeps.
-func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, error) {
-	return b.rep.DurableTopicsSince(since), nil
-}
-
-// History answers from the replica.
-func (b *Broker) History(_ context.Context, topic string, since uint64, limit int) (hub.HistoryResult, error) {
-	if b.ctx.Err() != nil {
-		return hub.HistoryResult{}, ErrClosed
-	}
-	return b.rep.History(topic, since, limit, time.Now()), nil
-}
-
-// Publish sends the publication to the sequencer and returns it once this node has received it
-// back, with the offset and epoch every node has for it.
+// Publish sends the publication to the sequencer and returns it once the sequencer's answer
+// (or, on a node following the topic, its live copy) came back, with the offset and epoch every
+// node has for it.
 func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publication, error) {
 	s := b.session.Load()
 	if !b.conn.Ready() || s == nil {
@@ -337,7 +323,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()
 	id := newID()
-	body := appendRequest(nil, id, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
+	body := appendRequest(nil, id, s.liveQ, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
 	ch := b.await(id, body)
 	defer b.unawait(id)
 	// fail counts a publish that did not complete and says why: late is the reason when ctx
@@ -420,9 +406,11 @@ func (b *Broker) unawait(id string) {
 func (b *Broker) notify(id string, p *hub.Publication) {
 	b.waitMu.Lock()
 	w := b.waiting[id]
-	delete(b.waiting, id)
+	if w != nil && w.ch != nil {
+		delete(b.waiting, id)
+	}
 	b.waitMu.Unlock()
-	if w != nil {
+	if w != nil && w.ch != nil {
 		w.ch <- p
 	}
 }

@@ -96,7 +96,7 @@ func (b *Broker) announced(a announcement) {
 
 // announce sends the sequencer entry to the live exchange, so to every node and the log.
 func (b *Broker) announce(s *session, token, addr string) error {
-	if err := s.pub.PublishWithContext(s.ctx, b.liveX, "", false, false, amqp.Publishing{Body: appendSequencer(token, addr)}); err != nil {
+	if err := s.pub.PublishWithContext(s.ctx, b.liveX, controlKey, false, false, amqp.Publishing{Body: appendSequencer(token, addr)}); err != nil {
 		return fmt.Errorf("announce the sequencer: %w", err)
 	}
 	return nil

@@ -69,6 +69,9 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	ns := brokertest.Namespace()
 	first, _ := startBroker(t, srv, ns, "127.0.0.1:0")
 	second, rec := startBroker(t, srv, ns, "127.0.0.1:0")
+	if err := second.Subscribe(context.Background(), "chat/direct"); err != nil {
+		t.Fatal(err)
+	}
 	publish(t, second, "chat/direct", 0) // the first node, the first consumer, becomes the sequencer
 	a := announced(t, second, "")
 
@@ -136,6 +139,9 @@ func TestDirectLinkBreaks(t *testing.T) {
 	const topic = "chat/breaks"
 	startBroker(t, srv, ns, "") // the sequencer, which does not listen
 	node, rec := startBroker(t, srv, ns, "127.0.0.1:0")
+	if err := node.Subscribe(context.Background(), topic); err != nil {
+		t.Fatal(err)
+	}
 	publish(t, node, topic, 0)
 
 	conn, err := amqp091.Dial(srv.URL)
@@ -153,7 +159,7 @@ func TestDirectLinkBreaks(t *testing.T) {
 	}
 	defer l.Close()
 	const token = "testtokentesttokentestto"
-	if err := ch.PublishWithContext(context.Background(), ns+".live", "", false, false,
+	if err := ch.PublishWithContext(context.Background(), ns+".topics", controlKey, false, false,
 		amqp091.Publishing{Body: appendSequencer(token, l.Addr().String())}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +246,7 @@ func TestDirectLinkBreaks(t *testing.T) {
 	requests(5)
 	wave(6, 5)
 	for _, f := range requests(5) {
-		if err := ch.PublishWithContext(context.Background(), "", ns+".seq", false, false, amqp091.Publishing{Body: f}); err != nil {
+		if err := ch.PublishWithContext(context.Background(), "", ns+".sequencer", false, false, amqp091.Publishing{Body: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/replica"
@@ -16,14 +17,26 @@ import (
 // a message in a stream; a plain body costs it least). Fields are separated by spaces; topics,
 // ids and epochs never contain one.
 //
-//	p <id> <topic> <tail>              a request to publish, to the sequencer; tail as replica.AppendTail
+//	p <id> <reply> <topic> <tail>      a request to publish, to the sequencer; tail as replica.AppendTail
+//	g <id> <reply> <topic> <since> <limit>  a request for a topic's history, to the sequencer
+//	l <id> <reply> <since-ms>          a request for the durable topics published to since, to the sequencer
 //	a <id> <topic> <head><tail>        a publication with its offset and epoch (head as replica.AppendHead)
+//	k <id> <topic> <head><tail>        the same, sent to the node that asked for it (its answer)
+//	r <id> <topic> <head><oldest>      the answer to g: the topic's top and oldest offset, then its publications as a entries
+//	t <id> <topic> <topic>…            the answer to l
 //	m <id>                             a marker: whoever appended it to the log waits to read it back
 //	s <token> <addr>                   the sequencer takes requests at addr (host:port), with token
-//	b <len> <entry><len> <entry>…      requests or publications sent together, each <len> bytes long
+//	b <len> <entry><len> <entry>…      entries sent together, each <len> bytes long
+//
+// <reply> is the queue of the node that asked: the sequencer sends its answer there.
 const (
 	kindRequest   = 'p'
+	kindHistory   = 'g'
+	kindList      = 'l'
 	kindAssigned  = 'a'
+	kindAck       = 'k'
+	kindReply     = 'r'
+	kindTopics    = 't'
 	kindMarker    = 'm'
 	kindSequencer = 's'
 	kindBatch     = 'b'
@@ -50,23 +63,88 @@ func newID() string {
 type entry struct {
 	kind  byte
 	id    string // the sequencer's token in a sequencer entry
+	reply string // requests: the queue to answer on
 	topic string
-	rest  []byte // request: the tail; publication: head and tail; sequencer: its address
+	// request: the tail; publication: head and tail; sequencer: its address; history request:
+	// since and limit; reply: head and oldest; list request: the time; list answer: the topics
+	rest []byte
 }
 
-// appendRequest appends a request to publish.
-func appendRequest(dst []byte, id, topic string, t time.Time, sender, typ string, data []byte) []byte {
+// appendRequest appends a request to publish, answered on queue reply.
+func appendRequest(dst []byte, id, reply, topic string, t time.Time, sender, typ string, data []byte) []byte {
 	dst = append(dst, kindRequest, ' ')
 	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = append(dst, reply...)
 	dst = append(dst, ' ')
 	dst = append(dst, topic...)
 	dst = append(dst, ' ')
 	return replica.AppendTail(dst, t, sender, typ, data)
 }
 
+// appendHistoryRequest appends a request for topic's history after since, at most limit.
+func appendHistoryRequest(dst []byte, id, reply, topic string, since uint64, limit int) []byte {
+	dst = append(dst, kindHistory, ' ')
+	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = append(dst, reply...)
+	dst = append(dst, ' ')
+	dst = append(dst, topic...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendUint(dst, since, 10)
+	dst = append(dst, ' ')
+	return strconv.AppendInt(dst, int64(max(limit, 0)), 10)
+}
+
+// appendListRequest appends a request for the durable topics published to since since.
+func appendListRequest(dst []byte, id, reply string, since time.Time) []byte {
+	dst = append(dst, kindList, ' ')
+	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = append(dst, reply...)
+	dst = append(dst, ' ')
+	return strconv.AppendInt(dst, since.UnixMilli(), 10)
+}
+
+// appendReply appends the head of an answer to a history request: hr's top and oldest offset.
+// Its publications follow as publication entries.
+func appendReply(dst []byte, id, topic string, hr hub.HistoryResult) []byte {
+	dst = append(dst, kindReply, ' ')
+	dst = append(dst, id...)
+	dst = append(dst, ' ')
+	dst = append(dst, topic...)
+	dst = append(dst, ' ')
+	epoch := hr.Top.Epoch
+	if epoch == "" {
+		epoch = "-"
+	}
+	dst = replica.AppendHead(dst, hr.Top.Offset, epoch)
+	return strconv.AppendUint(dst, hr.Oldest, 10)
+}
+
+// appendTopics appends the answer to a list request.
+func appendTopics(dst []byte, id string, topics []string) []byte {
+	dst = append(dst, kindTopics, ' ')
+	dst = append(dst, id...)
+	for _, t := range topics {
+		dst = append(dst, ' ')
+		dst = append(dst, t...)
+	}
+	return dst
+}
+
 // appendAssigned appends publication p, whose request had id.
 func appendAssigned(dst []byte, id string, p *hub.Publication) []byte {
-	dst = append(dst, kindAssigned, ' ')
+	return appendPublication(dst, kindAssigned, id, p)
+}
+
+// appendAck appends publication p as the answer to its request, id.
+func appendAck(dst []byte, id string, p *hub.Publication) []byte {
+	return appendPublication(dst, kindAck, id, p)
+}
+
+func appendPublication(dst []byte, kind byte, id string, p *hub.Publication) []byte {
+	dst = append(dst, kind, ' ')
 	dst = append(dst, id...)
 	dst = append(dst, ' ')
 	dst = append(dst, p.Topic...)
@@ -126,18 +204,91 @@ func parseEntry(b []byte) (entry, error) {
 		}
 		e.rest = rest
 		return e, nil
-	case kindRequest, kindAssigned:
-		topic, rest, ok := cut(rest)
-		if !ok || !more || hub.ValidateTopic(string(topic)) != nil {
-			return entry{}, errEntry
+	case kindTopics:
+		for rest := rest; more && len(rest) > 0; {
+			var t []byte
+			t, rest, more = cut(rest)
+			if hub.ValidateTopic(string(t)) != nil {
+				return entry{}, errEntry
+			}
 		}
-		if _, err := replica.TailTime(rest); e.kind == kindRequest && err != nil {
-			return entry{}, errEntry
-		}
-		e.topic, e.rest = string(topic), rest
+		e.rest = rest
 		return e, nil
+	case kindRequest, kindHistory, kindList:
+		reply, r, ok := cut(rest)
+		if !more || !ok || len(reply) == 0 || len(reply) > maxAddrLen {
+			return entry{}, errEntry
+		}
+		e.reply, rest = string(reply), r
+		if e.kind == kindList {
+			if _, err := strconv.ParseInt(string(rest), 10, 64); err != nil {
+				return entry{}, errEntry
+			}
+			e.rest = rest
+			return e, nil
+		}
+	case kindAssigned, kindAck, kindReply:
+	default:
+		return entry{}, errEntry
 	}
-	return entry{}, errEntry
+	topic, rest, ok := cut(rest)
+	if !ok || !more || hub.ValidateTopic(string(topic)) != nil {
+		return entry{}, errEntry
+	}
+	e.topic, e.rest = string(topic), rest
+	switch e.kind {
+	case kindRequest:
+		if _, err := replica.TailTime(rest); err != nil {
+			return entry{}, errEntry
+		}
+	case kindHistory:
+		if _, _, err := e.historyRequest(); err != nil {
+			return entry{}, errEntry
+		}
+	case kindReply:
+		if _, err := e.historyHead(); err != nil {
+			return entry{}, errEntry
+		}
+	}
+	return e, nil
+}
+
+// historyRequest returns a history request's since and limit.
+func (e *entry) historyRequest() (since uint64, limit int, err error) {
+	s, l, ok := cut(e.rest)
+	if !ok {
+		return 0, 0, errEntry
+	}
+	since, err1 := strconv.ParseUint(string(s), 10, 64)
+	limit, err2 := strconv.Atoi(string(l))
+	if err1 != nil || err2 != nil || limit < 0 {
+		return 0, 0, errEntry
+	}
+	return since, limit, nil
+}
+
+// historyHead returns the top and oldest offset of an answer to a history request.
+func (e *entry) historyHead() (hub.HistoryResult, error) {
+	off, rest, ok1 := cut(e.rest)
+	epoch, oldest, ok2 := cut(rest)
+	o, err1 := strconv.ParseUint(string(off), 10, 64)
+	old, err2 := strconv.ParseUint(string(oldest), 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || len(epoch) == 0 {
+		return hub.HistoryResult{}, errEntry
+	}
+	hr := hub.HistoryResult{Top: hub.Position{Offset: o, Epoch: string(epoch)}, Oldest: old}
+	if hr.Top.Epoch == "-" {
+		hr.Top.Epoch = ""
+	}
+	return hr, nil
+}
+
+// topics returns the topics of a list answer.
+func (e *entry) topics() []string {
+	if len(e.rest) == 0 {
+		return nil
+	}
+	return strings.Split(string(e.rest), " ")
 }
 
 // request decodes a request's publication, without offset and epoch.
@@ -176,7 +327,7 @@ func appendBatch(dst []byte, entries [][]byte) []byte {
 
 // parseMessage parses one message onto dst: a batch's entries, or a single entry. A batch
 // with any malformed part is malformed as a whole, so that every node skips all of it. Batches
-// hold requests or publications, never markers or batches.
+// hold requests, publications and answers, never markers, announcements or batches.
 func parseMessage(b []byte, dst []entry) ([]entry, error) {
 	if len(b) == 0 || b[0] != kindBatch {
 		e, err := parseEntry(b)
@@ -196,7 +347,7 @@ func parseMessage(b []byte, dst []entry) ([]entry, error) {
 			return dst[:n], errEntry
 		}
 		e, err := parseEntry(body[:l])
-		if err != nil || (e.kind != kindRequest && e.kind != kindAssigned) {
+		if err != nil || e.kind == kindMarker || e.kind == kindSequencer {
 			return dst[:n], errEntry
 		}
 		dst = append(dst, e)

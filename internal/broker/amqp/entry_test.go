@@ -11,7 +11,7 @@ import (
 func TestEntryRoundTrip(t *testing.T) {
 	id := newID()
 	at := time.UnixMilli(1767225600123)
-	e, err := parseEntry(appendRequest(nil, id, "chat/room-1", at, "ann", "talk", []byte(`{"t":"hi there"}`)))
+	e, err := parseEntry(appendRequest(nil, id, "amq.gen-q", "chat/room-1", at, "ann", "talk", []byte(`{"t":"hi there"}`)))
 	if err != nil || e.kind != kindRequest || e.id != id || e.topic != "chat/room-1" {
 		t.Fatalf("request: %+v %v", e, err)
 	}
@@ -34,7 +34,7 @@ func TestEntryRoundTrip(t *testing.T) {
 	if e, err := parseEntry(appendSequencer(id, "127.0.0.1:4500")); err != nil || e.kind != kindSequencer || e.id != id || string(e.rest) != "127.0.0.1:4500" {
 		t.Fatalf("sequencer: %+v %v", e, err)
 	}
-	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " bad topic 1 0 0 ", "m " + id + " extra", "q " + id, "c " + id + " 1 0 ", "s " + id, "s " + id + " ", "s " + id + " a b"} {
+	for _, bad := range []string{"", "p", "x " + id, "p " + id, "p " + id + " q bad topic 1 0 0 ", "m " + id + " extra", "q " + id, "c " + id + " 1 0 ", "s " + id, "s " + id + " ", "s " + id + " a b"} {
 		if _, err := parseEntry([]byte(bad)); err == nil {
 			t.Errorf("parseEntry(%q) accepted", bad)
 		}
@@ -53,7 +53,7 @@ func TestBatch(t *testing.T) {
 	at := time.UnixMilli(1767225600123)
 	var raws [][]byte
 	for i := range 3 {
-		raws = append(raws, appendRequest(nil, newID(), fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
+		raws = append(raws, appendRequest(nil, newID(), "amq.gen-q", fmt.Sprintf("location/g%d", i), at, "ann", "", []byte(fmt.Sprintf(`{"i":%d,"s":"a b"}`, i))))
 	}
 	raws = append(raws, appendAssigned(nil, newID(), &hub.Publication{Topic: "a/b", Offset: 3, Epoch: "e", Time: at, Data: []byte(`1`)}))
 	body := appendBatch(nil, raws)
@@ -91,11 +91,16 @@ func TestBatch(t *testing.T) {
 func FuzzParseEntry(f *testing.F) {
 	id := newID()
 	at := time.UnixMilli(1)
-	f.Add(appendRequest(nil, id, "location/g1", at, "u", "", []byte(`{}`)))
+	f.Add(appendRequest(nil, id, "amq.gen-q", "location/g1", at, "u", "", []byte(`{}`)))
 	f.Add(appendAssigned(nil, id, &hub.Publication{Topic: "a/b", Offset: 9, Epoch: "ep", Time: at, Sender: "u", Data: []byte(`{}`)}))
 	f.Add(appendMarker(id))
+	f.Add(appendHistoryRequest(nil, id, "amq.gen-q", "a/b", 3, 10))
+	f.Add(appendListRequest(nil, id, "amq.gen-q", at))
+	f.Add(appendBatch(nil, [][]byte{appendReply(nil, id, "a/b", hub.HistoryResult{Top: hub.Position{Offset: 9, Epoch: "ep"}, Oldest: 9}),
+		appendAssigned(nil, id, &hub.Publication{Topic: "a/b", Offset: 9, Epoch: "ep", Time: at, Data: []byte(`{}`)})}))
+	f.Add(appendTopics(nil, id, []string{"chat/a", "chat/b"}))
 	f.Add(appendSequencer(id, "[::1]:4500"))
-	f.Add(appendBatch(nil, [][]byte{appendRequest(nil, id, "a/b", at, "u", "", []byte(`1`)), appendRequest(nil, id, "c", time.UnixMilli(2), "", "t", nil)}))
+	f.Add(appendBatch(nil, [][]byte{appendRequest(nil, id, "amq.gen-q", "a/b", at, "u", "", []byte(`1`)), appendRequest(nil, id, "amq.gen-q", "c", time.UnixMilli(2), "", "t", nil)}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) > 0 && body[0] == kindBatch {
 			es, err := parseMessage(body, nil)
@@ -104,10 +109,10 @@ func FuzzParseEntry(f *testing.F) {
 			}
 			var raws [][]byte
 			for _, e := range es {
-				if e.kind != kindRequest && e.kind != kindAssigned {
+				if e.kind == kindMarker || e.kind == kindSequencer || e.kind == kindBatch {
 					t.Fatalf("batch holds a %c entry", e.kind)
 				}
-				raws = append(raws, fmt.Appendf(nil, "%c %s %s %s", e.kind, e.id, e.topic, e.rest))
+				raws = append(raws, rawEntry(e))
 			}
 			again, err := parseMessage(appendBatch(nil, raws), nil)
 			if err != nil || len(again) != len(es) {
@@ -154,4 +159,54 @@ func FuzzParseEntry(f *testing.F) {
 			t.Fatalf("publication does not round-trip: %+v vs %+v (%v)", q, p, err)
 		}
 	})
+}
+
+// rawEntry appends e's fields back as parseEntry found them.
+func rawEntry(e entry) []byte {
+	b := fmt.Appendf(nil, "%c %s", e.kind, e.id)
+	if e.reply != "" {
+		b = fmt.Appendf(b, " %s", e.reply)
+	}
+	if e.topic != "" {
+		b = fmt.Appendf(b, " %s", e.topic)
+	}
+	if e.kind != kindTopics || len(e.rest) > 0 {
+		b = fmt.Appendf(b, " %s", e.rest)
+	}
+	return b
+}
+
+// TestAnswers: history and list requests and their answers round-trip.
+func TestAnswers(t *testing.T) {
+	id := newID()
+	e, err := parseEntry(appendHistoryRequest(nil, id, "amq.gen-q", "chat/x", 7, 20))
+	if err != nil || e.kind != kindHistory || e.reply != "amq.gen-q" || e.topic != "chat/x" {
+		t.Fatalf("history request: %+v %v", e, err)
+	}
+	if since, limit, err := e.historyRequest(); since != 7 || limit != 20 || err != nil {
+		t.Fatalf("history request: since %d limit %d %v", since, limit, err)
+	}
+	hr := hub.HistoryResult{Top: hub.Position{Offset: 9, Epoch: "ep"}, Oldest: 3}
+	e, err = parseEntry(appendReply(nil, id, "chat/x", hr))
+	if err != nil || e.kind != kindReply {
+		t.Fatalf("reply: %+v %v", e, err)
+	}
+	if got, err := e.historyHead(); err != nil || got.Top != hr.Top || got.Oldest != 3 {
+		t.Fatalf("reply head: %+v %v", got, err)
+	}
+	e, err = parseEntry(appendReply(nil, id, "chat/x", hub.HistoryResult{}))
+	if got, _ := e.historyHead(); err != nil || got.Top != (hub.Position{}) {
+		t.Fatalf("empty reply head: %+v %v", got, err)
+	}
+	e, err = parseEntry(appendTopics(nil, id, []string{"chat/a", "chat/b"}))
+	if err != nil || e.kind != kindTopics || fmt.Sprint(e.topics()) != "[chat/a chat/b]" {
+		t.Fatalf("topics: %+v %v", e, err)
+	}
+	if e, err = parseEntry(appendTopics(nil, id, nil)); err != nil || len(e.topics()) != 0 {
+		t.Fatalf("no topics: %+v %v", e, err)
+	}
+	e, err = parseEntry(appendListRequest(nil, id, "amq.gen-q", time.UnixMilli(5)))
+	if err != nil || e.kind != kindList || e.reply != "amq.gen-q" || string(e.rest) != "5" {
+		t.Fatalf("list request: %+v %v", e, err)
+	}
 }

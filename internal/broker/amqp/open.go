@@ -7,7 +7,8 @@ import (
 )
 
 // Open connects to the RabbitMQ at url as a node's broker and, when o.State asks, its state
-// store.
+// store, on one connection (each on channels of its own). Close the store first: the broker
+// closes the connection.
 func Open(ctx context.Context, url string, o broker.Options) (broker.Opened, error) {
 	b, err := New(ctx, url, Config{Policy: o.Policy, DurableSize: o.DurableSize, Linger: o.AMQPLinger, Direct: o.AMQPDirect, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
@@ -15,7 +16,7 @@ func Open(ctx context.Context, url string, o broker.Options) (broker.Opened, err
 	}
 	out := broker.Opened{Broker: b}
 	if o.State {
-		st, err := OpenState(ctx, url, "rtlab.state")
+		st, err := openState(ctx, b.conns, false, "rtlab.state")
 		if err != nil {
 			_ = b.Close()
 			return broker.Opened{}, err

@@ -107,3 +107,85 @@ func gauge(tb testing.TB, reg *prometheus.Registry, name, node string) float64 {
 	tb.Fatalf("%s not found for node %s", name, node)
 	return 0
 }
+
+// TestIdleNodeReceivesNothing: a node that follows no topic and is not the sequencer receives
+// nothing live of what the others publish, yet its History shows it (asked of the sequencer);
+// once it subscribes to a topic it receives that topic alone, and its History of it, taken at
+// Subscribe and fed live, has everything.
+func TestIdleNodeReceivesNothing(t *testing.T) {
+	srv := brokertest.StartRabbit(t)
+	for _, c := range []struct {
+		name string
+		cfg  amqp.Config
+	}{{"Direct", direct}, {"Queue", amqp.Config{}}} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			h := harness(srv, c.cfg, reg)
+			ns := brokertest.Namespace()
+			brokertest.StartNode(t, h, ns, hub.HistoryPolicy{}) // the first consumer: the sequencer
+			pub := brokertest.StartNode(t, h, ns, hub.HistoryPolicy{})
+			idle := brokertest.StartNode(t, h, ns, hub.HistoryPolicy{})
+			received := func(node string) float64 { return counterOf(t, reg, "rtlab_broker_received_total", node) }
+			topics := []string{"location/a", "location/b", "notify/c"}
+			for i := range 30 {
+				pub.Publish(t, topics[i%3], fmt.Sprintf(`{"i":%d}`, i))
+			}
+			if g := gauge(t, reg, "rtlab_broker_sequencer", "1"); g != 1 {
+				t.Fatalf("the first node is not the sequencer (gauge %v)", g)
+			}
+			if n := received("3"); n != 0 {
+				t.Errorf("an idle node received %v publications", n)
+			}
+			if n := received("2"); n != 0 {
+				t.Errorf("the publishing node, following nothing, received %v publications (want answers only)", n)
+			}
+			hr := idle.History(t, "location/a", 0, 0)
+			if hr.Top.Offset != 10 || len(hr.Publications) != 10 || hr.Oldest != 1 {
+				t.Fatalf("the idle node's History of a topic it does not follow: top %+v oldest %d, %d publications", hr.Top, hr.Oldest, len(hr.Publications))
+			}
+
+			idle.Subscribe(t, "location/b")
+			for i := range 5 {
+				pub.Publish(t, "location/a", fmt.Sprintf(`{"j":%d}`, i))
+				pub.Publish(t, "location/b", fmt.Sprintf(`{"j":%d}`, i))
+			}
+			idle.Rec.WaitCount(t, "location/b", 5, 10*time.Second)
+			hr = idle.History(t, "location/b", 0, 0)
+			if hr.Top.Offset != 15 || len(hr.Publications) != 15 || hr.Oldest != 1 {
+				t.Fatalf("History of a followed topic: top %+v oldest %d, %d publications", hr.Top, hr.Oldest, len(hr.Publications))
+			}
+			for i, p := range hr.Publications {
+				if p.Offset != uint64(i+1) {
+					t.Fatalf("History of a followed topic: #%d is offset %d", i, p.Offset)
+				}
+			}
+			if n := received("3"); n != 5 {
+				t.Errorf("the node following one topic received %v publications, want its 5", n)
+			}
+			if got := len(idle.Rec.Get("location/a")); got != 0 {
+				t.Errorf("a topic the node does not follow was delivered %d times", got)
+			}
+			if err := idle.Unsubscribe(context.Background(), "location/b"); err != nil {
+				t.Fatal(err)
+			}
+			pub.Publish(t, "location/b", `{}`)
+			if hr := idle.History(t, "location/b", 0, 0); hr.Top.Offset != 16 {
+				t.Errorf("History after Unsubscribe: top %+v, want 16", hr.Top)
+			}
+		})
+	}
+}
+
+// counterOf returns counter name labelled node="node" in reg.
+func counterOf(tb testing.TB, reg *prometheus.Registry, name, node string) float64 {
+	tb.Helper()
+	for _, m := range named(tb, reg, name) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "node" && l.GetValue() == node {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	tb.Fatalf("%s not found for node %s", name, node)
+	return 0
+}

@@ -25,7 +25,8 @@ import (
 // retention limit), which is what lets a starting node rebuild the state; it grows with each
 // change (a few hundred bytes) and is read whole at start.
 type State struct {
-	url   string
+	conns *shared // the connection, shared with the node's broker unless own
+	own   bool    // the store owns conns and closes it
 	queue string
 	node  string
 
@@ -64,9 +65,15 @@ var _ state.Store = (*State)(nil)
 // errReopen fails the catch-up marker of a store still opening whose connection was lost.
 var errReopen = errors.New("reconnected while opening")
 
-// OpenState connects, declares the stream queue and folds it up to its current end.
+// OpenState connects, declares the stream queue and folds it up to its current end, on a
+// connection of its own.
 func OpenState(ctx context.Context, url, queue string) (*State, error) {
-	a := &State{url: url, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
+	return openState(ctx, newShared(url, 2*time.Second), true, queue)
+}
+
+// openState opens the store on conns: the broker's connection, or its own.
+func openState(ctx context.Context, conns *shared, own bool, queue string) (*State, error) {
+	a := &State{conns: conns, own: own, queue: queue, node: strconv.FormatInt(time.Now().UnixNano(), 36),
 		recs: make(map[string]map[string]state.Record), waiters: make(map[uint64]chan amqpResult), done: make(chan struct{})}
 	for {
 		err := a.connect()
@@ -98,23 +105,28 @@ func OpenState(ctx context.Context, url, queue string) (*State, error) {
 	return a, nil
 }
 
+// connect opens the store's channel on the current connection and declares the stream.
 func (a *State) connect() error {
-	conn, err := amqp.DialConfig(a.url, amqp.Config{Heartbeat: 2 * time.Second, Dial: amqp.DefaultDial(3 * time.Second),
-		Properties: amqp.Table{"connection_name": "rtlab-state"}})
+	conn, err := a.conns.get()
 	if err != nil {
 		return fmt.Errorf("state: amqp: %w", err)
 	}
 	ch, err := conn.Channel()
 	if err == nil {
-		_, err = ch.QueueDeclare(a.queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"})
+		if _, err = ch.QueueDeclare(a.queue, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+			_ = ch.Close()
+		}
 	}
 	if err != nil {
-		_ = conn.Close()
 		return fmt.Errorf("state: amqp: declare %s: %w", a.queue, err)
 	}
 	a.pubMu.Lock()
+	old := a.pubCh
 	a.conn, a.pubCh = conn, ch
 	a.pubMu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
 	return nil
 }
 
@@ -306,12 +318,17 @@ func (a *State) List(_ context.Context, kind string, fn func(string, []byte)) er
 	return nil
 }
 
+// Close stops the store; it closes the connection only if it is the store's own.
 func (a *State) Close() error {
 	a.cancel()
 	a.pubMu.Lock()
-	conn := a.conn
+	ch := a.pubCh
 	a.pubMu.Unlock()
-	err := conn.Close()
+	if a.own {
+		a.conns.close()
+	} else if ch != nil {
+		_ = ch.Close()
+	}
 	<-a.done
-	return err
+	return nil
 }

@@ -103,6 +103,10 @@ func (r *Replica) apply(p *hub.Publication, seq uint64, newerOnly bool) bool {
 	sh := r.shard(p.Topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return r.applyLocked(sh, p, seq, newerOnly)
+}
+
+func (r *Replica) applyLocked(sh *shard, p *hub.Publication, seq uint64, newerOnly bool) bool {
 	t := sh.topics[p.Topic]
 	if t != nil && t.epoch == p.Epoch && p.Offset <= t.top {
 		return false
