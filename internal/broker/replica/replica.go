@@ -1,13 +1,12 @@
-// Package replica is one node's copy of a publication log that every node reads in full: for
-// each topic, its position and its latest publications. Brokers whose every node receives every
-// publication, in each topic's order, with its offset (the NATS JetStream stream; RabbitMQ's
-// live copies from its sequencer, and its log) apply them to a replica on every node, so every
-// node's replica holds the same offsets, epochs and history, and History answers from it
-// without a round trip to the server.
+// Package replica is a node's copy of topics of a publication log: for each topic, its position
+// and its latest publications, applied in each topic's order with their offsets. RabbitMQ's
+// sequencer keeps every topic in one (it reads the whole log when it takes over) and every node
+// keeps the topics it follows, seeded from the sequencer and fed by live copies; History answers
+// from it without a round trip.
 //
-// The package also holds what those brokers share around the replica: the encoding of a
-// publication in the log (codec.go) and how a per-topic policy is bounded by what the log
-// retains (Policies).
+// The package also holds what the log brokers share around it: the encoding of a publication in
+// the log (codec.go, NATS too) and how a per-topic policy is bounded by what the log retains
+// (Policies).
 package replica
 
 import (
