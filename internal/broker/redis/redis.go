@@ -97,6 +97,18 @@ var _ hub.Broker = (*Broker)(nil)
 // or to the Redis Cluster at redis+cluster://host:port (cluster.go), and checks it answers. Call
 // Run to start delivering.
 func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	client, err := dial(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return newBroker(client, IsCluster(url), cfg), nil
+}
+
+// fill sets cfg's zero fields to their defaults and checks the prefix.
+func (cfg *Config) fill() error {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "rtlab"
 	}
@@ -107,29 +119,39 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		cfg.PingInterval = 2 * time.Second
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} }
+		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} } // resolved where used
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if strings.ContainsAny(cfg.Prefix, "{} ") {
-		return nil, fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
+		return fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
 	}
-	// A publish is not idempotent: the client never resends it after a network error.
+	return nil
+}
+
+// dial returns a client for url that answered a PING. A publish is not idempotent: the client
+// never resends it after a network error (NewClient).
+func dial(ctx context.Context, url string) (goredis.UniversalClient, error) {
 	client, err := NewClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis broker: %w", err)
 	}
-	addr := addrOf(client)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redis broker: connect to %s: %w", addr, err)
+		return nil, fmt.Errorf("redis broker: connect to %s: %w", addrOf(client), err)
 	}
+	return client, nil
+}
+
+// newBroker returns a broker on client, which it owns (Close closes it); cfg is filled in.
+func newBroker(client goredis.UniversalClient, sharded bool, cfg Config) *Broker {
+	addr := addrOf(client)
 	bctx, cancel := context.WithCancel(context.Background())
 	m := brokermetrics.New("redis")
 	m.Register(cfg.Registerer)
 	b := &Broker{
-		cfg: cfg, client: client, sharded: IsCluster(url), log: cfg.Logger.With("broker", "redis", "addr", addr),
+		cfg: cfg, client: client, sharded: sharded, log: cfg.Logger.With("broker", "redis", "addr", addr),
 		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error), unsubs: make(map[string]int),
 	}
@@ -138,7 +160,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		Session:      b.session,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
 	}
-	return b, nil
+	return b
 }
 
 // Run starts the pub/sub connection and returns once it is established, or with an error when
