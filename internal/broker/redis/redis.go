@@ -3,7 +3,7 @@
 //
 // Each publish runs one Lua script that increments the topic's offset, appends the publication
 // to the topic's stream (trimmed to the history size, expiring with the TTL) and PUBLISHes it
-// on the topic's channel. Redis runs scripts one at a time, so offsets are contiguous, the
+// on the topic's channel; concurrent publishes go to Redis in one pipeline (pipeline.go). Redis runs scripts one at a time, so offsets are contiguous, the
 // channel carries a topic's publications in offset order, and a publication is in history
 // before any node receives it. History reads the stream in another script, atomically with the
 // topic's position.
@@ -74,6 +74,7 @@ type Broker struct {
 	log     *slog.Logger
 	m       *brokermetrics.Metrics
 	handler hub.Handler // set by Run before the pub/sub loop starts
+	pub     *publisher  // batches concurrent publishes (pipeline.go)
 
 	conn   reconnect.Loop  // the pub/sub connection; ready when subscribed
 	ctx    context.Context // ends at Close
@@ -155,6 +156,7 @@ func newBroker(client goredis.UniversalClient, sharded bool, cfg Config) *Broker
 		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error), unsubs: make(map[string]int),
 	}
+	b.pub = &publisher{client: client, ctx: bctx}
 	b.conn = reconnect.Loop{
 		Name: "redis pub/sub", Log: b.log, Metrics: m, Backoff: 50 * time.Millisecond,
 		Session:      b.session,
@@ -303,9 +305,9 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		}
 	}
 	ttl, metaTTL, cutoff := b.ttls(pol, start)
-	res, err := publishScript.Run(ctx, b.client, keys,
+	res, err := b.pub.run(ctx, keys, []any{
 		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic,
-		b.publishCommand()).Slice()
+		b.publishCommand()})
 	if err != nil {
 		b.m.PublishErrors.Inc()
 		return nil, b.wrap("publish", err)
