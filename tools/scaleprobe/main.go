@@ -109,7 +109,7 @@ func openRedis(urls string) (hub.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Run(ctx, discard{}); err != nil {
+	if err := b.Run(context.Background(), discard{}); err != nil { // its context ends the broker
 		_ = b.Close()
 		return nil, err
 	}
@@ -131,7 +131,10 @@ func publish(send func(i int) error, rate int, dur time.Duration) (ok, failed in
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				if send(i) != nil {
+				if err := send(i); err != nil {
+					if badN.Load() < 3 {
+						fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+					}
 					badN.Add(1)
 					continue
 				}
