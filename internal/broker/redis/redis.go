@@ -156,7 +156,7 @@ func newBroker(client goredis.UniversalClient, sharded bool, cfg Config) *Broker
 		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error), unsubs: make(map[string]int),
 	}
-	b.pub = &publisher{client: client, ctx: bctx}
+	b.pub = &publisher{client: client, ctx: bctx, ready: b.Ready}
 	b.conn = reconnect.Loop{
 		Name: "redis pub/sub", Log: b.log, Metrics: m, Backoff: 50 * time.Millisecond,
 		Session:      b.session,
