@@ -375,10 +375,11 @@ func (b *Broker) wrap(op string, err error) error {
 }
 
 // unavailableReply reports whether a Redis error reply means the server cannot serve for now: a
-// cluster not yet (or no longer) covering the slot, a replica without its master, a server
+// cluster not yet (or no longer) covering the slot, or moving it to another master (the
+// client does not follow redirects: cluster.go), a replica without its master, a server
 // loading its data.
 func unavailableReply(msg string) bool {
-	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "MOVED ", "ASK "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
