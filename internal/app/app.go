@@ -201,11 +201,17 @@ func (c *Config) fill() (*tls.Certificate, error) {
 	return cert, nil
 }
 
+// historyPolicy is a topic's history unless durable: --history-size and --history-ttl, their
+// zeros resolved to hub's defaults.
+func (c *Config) historyPolicy() hub.HistoryPolicy {
+	return hub.HistoryPolicy{Size: c.HistorySize, TTL: c.HistoryTTL}.Resolved()
+}
+
 // historyPolicies gives each topic's history policy (durable topics: --durable-history, never
 // expiring) and tells durable topics apart.
 func (c *Config) historyPolicies() (policy func(string) hub.HistoryPolicy, durable func(string) bool) {
-	history := hub.HistoryPolicy{Size: c.HistorySize, TTL: c.HistoryTTL}
-	durableHistory := hub.HistoryPolicy{Size: c.DurableHistory, TTL: -1}
+	history := c.historyPolicy()
+	durableHistory := hub.HistoryPolicy{Size: c.DurableHistory, TTL: -1}.Resolved()
 	isDurable := func(topic string) bool {
 		for _, p := range c.Durable {
 			if p != "" && strings.HasPrefix(topic, p) {
@@ -428,7 +434,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	lim := a.tr.Limits()
 	a.log.Info("rtlab serving", "addr", ln.Addr().String(), "broker", redactedURL(a.cfg.Broker),
-		"history_size", orDefault(a.cfg.HistorySize, Defaults().HistorySize), "history_ttl", durOrDefault(a.cfg.HistoryTTL, Defaults().HistoryTTL),
+		"history_size", a.cfg.historyPolicy().Size, "history_ttl", a.cfg.historyPolicy().TTL,
 		"max_frame", lim.MaxFrame, "queue_bytes", lim.QueueBytes, "write_timeout", lim.WriteTimeout,
 		"max_subs", lim.MaxSubs, "msg_rate", lim.MsgRate, "http_pub_rate", lim.HTTPPubRate,
 		"max_conns", lim.MaxConns, "max_conns_per_ip", lim.MaxConnsPerIP, "tls", a.cfg.TLSCert != "", "auth", a.authMode(),
@@ -600,20 +606,6 @@ func (a *App) authMode() string {
 		login = fmt.Sprintf("POST /api/login for %d users of --login-users", a.users.Len())
 	}
 	return "tokens required: " + strings.Join(a.cfg.Auth.methods(), ", ") + "; " + login
-}
-
-func orDefault(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
-}
-
-func durOrDefault(v, d time.Duration) time.Duration {
-	if v == 0 {
-		return d
-	}
-	return v
 }
 
 // routes returns the handler of the main listener and, when AdminAddr is set, that of the

@@ -67,6 +67,11 @@ func clusterOptions(url string) (*goredis.ClusterOptions, error) {
 		return nil, err
 	}
 	opt.MaxRetries = -1
+	// Nor does the cluster client send a command twice: with redirects on it resends after a
+	// connection lost mid-command (to the same master, then another), which could run a
+	// publish or a compare-and-set twice. A MOVED or ASK reply reloads the slot map and fails
+	// the command as unavailable (unavailableReply); the caller's retry finds the new master.
+	opt.MaxRedirects = -1
 	opt.DialTimeout = 2 * time.Second
 	opt.ContextTimeoutEnabled = true
 	opt.DisableIdentity = true

@@ -34,8 +34,8 @@ func TestClusterURL(t *testing.T) {
 	if got := strings.Join(opt.Addrs, " "); got != "127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002" || opt.Username != "u" || opt.Password != "p" {
 		t.Fatalf("addrs %q user %q password %q", got, opt.Username, opt.Password)
 	}
-	if opt.MaxRetries != -1 {
-		t.Fatalf("MaxRetries %d: a publish must never be resent", opt.MaxRetries)
+	if opt.MaxRetries != -1 || opt.MaxRedirects != -1 {
+		t.Fatalf("MaxRetries %d, MaxRedirects %d: a publish must never be resent", opt.MaxRetries, opt.MaxRedirects)
 	}
 	for url, want := range map[string]string{
 		"redis+cluster://127.0.0.1:7000,127.0.0.1:7001": "?addr=",

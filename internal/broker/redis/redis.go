@@ -3,7 +3,7 @@
 //
 // Each publish runs one Lua script that increments the topic's offset, appends the publication
 // to the topic's stream (trimmed to the history size, expiring with the TTL) and PUBLISHes it
-// on the topic's channel. Redis runs scripts one at a time, so offsets are contiguous, the
+// on the topic's channel; concurrent publishes go to Redis in one pipeline (pipeline.go). Redis runs scripts one at a time, so offsets are contiguous, the
 // channel carries a topic's publications in offset order, and a publication is in history
 // before any node receives it. History reads the stream in another script, atomically with the
 // topic's position.
@@ -74,6 +74,7 @@ type Broker struct {
 	log     *slog.Logger
 	m       *brokermetrics.Metrics
 	handler hub.Handler // set by Run before the pub/sub loop starts
+	pub     *publisher  // batches concurrent publishes (pipeline.go)
 
 	conn   reconnect.Loop  // the pub/sub connection; ready when subscribed
 	ctx    context.Context // ends at Close
@@ -97,6 +98,18 @@ var _ hub.Broker = (*Broker)(nil)
 // or to the Redis Cluster at redis+cluster://host:port (cluster.go), and checks it answers. Call
 // Run to start delivering.
 func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	client, err := dial(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	return newBroker(client, IsCluster(url), cfg), nil
+}
+
+// fill sets cfg's zero fields to their defaults and checks the prefix.
+func (cfg *Config) fill() error {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "rtlab"
 	}
@@ -107,38 +120,49 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		cfg.PingInterval = 2 * time.Second
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} }
+		cfg.Policy = func(string) hub.HistoryPolicy { return hub.HistoryPolicy{} } // resolved where used
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if strings.ContainsAny(cfg.Prefix, "{} ") {
-		return nil, fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
+		return fmt.Errorf("redis broker: Prefix %q: must not contain braces or spaces", cfg.Prefix)
 	}
-	// A publish is not idempotent: the client never resends it after a network error.
+	return nil
+}
+
+// dial returns a client for url that answered a PING. A publish is not idempotent: the client
+// never resends it after a network error (NewClient).
+func dial(ctx context.Context, url string) (goredis.UniversalClient, error) {
 	client, err := NewClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis broker: %w", err)
 	}
-	addr := addrOf(client)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redis broker: connect to %s: %w", addr, err)
+		return nil, fmt.Errorf("redis broker: connect to %s: %w", addrOf(client), err)
 	}
+	return client, nil
+}
+
+// newBroker returns a broker on client, which it owns (Close closes it); cfg is filled in.
+func newBroker(client goredis.UniversalClient, sharded bool, cfg Config) *Broker {
+	addr := addrOf(client)
 	bctx, cancel := context.WithCancel(context.Background())
 	m := brokermetrics.New("redis")
 	m.Register(cfg.Registerer)
 	b := &Broker{
-		cfg: cfg, client: client, sharded: IsCluster(url), log: cfg.Logger.With("broker", "redis", "addr", addr),
+		cfg: cfg, client: client, sharded: sharded, log: cfg.Logger.With("broker", "redis", "addr", addr),
 		m: m, ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		channels: make(map[string]struct{}), pending: make(map[string][]chan<- error), unsubs: make(map[string]int),
 	}
+	b.pub = &publisher{client: client, ctx: bctx, ready: b.Ready}
 	b.conn = reconnect.Loop{
 		Name: "redis pub/sub", Log: b.log, Metrics: m, Backoff: 50 * time.Millisecond,
 		Session:      b.session,
 		Resubscribed: func() { b.handler.HandleResubscribed() },
 	}
-	return b, nil
+	return b
 }
 
 // Run starts the pub/sub connection and returns once it is established, or with an error when
@@ -281,9 +305,9 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		}
 	}
 	ttl, metaTTL, cutoff := b.ttls(pol, start)
-	res, err := publishScript.Run(ctx, b.client, keys,
+	res, err := b.pub.run(ctx, keys, []any{
 		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic,
-		b.publishCommand()).Slice()
+		b.publishCommand()})
 	if err != nil {
 		b.m.PublishErrors.Inc()
 		return nil, b.wrap("publish", err)
@@ -351,10 +375,11 @@ func (b *Broker) wrap(op string, err error) error {
 }
 
 // unavailableReply reports whether a Redis error reply means the server cannot serve for now: a
-// cluster not yet (or no longer) covering the slot, a replica without its master, a server
+// cluster not yet (or no longer) covering the slot, or moving it to another master (the
+// client does not follow redirects: cluster.go), a replica without its master, a server
 // loading its data.
 func unavailableReply(msg string) bool {
-	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "MOVED ", "ASK "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}

@@ -77,18 +77,34 @@ end
 // publishScript assigns the next offset, appends to the stream and publishes on the channel in
 // one step, so the channel's order is offset order and history never lags delivery.
 //
+// It is the cost of a publication in Redis, so it makes few calls: the meta and trim helpers
+// are inlined, and the expired head is trimmed at every 16th offset only (history reads trim
+// it before reading, so this only bounds what expired entries hold in memory, and MAXLEN
+// bounds that too).
+//
 // KEYS: stream, meta, and for a durable topic the durable set. ARGV: channel, new epoch, size,
 // TTL ms, meta TTL ms, cutoff ms, time ms, body (the encoding after the epoch), topic, and the
 // publish command (PUBLISH, or SPUBLISH on a cluster, where the channel shares the keys' slot).
 // Returns {offset, epoch}.
 var publishScript = goredis.NewScript(trimLua + `
 local stream, m = KEYS[1], KEYS[2]
-local epoch = meta(stream, m, ARGV[2], ARGV[5])
+local epoch = redis.call('HGET', m, 'e')
+if not epoch then
+  epoch = ARGV[2]
+  redis.call('DEL', stream)
+  redis.call('HSET', m, 'e', epoch, 'o', 0)
+end
 local off = redis.call('HINCRBY', m, 'o', 1)
 local payload = string.format('%d ', off) .. epoch .. ' ' .. ARGV[8]
 redis.call('XADD', stream, 'MAXLEN', ARGV[3], string.format('%d-0', off), 't', ARGV[7], 'p', payload)
-expire(stream, ARGV[4])
-trim(stream, tonumber(ARGV[6]))
+if ARGV[4] ~= '0' then
+  redis.call('PEXPIRE', m, ARGV[5])
+  redis.call('PEXPIRE', stream, ARGV[4])
+  if off % 16 == 0 then trim(stream, tonumber(ARGV[6])) end
+else
+  redis.call('PERSIST', m)
+  redis.call('PERSIST', stream)
+end
 if #KEYS == 3 then
   redis.call('ZADD', KEYS[3], ARGV[7], ARGV[9])
 end

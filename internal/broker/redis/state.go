@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rtlab/rtlab/internal/state"
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/rtlab/rtlab/internal/state"
 )
 
 // State is a state.Store in Redis: one hash per kind, <prefix>:{state}:<kind>, whose fields are the
@@ -15,9 +16,13 @@ import (
 // Revisions come from one counter, <prefix>:{state}:rev. A Put is one Lua script, so the
 // compare and the set are atomic; the braces keep every key in one Redis Cluster slot, so the
 // script runs on a cluster too.
+//
+// Its client must not resend a command after a network error, since a Put is not idempotent:
+// NewClient's clients do not.
 type State struct {
 	c      goredis.UniversalClient
 	prefix string
+	owns   bool // Close closes c
 }
 
 var _ state.Store = (*State)(nil)
@@ -33,9 +38,9 @@ return n
 `)
 
 // OpenState connects to the Redis at url (redis://host:port/db), or to the Redis Cluster at
-// redis+cluster://host:port.
+// redis+cluster://host:port, on a client of its own.
 func OpenState(ctx context.Context, url, prefix string) (*State, error) {
-	c, err := NewClient(url) // resends nothing: a Put is not idempotent
+	c, err := NewClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("state: redis url: %w", err)
 	}
@@ -43,7 +48,12 @@ func OpenState(ctx context.Context, url, prefix string) (*State, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("state: redis: %w", err)
 	}
-	return &State{c: c, prefix: prefix}, nil
+	return &State{c: c, prefix: prefix, owns: true}, nil
+}
+
+// NewState is a store on c, a client from NewClient that another owner (the broker) closes.
+func NewState(c goredis.UniversalClient, prefix string) *State {
+	return &State{c: c, prefix: prefix}
 }
 
 func (r *State) key(kind string) string { return r.prefix + ":{state}:" + kind }
@@ -108,4 +118,10 @@ func (r *State) List(ctx context.Context, kind string, fn func(string, []byte)) 
 	return nil
 }
 
-func (r *State) Close() error { return r.c.Close() }
+// Close closes the client when the store opened it.
+func (r *State) Close() error {
+	if !r.owns {
+		return nil
+	}
+	return r.c.Close()
+}
