@@ -17,6 +17,7 @@ import (
 	"github.com/rtlab/rtlab/internal/bench"
 	"github.com/rtlab/rtlab/internal/k6export"
 	"github.com/rtlab/rtlab/internal/report"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 const benchUsage = `usage: rtlab bench [flags]
@@ -280,7 +281,7 @@ func removeMade(top string) {
 }
 
 // writeCSV writes the per-second series of every run of res to path.
-func writeCSV(path string, res *bench.Results) error {
+func writeCSV(path string, res *results.Results) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("writing series: %w", err)
@@ -344,7 +345,7 @@ func redactSecret(args []string) []string {
 }
 
 // writeResults writes results.json and report.html into dir.
-func writeResults(dir string, res *bench.Results) error {
+func writeResults(dir string, res *results.Results) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)

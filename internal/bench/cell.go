@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // driver is one transport's client behaviour.
@@ -89,7 +91,7 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 		c.drv = &sseDriver{c: c}
 	case "ws":
 		c.drv = &wsDriver{c: c}
-		if kind == KindCentrifugo {
+		if kind == results.KindCentrifugo {
 			c.drv = &cfWSDriver{c: c}
 		}
 	case "stomp":
@@ -99,7 +101,7 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 	case TransportSockJS:
 		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), over: overSockJS}
 	}
-	if kind == KindCentrifugo && transport == "sse" {
+	if kind == results.KindCentrifugo && transport == "sse" {
 		c.drv = &cfSSEDriver{c: c}
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
@@ -136,7 +138,7 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 				}
 			}
 		}
-		if o.AuthSecret != "" && kind == KindRTLab {
+		if o.AuthSecret != "" && kind == results.KindRTLab {
 			// The servers require tokens: each user carries one minted with the secret. (A
 			// Centrifugo user signs its own, see cfToken.)
 			tok := mintToken(o.AuthSecret, c.tag+"-u"+strconv.Itoa(i))

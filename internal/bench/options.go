@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Transports returns the transports the bench drives, in the order "all" runs them for the
@@ -317,10 +319,10 @@ func (o *Options) Validate() error {
 		if len(o.ServerArgs) > 0 {
 			return usageErr("--server-args", "given with --target: the bench starts no server")
 		}
-		if o.AuthSecret != "" && o.TargetKind != KindCentrifugo {
+		if o.AuthSecret != "" && o.TargetKind != results.KindCentrifugo {
 			return usageErr("--auth-secret", "given with --target: the bench starts no server (tokens from the target's /api/login work either way)")
 		}
-		if len(o.Servers) > 0 && !slices.Equal(o.Servers, []string{KindRTLab}) {
+		if len(o.Servers) > 0 && !slices.Equal(o.Servers, []string{results.KindRTLab}) {
 			return usageErr("--server", "given with --target: the bench starts no server; say what the target is with --target-kind")
 		}
 		o.Servers = []string{o.TargetKind}
@@ -338,7 +340,7 @@ func (o *Options) Validate() error {
 			return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
 		}
 	}
-	if slices.Contains(o.Servers, KindCentrifugo) {
+	if slices.Contains(o.Servers, results.KindCentrifugo) {
 		// Spawned Centrifugo servers run in insecure client mode without --auth-secret, but SSE
 		// users still need tokens naming their channel; the lab signs them with a key of its own.
 		o.cfSecret = []byte(o.AuthSecret)
@@ -382,14 +384,14 @@ func randomKey() string {
 // URL (http://host:port); a STOMP target names its WebSocket endpoint (ws://host:port/path).
 func (o *Options) checkTarget() error {
 	if o.TargetKind == "" {
-		o.TargetKind = KindRTLab
+		o.TargetKind = results.KindRTLab
 	}
 	if !slices.Contains(TargetKinds(), o.TargetKind) {
 		return usageErr("--target-kind", "unknown kind %q; want %s", o.TargetKind, strings.Join(TargetKinds(), ", "))
 	}
 	u, err := url.Parse(o.Target)
 	switch {
-	case o.TargetKind == KindSTOMP:
+	case o.TargetKind == results.KindSTOMP:
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "http") || u.Host == "" || u.Path == "" || u.Path == "/" {
 			return usageErr("--target", "%q: want the STOMP endpoint's URL, like ws://127.0.0.1:15674/ws", o.Target)
 		}
@@ -397,12 +399,12 @@ func (o *Options) checkTarget() error {
 	case err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/"):
 		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
 	}
-	if o.TargetKind != KindRTLab && o.Scenario != ScenarioLocation {
+	if o.TargetKind != results.KindRTLab && o.Scenario != ScenarioLocation {
 		return usageErr("--target-kind", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules", o.TargetKind)
 	}
 	o.Target = u.Scheme + "://" + u.Host + o.targetPath
 	o.targetHost = u.Host
-	if o.TargetKind != KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
+	if o.TargetKind != results.KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
 		return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to --target-kind stomp")
 	}
 	for _, d := range []struct{ flag, v string }{{"--stomp-pub", o.StompPub}, {"--stomp-sub", o.StompSub}} {
@@ -466,8 +468,8 @@ func (o *Options) nodesFor(broker string) int {
 // only when there are several, so that a report keys them apart ("ws~centrifugo@redis#2"); a
 // single run of rtlab on one broker stays keyed by its transport. A server that is its own
 // broker (RabbitMQ, Spring) names none.
-func (o *Options) newRun(kind, broker, transport string, peak, round int) *Run {
-	run := &Run{Transport: transport, Peak: peak, ServerKind: o.kindOf(kind)}
+func (o *Options) newRun(kind, broker, transport string, peak, round int) *results.Run {
+	run := &results.Run{Transport: transport, Peak: peak, ServerKind: o.kindOf(kind)}
 	if len(o.Brokers) > 1 && !ownBroker(kind) {
 		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
 	}

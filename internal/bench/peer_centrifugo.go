@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // CentrifugoVersion is the Centrifugo release the lab is written against and CI installs
@@ -152,7 +154,7 @@ func (o *Options) startCentrifugo(ctx context.Context, broker string, logw io.Wr
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	s, err := launch{kind: KindCentrifugo, bin: bin, args: []string{"--config", "config.json"}, env: os.Environ(), dir: dir, addr: addr,
+	s, err := launch{kind: results.KindCentrifugo, bin: bin, args: []string{"--config", "config.json"}, env: os.Environ(), dir: dir, addr: addr,
 		ready: func(ctx context.Context, s *server) error { return probeStatus(ctx, s.addr, "/health") }}.start(ctx, logw)
 	if s != nil {
 		s.metrics = s.addr

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // RabbitMQ's Web-STOMP, as the seeds' STOMP relay used it: each run cell starts a private node
@@ -95,9 +97,9 @@ func startRabbit(ctx context.Context, logw io.Writer) (*server, error) {
 		"ERL_EPMD_PORT="+strconv.Itoa(ports[3]),
 	)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	return launch{kind: KindRabbitMQ, bin: script, env: env, dir: dir, addr: addr, readyTimeout: 90 * time.Second,
+	return launch{kind: results.KindRabbitMQ, bin: script, env: env, dir: dir, addr: addr, readyTimeout: 90 * time.Second,
 		ready: func(ctx context.Context, s *server) error {
-			return probeSTOMP(ctx, s.addr, stompDialectFor(KindRabbitMQ, nil))
+			return probeSTOMP(ctx, s.addr, stompDialectFor(results.KindRabbitMQ, nil))
 		},
 		cleanup: []func(){stopEpmd}}.start(ctx, logw)
 }

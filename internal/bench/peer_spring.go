@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/results"
 	"github.com/rtlab/rtlab/tools/peers"
 )
 
@@ -136,7 +137,7 @@ func (o *Options) startSpring(ctx context.Context, logw io.Writer) (*server, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"-Xmx" + springHeap, "-jar", jar, "--server.port=" + strconv.Itoa(port), "--server.address=127.0.0.1"}
-	return launch{kind: KindSpring, bin: java, args: args, env: os.Environ(), dir: dir, addr: addr, readyTimeout: 90 * time.Second,
+	return launch{kind: results.KindSpring, bin: java, args: args, env: os.Environ(), dir: dir, addr: addr, readyTimeout: 90 * time.Second,
 		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
 }
 

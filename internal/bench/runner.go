@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Saturation rule: the generator is saturated when its CPU, averaged over saturationWindow
@@ -36,11 +38,11 @@ func Probe(ctx context.Context, o *Options) error {
 	}
 	for _, kind := range o.Servers {
 		switch kind {
-		case KindRTLab:
+		case results.KindRTLab:
 			if err := probeRTLab(ctx, o); err != nil {
 				return err
 			}
-		case KindCentrifugo:
+		case results.KindCentrifugo:
 			for i, broker := range o.Brokers {
 				if ok, _ := runsOn(kind, broker, i); !ok {
 					continue
@@ -55,11 +57,11 @@ func Probe(ctx context.Context, o *Options) error {
 				}
 				s.stop()
 			}
-		case KindRabbitMQ:
+		case results.KindRabbitMQ:
 			if _, _, _, err := rabbitBinaries(); err != nil {
 				return err
 			}
-		case KindSpring:
+		case results.KindSpring:
 			if _, err := o.springJar(ctx, o.statusW()); err != nil {
 				return err
 			}
@@ -98,12 +100,12 @@ func probeRTLab(ctx context.Context, o *Options) error {
 // probeTarget checks that --target answers as its kind should.
 func probeTarget(ctx context.Context, o *Options) error {
 	switch o.TargetKind {
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		if err := probeCentrifugo(ctx, o); err != nil {
 			return usageErr("--target", "%s: no Centrifugo connect over /connection/websocket (%v); want a running Centrifugo (and --auth-secret, its token HMAC key, when it takes no anonymous clients)", o.Target, err)
 		}
-	case KindSTOMP:
-		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(KindSTOMP, o)); err != nil {
+	case results.KindSTOMP:
+		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(results.KindSTOMP, o)); err != nil {
 			return usageErr("--target", "%s: no STOMP session over WebSocket (%v); want a STOMP endpoint (and --stomp-login when it asks for one)", o.Target, err)
 		}
 	default:
@@ -133,17 +135,17 @@ func (o *Options) serverVersions() map[string]string {
 // 3.10.8 (rabbitmq_web_stomp)"; "" when it cannot tell (a target).
 func ServerVersion(o *Options, kind string) string {
 	switch kind {
-	case KindRTLab:
+	case results.KindRTLab:
 		return "rtlab " + nonEmptyStr(o.Version, "dev")
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		if bin, err := o.centrifugoBinary(); err == nil && o.Target == "" {
 			return centrifugoVersion(bin)
 		}
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		if _, _, v, err := rabbitBinaries(); err == nil {
 			return v
 		}
-	case KindSpring:
+	case results.KindSpring:
 		return springVersion()
 	}
 	return ""
@@ -153,22 +155,22 @@ func ServerVersion(o *Options, kind string) string {
 // When ctx is cancelled (Ctrl-C) the current cell ends early, Results.Stopped is set, and the
 // results cover what ran. logDir, when not empty, receives one log file per spawned server.
 // An error is returned only when nothing could be measured.
-func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
+func Execute(ctx context.Context, o *Options, logDir string) (*results.Results, error) {
 	host, _ := os.Hostname()
 	cpus := machineCPUs()
-	res := &Results{
-		Schema:  SchemaVersion,
+	res := &results.Results{
+		Schema:  results.SchemaVersion,
 		Version: o.Version,
 		Started: time.Now(),
-		Config: Config{
+		Config: results.Config{
 			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
-			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
+			GroupSize: o.GroupSize, Groups: o.Groups, Interval: results.Duration(o.Interval),
 			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			ServerVersions: o.serverVersions(),
-			Grace:          Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
+			Grace:          results.Duration(o.Grace), LongPollWait: results.Duration(o.LongWait), PublishConns: o.PubConns,
 			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
 		},
-		Machine: Machine{
+		Machine: results.Machine{
 			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
 			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: cpuAffinity(cpus),
 		},
@@ -180,7 +182,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	if o.peers() {
 		res.Config.Servers = strings.Join(o.Servers, ",")
 	}
-	if o.Target != "" && o.TargetKind != KindRTLab {
+	if o.Target != "" && o.TargetKind != results.KindRTLab {
 		res.Config.TargetKind = o.TargetKind
 	}
 	if o.chatLike() {
@@ -240,8 +242,8 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 
 // skip says whether the cell of kind on broker (the bi-th of --broker) and transport is left
 // out of the matrix, and why.
-func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, bool) {
-	s := Skip{ServerKind: kind}
+func (o *Options) skip(kind, broker string, bi int, transport string) (results.Skip, bool) {
+	s := results.Skip{ServerKind: kind}
 	if ok, why := serves(kind, transport); !ok {
 		s.Transport, s.Reason = transport, why
 		return s, true
@@ -250,7 +252,7 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, boo
 		s.Broker, s.Reason = BrokerName(broker), why
 		return s, true
 	}
-	if kind == KindCentrifugo && transport == "sse" && o.cfKey == "" {
+	if kind == results.KindCentrifugo && transport == "sse" && o.cfKey == "" {
 		s.Transport, s.Reason = transport, "Centrifugo's SSE users publish through its HTTP API: give --centrifugo-api-key"
 		return s, true
 	}
@@ -278,11 +280,11 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		var s *server
 		var err error
 		switch kind {
-		case KindCentrifugo:
+		case results.KindCentrifugo:
 			s, err = o.startCentrifugo(ctx, broker, logw)
-		case KindRabbitMQ:
+		case results.KindRabbitMQ:
 			s, err = startRabbit(ctx, logw)
-		case KindSpring:
+		case results.KindSpring:
 			s, err = o.startSpring(ctx, logw)
 		default:
 			var bin string
@@ -294,7 +296,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 			if logf != nil {
 				_ = logf.Close()
 			}
-			return servers, fmt.Errorf("starting %s: %w", KindLabel(kind), err)
+			return servers, fmt.Errorf("starting %s: %w", results.KindLabel(kind), err)
 		}
 		if logf != nil { // the process's output is copied into it until it has ended
 			s.cleanup = append(s.cleanup, func() { _ = logf.Close() })
@@ -306,7 +308,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 
 // runCell runs one transport at one peak against fresh servers of kind on broker (or the
 // target).
-func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*Run, error) {
+func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*results.Run, error) {
 	run := o.newRun(kind, broker, transport, peak, round)
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
@@ -419,7 +421,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		run.Stopped = true
 		run.Notes = append(run.Notes, fmt.Sprintf("interrupted after %s: publications sent in the last %s (the grace period) are left out of the delivery ratio", elapsed.Round(time.Millisecond), o.Grace))
 	}
-	run.Duration = Duration(elapsed)
+	run.Duration = results.Duration(elapsed)
 	c.results(run, smp, cut)
 	for _, t := range o.thresholds {
 		run.Thresholds = append(run.Thresholds, t.Check(run))
@@ -428,27 +430,27 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 }
 
 // results fills run from the collector and sampler once the cell has ended.
-func (c *cell) results(run *Run, smp *sampler, cut int64) {
+func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 	col := c.col
 	k := col.c
-	run.Connections = Connections{
+	run.Connections = results.Connections{
 		Tried: k.connTried, Opened: k.connOpened, Failed: k.connFailed, Dropped: k.connDropped, Abandoned: k.connAbandoned,
 		Users: k.connUsers, Reconnects: k.connReconnects,
 		Connect: latencies(col.total[histConnect]), Errors: col.topErrors(10),
 	}
-	run.Publish = Publish{
+	run.Publish = results.Publish{
 		Sent: k.pubSent, Failed: k.pubFailed, Latency: latencies(col.total[histPublish]),
 		Requests: k.requests,
 	}
 	exp, rcv, unc := c.delivery(cut)
-	d := Delivery{
+	d := results.Delivery{
 		Expected: exp, Received: rcv, Unconfirmed: unc, OutsideWindow: k.outsideWindow,
 		Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
 		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
 		Histogram: histogramBuckets(col.total[histDelivery]),
 	}
 	if c.opts.chatLike() {
-		run.Login = &Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
+		run.Login = &results.Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
 	}
 	if exp > 0 {
 		d.Ratio = float64(rcv) / float64(exp)
@@ -456,7 +458,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	run.Delivery = d
 	secs := time.Duration(run.Duration).Seconds()
 	if secs > 0 {
-		run.Traffic = Traffic{
+		run.Traffic = results.Traffic{
 			MessagesPerSec: float64(k.received) / secs,
 			BytesPerSec:    float64(k.bytesIn) / secs,
 			RequestsPerSec: float64(k.requests) / secs,
@@ -515,7 +517,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 
 // saturationNote says that the machine's CPU was saturated and whose CPU it was: a run's
 // latency on a saturated machine says little about the server when the CPU went elsewhere.
-func saturationNote(s *Saturation, cpus int, spawned bool) string {
+func saturationNote(s *results.Saturation, cpus int, spawned bool) string {
 	type share struct {
 		name string
 		v    float64

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // clockTicks is USER_HZ, the unit of CPU times in /proc/<pid>/stat. It is 100 on every Linux
@@ -267,11 +269,11 @@ func (w *stealWatch) second(steal float64, deliveries *hdrhistogram.Histogram) {
 }
 
 // result is the latency of the seconds counted, nil when none was left out or none counted.
-func (w *stealWatch) result() *QuietLatency {
+func (w *stealWatch) result() *results.QuietLatency {
 	if w.leftOut == 0 || w.quiet.TotalCount() == 0 {
 		return nil
 	}
-	return &QuietLatency{Seconds: w.counted, LeftOut: w.leftOut, Latency: latencies(w.quiet)}
+	return &results.QuietLatency{Seconds: w.counted, LeftOut: w.leftOut, Latency: latencies(w.quiet)}
 }
 
 // sampler takes the per-second samples of a run cell: the recorder's counts, server and
@@ -292,7 +294,7 @@ type sampler struct {
 	machineBusy int // seconds the whole machine was saturated
 	// sat sums, over the saturated seconds, whose CPU it was (percent of one core); its
 	// Seconds is machineBusy.
-	sat   Saturation
+	sat   results.Saturation
 	cpus  int // the machine's CPUs, for steal in percent of one core
 	steal *stealWatch
 
@@ -317,17 +319,17 @@ type brokerProc struct {
 
 // processes is each node's and each broker process's CPU over secs seconds, when there are
 // several of either; nil otherwise.
-func (s *sampler) processes(secs float64) []ProcessCPU {
+func (s *sampler) processes(secs float64) []results.ProcessCPU {
 	if (len(s.trees) < 2 && len(s.brokers) < 2) || secs <= 0 {
 		return nil
 	}
-	var ps []ProcessCPU
+	var ps []results.ProcessCPU
 	for i, t := range s.trees {
-		ps = append(ps, ProcessCPU{Name: fmt.Sprintf("node %d", i+1), CPUSeconds: t.total.Seconds(), CPUPercentAvg: 100 * t.total.Seconds() / secs})
+		ps = append(ps, results.ProcessCPU{Name: fmt.Sprintf("node %d", i+1), CPUSeconds: t.total.Seconds(), CPUPercentAvg: 100 * t.total.Seconds() / secs})
 	}
 	for _, b := range s.brokers {
 		c := b.meter.total().Seconds()
-		ps = append(ps, ProcessCPU{Name: "broker " + b.addr, CPUSeconds: c, CPUPercentAvg: 100 * c / secs})
+		ps = append(ps, results.ProcessCPU{Name: "broker " + b.addr, CPUSeconds: c, CPUPercentAvg: 100 * c / secs})
 	}
 	return ps
 }
@@ -366,7 +368,7 @@ func (s *sampler) baseline() {
 func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads int64) {
 	c := s.c
 	if len(s.servers) == 0 { // --target: only what /metrics says
-		if c.kind == KindSTOMP {
+		if c.kind == results.KindSTOMP {
 			s.serverAvailable = false
 			return 0, 0, 0, 0
 		}
@@ -415,7 +417,7 @@ func (s *sampler) serverCPU() time.Duration {
 }
 
 // sample closes second i of the run.
-func (s *sampler) sample(run *Run, i int, plan *Plan) {
+func (s *sampler) sample(run *results.Run, i int, plan *Plan) {
 	c := s.c
 	sec := c.col.collect()
 	now := time.Now()
@@ -499,13 +501,13 @@ func (s *sampler) saturatedSecond(machine, server, generator, broker, steal floa
 
 // saturation is whose CPU it was over the saturated seconds, in averages; nil when the machine
 // was saturated for fewer than saturationWindow seconds.
-func (s *sampler) saturation() *Saturation {
+func (s *sampler) saturation() *results.Saturation {
 	if s.sat.Seconds < saturationWindow {
 		return nil
 	}
 	n := float64(s.sat.Seconds)
 	round := func(v float64) float64 { return math.Round(v/n*10) / 10 }
-	return &Saturation{
+	return &results.Saturation{
 		Seconds: s.sat.Seconds, Machine: round(s.sat.Machine), Server: round(s.sat.Server),
 		Generator: round(s.sat.Generator), Broker: round(s.sat.Broker), Steal: round(s.sat.Steal), Others: round(s.sat.Others),
 	}
@@ -513,7 +515,7 @@ func (s *sampler) saturation() *Saturation {
 
 // final folds what was counted after the last sample (answers collected while users left)
 // into the last second, so totals and series agree.
-func (s *sampler) final(run *Run) {
+func (s *sampler) final(run *results.Run) {
 	sec := s.c.col.collect()
 	ser := &run.Series
 	if n := len(ser.Sent); n > 0 {
@@ -530,8 +532,8 @@ func (s *sampler) final(run *Run) {
 }
 
 // usage summarises a process's samples. base is its RSS before users started.
-func (s *sampler) usage(cpu []float64, rss []uint64, gor, threads []int64, base uint64, available bool) Usage {
-	u := Usage{Available: available}
+func (s *sampler) usage(cpu []float64, rss []uint64, gor, threads []int64, base uint64, available bool) results.Usage {
+	u := results.Usage{Available: available}
 	if !available || len(cpu) == 0 {
 		return u
 	}

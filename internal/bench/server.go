@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // readyTimeout bounds how long a spawned server may take to answer /readyz: a node on a
@@ -136,7 +138,7 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 	if secret != "" {
 		env = append(env, "RTLAB_AUTH_SECRET="+secret)
 	}
-	s, err := launch{kind: KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
+	s, err := launch{kind: results.KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
 		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
 	if s != nil {
 		s.metrics, s.stomp = s.addr, stompAddr
@@ -151,7 +153,7 @@ func (s *server) waitReady(ctx context.Context, timeout time.Duration, ready fun
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("%s exited before it was ready (%v): %s", KindLabel(s.kind), s.err, s.log.firstLine())
+			return fmt.Errorf("%s exited before it was ready (%v): %s", results.KindLabel(s.kind), s.err, s.log.firstLine())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -160,7 +162,7 @@ func (s *server) waitReady(ctx context.Context, timeout time.Duration, ready fun
 			return nil
 		}
 	}
-	return fmt.Errorf("%s at %s not ready after %s: %v; output: %s", KindLabel(s.kind), s.addr, timeout, last, s.log.firstLine())
+	return fmt.Errorf("%s at %s not ready after %s: %v; output: %s", results.KindLabel(s.kind), s.addr, timeout, last, s.log.firstLine())
 }
 
 // stop sends SIGTERM to the server's process group, waits for a graceful exit and kills the

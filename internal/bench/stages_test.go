@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 func TestParseStages(t *testing.T) {
@@ -218,7 +220,7 @@ func TestServerMatrix(t *testing.T) {
 	if err := solo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if k := solo.newRun(KindRTLab, "memory", "ws", 100, 1).Key(); k != "ws" {
+	if k := solo.newRun(results.KindRTLab, "memory", "ws", 100, 1).Key(); k != "ws" {
 		t.Errorf("rtlab alone: key %q, want ws", k)
 	}
 }

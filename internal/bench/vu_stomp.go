@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/rtlab/rtlab/internal/results"
 	"github.com/rtlab/rtlab/internal/stomp"
 )
 
@@ -113,13 +114,13 @@ type stompDialect struct {
 // stompDialectFor returns the dialect of a kind of server (o's flags for a STOMP target).
 func stompDialectFor(kind string, o *Options) stompDialect {
 	switch kind {
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		// Web-STOMP: /topic/{key} publishes to and binds on amq.topic; the host header names the
 		// virtual host.
 		return stompDialect{path: "/ws", sub: "/topic/location.{group}", pub: "/topic/location.{group}", host: "/", login: "guest", passcode: "guest"}
-	case KindSpring:
+	case results.KindSpring:
 		return stompDialect{path: "/location", sub: "/sub/location/{group}", pub: "/pub/location/{group}"}
-	case KindSTOMP:
+	case results.KindSTOMP:
 		// Either destination defaults to the other, both to rtlab's.
 		d := stompDialect{path: o.targetPath, host: "/"}
 		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, "/topic/location/{group}"))
