@@ -88,7 +88,7 @@ func TestChatSession(t *testing.T) {
 	if job := <-q; job.kind != jobLeave || job.a != a || !a.leaving.Load() {
 		t.Errorf("LEAVE turn handed %+v", job)
 	}
-	if turn(7*s) || len(q) != 0 || a.canPublish() {
+	if turn(7*s) || len(q) != 0 || c.scn.turn(c, a, 8*s, q, nil) {
 		t.Error("turns after the LEAVE")
 	}
 	// Entering again (a new connection) keeps the window and the turns.

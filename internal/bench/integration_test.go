@@ -209,7 +209,7 @@ func TestBenchChatAndNotify(t *testing.T) {
 			if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(o.Transports) {
 				t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
 			}
-			if c := got.Config; c.Scenario != o.Scenario || c.RoomSize != o.RoomSize || c.Auth != "open" || c.Hold != o.holds() {
+			if c := got.Config; c.Scenario != o.Scenario || c.RoomSize != o.RoomSize || c.Auth != "open" || c.Hold != o.Hold {
 				t.Errorf("config %+v", c)
 			}
 			secs := int(math.Ceil(o.stageSpecs[0].Duration.Seconds() + o.stageSpecs[1].Duration.Seconds() + o.stageSpecs[2].Duration.Seconds()))

@@ -86,7 +86,7 @@ func (o *Options) checkServers() error {
 			return usageErr("--server", "%q given twice", s)
 		}
 		seen[s] = true
-		if s != results.KindRTLab && o.Scenario != ScenarioLocation {
+		if s != results.KindRTLab && o.scn.rtlabOnly() {
 			return usageErr("--server", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules (ENTER, TALK, owners' notifications)", s)
 		}
 	}

@@ -44,14 +44,6 @@ func NotifyTransports() []string {
 	return []string{"poll-1s", "poll-5s", "longpoll", "sse", "ws", "stomp"}
 }
 
-// TransportsFor returns what "all" runs for scenario.
-func TransportsFor(scenario string) []string {
-	if scenario == ScenarioNotify {
-		return NotifyTransports()
-	}
-	return Transports()
-}
-
 // pollEvery returns the polling interval of a short-polling transport: "shortpoll" polls every
 // interval, "poll-<duration>" (poll-1s, poll-500ms) at its own. ok is false for the others.
 func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
@@ -69,21 +61,11 @@ func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
 	return d, true
 }
 
-// Scenarios.
-const (
-	ScenarioLocation = "location"
-	ScenarioChat     = "chat"
-	ScenarioNotify   = "notify"
-)
-
-// Scenarios returns the scenarios the bench runs.
-func Scenarios() []string { return []string{ScenarioLocation, ScenarioChat, ScenarioNotify} }
-
 // Options configure a bench run. cmd/rtlab fills them from flags; the zero value of each field
 // means the default stated beside it. Validate checks them once and names the offending flag.
 type Options struct {
 	Scenario   string        // zero means "location"
-	Transports []string      // zero means all of TransportsFor(Scenario)
+	Transports []string      // zero means all the scenario runs: Transports(), NotifyTransports() for notify
 	Users      []int         // peak users, one run per value; zero means {1000}
 	Stages     string        // zero means DefaultStages
 	GroupSize  int           // users per location group; zero means 10 (ignored when Groups is set)
@@ -92,7 +74,7 @@ type Options struct {
 	Grace      time.Duration // delivery grace (see docs/bench.md); zero means the longest of Interval and the poll intervals, plus 1 s
 	RoomSize   int           // chat and notify: users per room; zero means 50 (chat), 10 (notify)
 	Talks      int           // chat: TALKs per session; zero means 10
-	Hold       bool          // chat: keep the connection and TALK until the stages remove the user
+	Hold       bool          // chat: keep the connection and TALK until the stages remove the user; always set for notify
 	AuthSecret string        // --auth-secret of spawned servers; empty runs them in open dev mode
 	LongWait   time.Duration // long-poll wait; zero means 25 s
 	Target     string        // base URL of a running server; empty starts one per run cell
@@ -138,6 +120,7 @@ type Options struct {
 	// Status receives one progress line per second; nil discards them.
 	Status io.Writer
 
+	scn        scenarioValue // the scenario Scenario names
 	stageSpecs []StageSpec
 	thresholds []Threshold
 	usersSet   bool   // Users was given explicitly
@@ -166,12 +149,12 @@ func (o *Options) Validate() error {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioLocation
 	}
-	if !slices.Contains(Scenarios(), o.Scenario) {
+	scn, ok := scenarioNamed(o.Scenario)
+	if !ok {
 		return usageErr("--scenario", "unknown scenario %q; want %s", o.Scenario, strings.Join(Scenarios(), ", "))
 	}
-	if len(o.Transports) == 0 {
-		o.Transports = TransportsFor(o.Scenario)
-	}
+	o.scn = scn
+	scn.defaults(o)
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
 		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
@@ -217,12 +200,6 @@ func (o *Options) Validate() error {
 	if o.Groups < 0 {
 		return usageErr("--groups", "%d: want a positive number of groups (or 0 to derive from --group-size)", o.Groups)
 	}
-	if o.Interval == 0 {
-		o.Interval = 3 * time.Second
-		if o.Scenario != ScenarioLocation {
-			o.Interval = 5 * time.Second
-		}
-	}
 	if o.Interval < 10*time.Millisecond || o.Interval > 10*time.Minute {
 		return usageErr("--interval", "%s: want a duration between 10ms and 10m", o.Interval)
 	}
@@ -240,20 +217,8 @@ func (o *Options) Validate() error {
 	if o.Grace < 0 {
 		return usageErr("--grace", "%s: want a positive duration", o.Grace)
 	}
-	if o.RoomSize == 0 {
-		o.RoomSize = 50
-		if o.Scenario == ScenarioNotify {
-			o.RoomSize = 10
-		}
-	}
-	switch {
-	case o.RoomSize < 1:
+	if o.RoomSize < 0 {
 		return usageErr("--room-size", "%d: want a positive number of users per room", o.RoomSize)
-	case o.RoomSize < 2 && o.Scenario == ScenarioNotify:
-		return usageErr("--room-size", "%d: a notify room needs its owner and at least one member; want 2 or more", o.RoomSize)
-	}
-	if o.Hold && o.Scenario == ScenarioLocation {
-		return usageErr("--hold", "applies to the chat scenario (location users always hold their connection)")
 	}
 	if o.Talks == 0 {
 		o.Talks = 10
@@ -261,10 +226,8 @@ func (o *Options) Validate() error {
 	if o.Talks < 1 {
 		return usageErr("--talks", "%d: want a positive number of TALKs per session", o.Talks)
 	}
-	if o.Scenario == ScenarioChat && !o.Hold && time.Duration(o.Talks)*o.Interval <= o.Grace {
-		// A session leaves one interval after its last TALK turn; a receiver must stay the grace
-		// period after a publication for it to be expected.
-		return usageErr("--talks", "%d TALKs every %s make sessions no longer than the grace period (%s): no TALK would be expected anywhere; raise --talks or --interval, lower --grace, or use --hold", o.Talks, o.Interval, o.Grace)
+	if err := scn.check(o); err != nil {
+		return err
 	}
 	if o.LongWait == 0 {
 		o.LongWait = 25 * time.Second
@@ -399,7 +362,7 @@ func (o *Options) checkTarget() error {
 	case err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/"):
 		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
 	}
-	if o.TargetKind != results.KindRTLab && o.Scenario != ScenarioLocation {
+	if o.TargetKind != results.KindRTLab && o.scn.rtlabOnly() {
 		return usageErr("--target-kind", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules", o.TargetKind)
 	}
 	o.Target = u.Scheme + "://" + u.Host + o.targetPath
@@ -419,22 +382,7 @@ func (o *Options) checkTarget() error {
 }
 
 // groupsFor returns the number of location groups, or chat rooms, for a run with peak users.
-func (o *Options) groupsFor(peak int) int {
-	if o.Scenario != ScenarioLocation {
-		return max(1, (peak+o.RoomSize-1)/o.RoomSize)
-	}
-	if o.Groups > 0 {
-		return o.Groups
-	}
-	return max(1, (peak+o.GroupSize-1)/o.GroupSize)
-}
-
-// chatLike reports whether the scenario logs users in and publishes chat messages.
-func (o *Options) chatLike() bool { return o.Scenario == ScenarioChat || o.Scenario == ScenarioNotify }
-
-// holds reports whether users keep their session until the stages remove them: --hold, and
-// always in the notify scenario.
-func (o *Options) holds() bool { return o.Hold || o.Scenario == ScenarioNotify }
+func (o *Options) groupsFor(peak int) int { return o.scn.groups(o, peak) }
 
 // authMode is Config.Auth: how the servers authenticate.
 func (o *Options) authMode() string {

@@ -185,13 +185,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*results.Results, 
 	if o.Target != "" && o.TargetKind != results.KindRTLab {
 		res.Config.TargetKind = o.TargetKind
 	}
-	if o.chatLike() {
-		res.Config.RoomSize, res.Config.Hold = o.RoomSize, o.holds()
-		if !o.holds() {
-			res.Config.Talks = o.Talks
-		}
-		res.Config.GroupSize = 0
-	}
+	o.scn.record(o, &res.Config)
 	status := o.Status
 	if status == nil {
 		status = io.Discard
@@ -366,9 +360,6 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}()
 
 	run.Started = time.Now()
-	if o.chatLike() {
-		run.Rooms = c.groups
-	}
 	if plan.Peak != peak {
 		run.Notes = append(run.Notes, fmt.Sprintf("the stages reach %d users, more than the peak of %d: a fixed stage target is above PEAK; memory per user divides by %d", plan.Peak, peak, plan.Peak))
 	}
@@ -449,9 +440,7 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
 		Histogram: histogramBuckets(col.total[histDelivery]),
 	}
-	if c.opts.chatLike() {
-		run.Login = &results.Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
-	}
+	c.opts.scn.recordRun(c, run)
 	if exp > 0 {
 		d.Ratio = float64(rcv) / float64(exp)
 	}
@@ -509,7 +498,7 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 	case c.drv.httpPublish():
 		run.PublishConns = c.poolConns()
 		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
-	case c.opts.chatLike():
+	case c.scn.logsIn():
 		run.PublishConns = c.poolConns()
 		run.Notes = append(run.Notes, fmt.Sprintf("logging in over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
 	}

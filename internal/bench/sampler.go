@@ -456,7 +456,7 @@ func (s *sampler) sample(run *results.Run, i int, plan *Plan) {
 	for i := range s.brokers {
 		_, _, _ = s.brokers[i].meter.read(s.brokers[i].pid, now) // totals only; a down process adds nothing
 	}
-	if c.opts.chatLike() {
+	if c.scn.logsIn() {
 		ser.Logins = append(ser.Logins, sec.loginTried)
 	}
 	steal := 0.0

@@ -41,7 +41,6 @@ func (d *pollDriver) run(a *activity) {
 	}
 	defer disconnect()
 	fails := 0
-	chat := c.opts.chatLike()
 	var next time.Time // short polling: when the next poll is due
 	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		if hc == nil {
@@ -65,9 +64,9 @@ func (d *pollDriver) run(a *activity) {
 			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
 			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
 		}
-		if chat && a.estab.Load() != 0 && !a.entered.Load() {
-			// Subscribed (the first poll read the position): enter the room.
-			if err := c.enterHTTP(a); err != nil {
+		if a.greetDue() {
+			// Subscribed (the first poll read the position): greet (enter the room).
+			if err := c.greetHTTP(a); err != nil {
 				if !a.sleep(backoff(fails)) {
 					return
 				}
