@@ -55,10 +55,7 @@ func (l *link) subscribed(now int64, offset uint64, epoch []byte, lost bool) err
 	a.ready = true
 	a.mu.Unlock()
 	a.established(now, offset, epoch)
-	if !l.counted {
-		l.counted = true
-		c.connected.Add(1)
-	}
+	l.serving()
 	if !a.greetDue() {
 		return nil
 	}
@@ -66,6 +63,15 @@ func (l *link) subscribed(now int64, offset uint64, epoch []byte, lost bool) err
 		return c.greetHTTP(a)
 	}
 	return l.greet(c.scn.greeting())
+}
+
+// serving: the connection serves the user (subscribed; a poll answered), who counts as
+// connected on it until done.
+func (l *link) serving() {
+	if !l.counted {
+		l.counted = true
+		l.a.v.c.connected.Add(1)
+	}
 }
 
 // message: a publication arrived at now, size bytes on the wire, carrying d; at offset in

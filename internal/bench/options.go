@@ -146,6 +146,19 @@ func usageErr(flag, format string, args ...any) error {
 // Validate fills defaults and checks every option, returning a *UsageError for the first bad
 // one. It touches nothing outside the process except reading the open-file limit.
 func (o *Options) Validate() error {
+	for _, check := range []func() error{
+		o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
+		o.checkBrokers, o.checkWhere, o.checkCentrifugo, o.checkFileLimit,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkScenario finds the scenario and fills its defaults.
+func (o *Options) checkScenario() error {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioLocation
 	}
@@ -155,6 +168,11 @@ func (o *Options) Validate() error {
 	}
 	o.scn = scn
 	scn.defaults(o)
+	return nil
+}
+
+// checkTransports checks --transport.
+func (o *Options) checkTransports() error {
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
 		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
@@ -168,6 +186,11 @@ func (o *Options) Validate() error {
 		}
 		seen[t] = true
 	}
+	return nil
+}
+
+// checkLoad checks --users, --stages and --threshold.
+func (o *Options) checkLoad() error {
 	o.usersSet = len(o.Users) > 0
 	if !o.usersSet {
 		o.Users = []int{1000}
@@ -191,6 +214,11 @@ func (o *Options) Validate() error {
 	if o.thresholds, err = ParseThresholds(o.Thresholds); err != nil {
 		return usageErr("--threshold", "%v", err)
 	}
+	return nil
+}
+
+// checkGroups checks the location groups and --interval.
+func (o *Options) checkGroups() error {
 	if o.GroupSize == 0 {
 		o.GroupSize = 10
 	}
@@ -203,6 +231,11 @@ func (o *Options) Validate() error {
 	if o.Interval < 10*time.Millisecond || o.Interval > 10*time.Minute {
 		return usageErr("--interval", "%s: want a duration between 10ms and 10m", o.Interval)
 	}
+	return nil
+}
+
+// checkTiming fills the grace period and checks the chat settings and the scenario's flags.
+func (o *Options) checkTiming() error {
 	if o.Grace == 0 {
 		// The longest a healthy delivery can take on the slowest transport of the run: a short
 		// poll waits up to its polling interval.
@@ -226,16 +259,17 @@ func (o *Options) Validate() error {
 	if o.Talks < 1 {
 		return usageErr("--talks", "%d: want a positive number of TALKs per session", o.Talks)
 	}
-	if err := scn.check(o); err != nil {
-		return err
-	}
+	return o.scn.check(o)
+}
+
+// checkBrokers checks --long-wait, --broker, --nodes, --rounds and --publish-conns.
+func (o *Options) checkBrokers() error {
 	if o.LongWait == 0 {
 		o.LongWait = 25 * time.Second
 	}
 	if len(o.Brokers) == 0 {
 		o.Brokers = []string{"memory"}
 	}
-	shared := false
 	names := map[string]bool{}
 	for _, b := range o.Brokers {
 		if b == "" {
@@ -249,7 +283,6 @@ func (o *Options) Validate() error {
 			return usageErr("--broker", "%q twice in %q: to compare two servers of one kind, label each with a URL fragment, e.g. nats://127.0.0.1:4222#nats-a,nats://127.0.0.1:4223#nats-b", name, strings.Join(o.Brokers, ","))
 		}
 		names[name] = true
-		shared = shared || brokerURL(b) != "memory"
 	}
 	if o.Nodes == 0 {
 		o.Nodes = 1
@@ -269,6 +302,12 @@ func (o *Options) Validate() error {
 	if o.PubConns < 1 || o.PubConns > 1024 {
 		return usageErr("--publish-conns", "%d: want 1..1024", o.PubConns)
 	}
+	return nil
+}
+
+// checkWhere checks what the run measures: a --target, or the servers it starts.
+func (o *Options) checkWhere() error {
+	shared := slices.ContainsFunc(o.Brokers, func(b string) bool { return brokerURL(b) != "memory" })
 	if o.Target != "" {
 		if err := o.checkTarget(); err != nil {
 			return err
@@ -303,6 +342,11 @@ func (o *Options) Validate() error {
 			return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
 		}
 	}
+	return nil
+}
+
+// checkCentrifugo sets up the keys of Centrifugo servers, and refuses their flags without one.
+func (o *Options) checkCentrifugo() error {
 	if slices.Contains(o.Servers, results.KindCentrifugo) {
 		// Spawned Centrifugo servers run in insecure client mode without --auth-secret, but SSE
 		// users still need tokens naming their channel; the lab signs them with a key of its own.
@@ -318,13 +362,17 @@ func (o *Options) Validate() error {
 	} else if o.CentrifugoAPIKey != "" || o.CentrifugoBin != "" {
 		return usageErr("--centrifugo-bin/--centrifugo-api-key", "apply when centrifugo is in --server (or --target-kind)")
 	}
-	// Every user holds one socket in the generator (and in the server); publishing goes
-	// through the shared pool. Refuse what cannot fit in the open-file limit.
+	return nil
+}
+
+// checkFileLimit refuses a run that cannot fit in the open-file limit: every user holds one
+// socket in the generator (and in the server); publishing goes through the shared pool.
+func (o *Options) checkFileLimit() error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		for _, u := range o.Users {
 			most := u
-			for _, s := range specs {
+			for _, s := range o.stageSpecs {
 				most = max(most, s.Target)
 			}
 			need := uint64(most) + uint64(o.PubConns) + 64

@@ -156,6 +156,78 @@ func ServerVersion(o *Options, kind string) string {
 // results cover what ran. logDir, when not empty, receives one log file per spawned server.
 // An error is returned only when nothing could be measured.
 func Execute(ctx context.Context, o *Options, logDir string) (*results.Results, error) {
+	res := o.newResults()
+	// Rounds go over the whole matrix in turn, so that a noisy machine's slow minutes fall on
+	// every broker and transport alike rather than on whichever ran then; the servers compared
+	// run one right after the other in each cell, for the same reason.
+	for _, at := range o.matrix() {
+		if ctx.Err() != nil {
+			break
+		}
+		o.runServer(ctx, res, at, logDir)
+	}
+	if ctx.Err() != nil {
+		res.Stopped = true
+	}
+	res.Finished = time.Now()
+	if len(res.Runs) == 0 && len(res.Warnings) > 0 && !res.Stopped {
+		return res, fmt.Errorf("no run completed: %s", res.Warnings[0])
+	}
+	return res, nil
+}
+
+// cellAt is one cell of the matrix: a server of kind on the bi-th broker, a transport, a user
+// level, a round.
+type cellAt struct {
+	kind, broker string
+	bi           int
+	transport    string
+	users, round int
+}
+
+// matrix lists the cells in the order they run: rounds, brokers, transports, user levels,
+// servers.
+func (o *Options) matrix() []cellAt {
+	var cells []cellAt
+	for round := 1; round <= max(o.Rounds, 1); round++ {
+		for bi, broker := range o.Brokers {
+			for _, t := range o.Transports {
+				for _, u := range o.Users {
+					for _, kind := range o.Servers {
+						cells = append(cells, cellAt{kind, broker, bi, t, u, round})
+					}
+				}
+			}
+		}
+	}
+	return cells
+}
+
+// runServer runs one cell of the matrix into res, or records why it was skipped or failed.
+func (o *Options) runServer(ctx context.Context, res *results.Results, at cellAt, logDir string) {
+	status := o.statusW()
+	if skip, ok := o.skip(at.kind, at.broker, at.bi, at.transport); ok {
+		if at.round == 1 && at.users == o.Users[0] && !slices.Contains(res.Skipped, skip) {
+			res.Skipped = append(res.Skipped, skip)
+			fmt.Fprintf(status, "bench: %s\n", skipText(skip))
+		}
+		return
+	}
+	run, err := runCell(ctx, o, at.kind, at.broker, at.transport, at.users, at.round, logDir)
+	if err != nil {
+		name := o.newRun(at.kind, at.broker, at.transport, at.users, at.round).Key()
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, at.users, err))
+		fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, at.users, err)
+		return
+	}
+	res.Runs = append(res.Runs, *run)
+	if run.Stopped {
+		res.Stopped = true
+	}
+}
+
+// newResults starts the results of a run: its settings and the machine.
+func (o *Options) newResults() *results.Results {
 	host, _ := os.Hostname()
 	cpus := machineCPUs()
 	res := &results.Results{
@@ -186,52 +258,7 @@ func Execute(ctx context.Context, o *Options, logDir string) (*results.Results, 
 		res.Config.TargetKind = o.TargetKind
 	}
 	o.scn.record(o, &res.Config)
-	status := o.Status
-	if status == nil {
-		status = io.Discard
-	}
-	// Rounds go over the whole matrix in turn, so that a noisy machine's slow minutes fall on
-	// every broker and transport alike rather than on whichever ran then; the servers compared
-	// run one right after the other in each cell, for the same reason.
-	for round := 1; round <= max(o.Rounds, 1); round++ {
-		for bi, broker := range o.Brokers {
-			for _, t := range o.Transports {
-				for _, u := range o.Users {
-					for _, kind := range o.Servers {
-						if ctx.Err() != nil {
-							break
-						}
-						if skip, ok := o.skip(kind, broker, bi, t); ok {
-							if round == 1 && u == o.Users[0] && !slices.Contains(res.Skipped, skip) {
-								res.Skipped = append(res.Skipped, skip)
-								fmt.Fprintf(status, "bench: %s\n", skipText(skip))
-							}
-							continue
-						}
-						run, err := runCell(ctx, o, kind, broker, t, u, round, logDir)
-						if err != nil {
-							name := o.newRun(kind, broker, t, u, round).Key()
-							res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
-							fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
-							continue
-						}
-						res.Runs = append(res.Runs, *run)
-						if run.Stopped {
-							res.Stopped = true
-						}
-					}
-				}
-			}
-		}
-	}
-	if ctx.Err() != nil {
-		res.Stopped = true
-	}
-	res.Finished = time.Now()
-	if len(res.Runs) == 0 && len(res.Warnings) > 0 && !res.Stopped {
-		return res, fmt.Errorf("no run completed: %s", res.Warnings[0])
-	}
-	return res, nil
+	return res
 }
 
 // skip says whether the cell of kind on broker (the bi-th of --broker) and transport is left
@@ -308,11 +335,9 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
 	}
+	nodes := []string{o.targetHost}
 	var servers []*server
-	var nodes []string
-	if o.Target != "" {
-		nodes = []string{o.targetHost}
-	} else {
+	if o.Target == "" {
 		var err error
 		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
 		defer func() {
@@ -323,6 +348,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		if err != nil {
 			return nil, err
 		}
+		nodes = nodes[:0]
 		for _, s := range servers {
 			nodes = append(nodes, s.addr)
 		}
@@ -363,28 +389,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	if plan.Peak != peak {
 		run.Notes = append(run.Notes, fmt.Sprintf("the stages reach %d users, more than the peak of %d: a fixed stage target is above PEAK; memory per user divides by %d", plan.Peak, peak, plan.Peak))
 	}
-	seconds := int(math.Ceil(plan.Total.Seconds()))
-	t := time.NewTimer(time.Hour)
-	elapsed := plan.Total
-	stopped := false
-	for i := 1; i <= seconds; i++ {
-		at := min(time.Duration(i)*time.Second, plan.Total)
-		t.Reset(time.Until(c.clk.t0.Add(at)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			stopped = true
-			elapsed = time.Since(c.clk.t0)
-		}
-		if stopped {
-			if elapsed > time.Duration(i-1)*time.Second { // a partial second was measured
-				smp.sample(run, i, plan)
-			}
-			break
-		}
-		smp.sample(run, i, plan)
-	}
-	t.Stop()
+	elapsed, stopped := c.measure(ctx, run, smp)
 	stopAt := c.clk.now()
 
 	// Wind down: no more publications, every user leaves, answers already on their way are
@@ -418,6 +423,30 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		run.Thresholds = append(run.Thresholds, t.Check(run))
 	}
 	return run, nil
+}
+
+// measure samples every second of the run until its plan ends or ctx is done; it returns how
+// long the run lasted and whether it was interrupted.
+func (c *cell) measure(ctx context.Context, run *results.Run, smp *sampler) (elapsed time.Duration, stopped bool) {
+	plan := c.plan
+	seconds := int(math.Ceil(plan.Total.Seconds()))
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for i := 1; i <= seconds; i++ {
+		at := min(time.Duration(i)*time.Second, plan.Total)
+		t.Reset(time.Until(c.clk.t0.Add(at)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			elapsed = time.Since(c.clk.t0)
+			if elapsed > time.Duration(i-1)*time.Second { // a partial second was measured
+				smp.sample(run, i, plan)
+			}
+			return elapsed, true
+		}
+		smp.sample(run, i, plan)
+	}
+	return plan.Total, false
 }
 
 // results fills run from the collector and sampler once the cell has ended.

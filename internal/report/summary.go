@@ -24,110 +24,9 @@ func Summary(w io.Writer, r *results.Results) {
 	}
 	flagged := false
 	for _, l := range levelsOf(r) {
-		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
-		rows := [][]string{{"transport", "users", "conns", "reconn", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
-		// The broker server's CPU, when any run of the level measured one.
-		brokers := slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.BrokerServer.Available })
-		if brokers {
-			rows[0] = append(rows[0], "brk CPU%")
+		if summaryLevel(w, l) {
+			flagged = true
 		}
-		// Seconds the hypervisor took CPU for other machines: shown only when it happened, as
-		// it explains a p99 the run itself did not cause.
-		steal := slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.StealSeconds > 0 })
-		if steal {
-			rows[0] = append(rows[0], "steal s")
-		}
-		thresholds := checked(l.runs)
-		if thresholds {
-			rows[0] = append(rows[0], "thresholds")
-		}
-		for _, run := range l.runs {
-			ratio := fmtRatio(run.Delivery.Ratio)
-			if run.Delivery.Expected == 0 {
-				ratio = none // nothing was expected: no ratio, not 100 %
-			}
-			if run.Delivery.Ratio < MinRatio {
-				ratio += flagMark
-				flagged = true
-			}
-			failed := fmtInt(run.Connections.Failed)
-			if run.Connections.Failed > 0 {
-				failed += flagMark
-				flagged = true
-			}
-			pubFail := fmtInt(run.Publish.Failed)
-			if run.Publish.Failed > 0 {
-				pubFail += flagMark
-				flagged = true
-			}
-			name := label(run)
-			if run.GeneratorSaturated {
-				name += " (gen sat.)"
-			}
-			srvCPU, srvRSS, perUser, genCPU := none, none, none, none
-			if run.Server.Available {
-				srvCPU = fmtCPU(run.Server.CPUPercentAvg)
-				srvRSS = fmtBytes(float64(run.Server.RSSMaxBytes))
-				perUser = fmtKiB(run.Server.BytesPerUser)
-			}
-			if run.Generator.Available {
-				genCPU = fmtCPU(run.Generator.CPUPercentAvg)
-			}
-			rows = append(rows, []string{
-				name,
-				fmtInt(int64(run.Peak)),
-				fmtInt(run.Connections.Opened),
-				fmtInt(run.Connections.Reconnects),
-				failed,
-				ratio,
-				pubFail,
-				fmtInt(run.Delivery.Duplicates),
-				fmtInt(run.Delivery.OutOfOrder),
-				mP50.cell(run),
-				mP99.cell(run),
-				mMax.cell(run),
-				fmtRate(run.Traffic.MessagesPerSec),
-				srvCPU,
-				mCPUMsg.cell(run),
-				srvRSS,
-				perUser,
-				genCPU,
-			})
-			if brokers {
-				brkCPU := none
-				if run.BrokerServer.Available {
-					brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
-				}
-				rows[len(rows)-1] = append(rows[len(rows)-1], brkCPU)
-			}
-			if steal {
-				rows[len(rows)-1] = append(rows[len(rows)-1], fmtInt(int64(run.StealSeconds)))
-			}
-			if thresholds {
-				th := "pass"
-				if c := crossed(run); len(c) > 0 {
-					th = fmt.Sprintf("CROSSED %d%s", len(c), flagMark)
-					flagged = true
-				}
-				rows[len(rows)-1] = append(rows[len(rows)-1], th)
-			}
-		}
-		writeTable(w, rows, 1, false)
-		for _, run := range l.runs {
-			if f := failedPublishes(run); f != "" {
-				fmt.Fprintf(w, "  %s %s: %s\n", flagMark, label(run), f)
-			}
-			if c := crossed(run); len(c) > 0 {
-				fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
-			}
-			if l := latencySet(run); l != "" {
-				fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
-			}
-			if p := processesLine(run); p != "" {
-				fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
-			}
-		}
-		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
 	}
 	if flagged {
 		fmt.Fprintf(w, "\n%s marks a failed check: delivered < 99.9 %%, failed connections, refused or failed publishes, or a crossed --threshold\n", flagMark)
@@ -149,6 +48,111 @@ func Summary(w io.Writer, r *results.Results) {
 			fmt.Fprintln(w, "  !", s)
 		}
 	}
+}
+
+// summaryColumns are the optional columns of a level's table: shown when any run has them.
+type summaryColumns struct {
+	brokers    bool // the broker server's CPU was measured
+	steal      bool // the hypervisor took CPU for other machines: it explains a p99 the run did not cause
+	thresholds bool // --threshold was checked
+}
+
+// summaryLevel writes one user level: its table, the lines under it and its verdict. It
+// reports whether a figure was flagged.
+func summaryLevel(w io.Writer, l level) (flagged bool) {
+	fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
+	rows := [][]string{{"transport", "users", "conns", "reconn", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
+	cols := summaryColumns{
+		brokers:    slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.BrokerServer.Available }),
+		steal:      slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.StealSeconds > 0 }),
+		thresholds: checked(l.runs),
+	}
+	if cols.brokers {
+		rows[0] = append(rows[0], "brk CPU%")
+	}
+	if cols.steal {
+		rows[0] = append(rows[0], "steal s")
+	}
+	if cols.thresholds {
+		rows[0] = append(rows[0], "thresholds")
+	}
+	for _, run := range l.runs {
+		row, f := summaryRow(run, cols)
+		rows = append(rows, row)
+		flagged = flagged || f
+	}
+	writeTable(w, rows, 1, false)
+	for _, run := range l.runs {
+		if f := failedPublishes(run); f != "" {
+			fmt.Fprintf(w, "  %s %s: %s\n", flagMark, label(run), f)
+		}
+		if c := crossed(run); len(c) > 0 {
+			fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
+		}
+		if l := latencySet(run); l != "" {
+			fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
+		}
+		if p := processesLine(run); p != "" {
+			fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
+		}
+	}
+	fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
+	return flagged
+}
+
+// summaryRow is one run's row of a level's table; flagged reports a figure that failed a check.
+func summaryRow(run *results.Run, cols summaryColumns) (row []string, flagged bool) {
+	mark := func(cell string, bad bool) string {
+		if bad {
+			flagged = true
+			return cell + flagMark
+		}
+		return cell
+	}
+	ratio := fmtRatio(run.Delivery.Ratio)
+	if run.Delivery.Expected == 0 {
+		ratio = none // nothing was expected: no ratio, not 100 %
+	}
+	ratio = mark(ratio, run.Delivery.Ratio < MinRatio)
+	failed := mark(fmtInt(run.Connections.Failed), run.Connections.Failed > 0)
+	pubFail := mark(fmtInt(run.Publish.Failed), run.Publish.Failed > 0)
+	name := label(run)
+	if run.GeneratorSaturated {
+		name += " (gen sat.)"
+	}
+	srvCPU, srvRSS, perUser, genCPU := none, none, none, none
+	if run.Server.Available {
+		srvCPU = fmtCPU(run.Server.CPUPercentAvg)
+		srvRSS = fmtBytes(float64(run.Server.RSSMaxBytes))
+		perUser = fmtKiB(run.Server.BytesPerUser)
+	}
+	if run.Generator.Available {
+		genCPU = fmtCPU(run.Generator.CPUPercentAvg)
+	}
+	row = []string{
+		name, fmtInt(int64(run.Peak)), fmtInt(run.Connections.Opened), fmtInt(run.Connections.Reconnects),
+		failed, ratio, pubFail, fmtInt(run.Delivery.Duplicates), fmtInt(run.Delivery.OutOfOrder),
+		mP50.cell(run), mP99.cell(run), mMax.cell(run), fmtRate(run.Traffic.MessagesPerSec),
+		srvCPU, mCPUMsg.cell(run), srvRSS, perUser, genCPU,
+	}
+	if cols.brokers {
+		brkCPU := none
+		if run.BrokerServer.Available {
+			brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
+		}
+		row = append(row, brkCPU)
+	}
+	if cols.steal {
+		row = append(row, fmtInt(int64(run.StealSeconds)))
+	}
+	if cols.thresholds {
+		th := "pass"
+		if c := crossed(run); len(c) > 0 {
+			th = mark(fmt.Sprintf("CROSSED %d", len(c)), true)
+		}
+		row = append(row, th)
+	}
+	return row, flagged
 }
 
 // Compare writes the terminal comparison of two results files, a then b: per user level and
