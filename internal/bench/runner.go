@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/procstat"
 	"github.com/rtlab/rtlab/internal/results"
 )
 
@@ -229,7 +230,7 @@ func (o *Options) runServer(ctx context.Context, res *results.Results, at cellAt
 // newResults starts the results of a run: its settings and the machine.
 func (o *Options) newResults() *results.Results {
 	host, _ := os.Hostname()
-	cpus := machineCPUs()
+	cpus := procstat.MachineCPUs()
 	res := &results.Results{
 		Schema:  results.SchemaVersion,
 		Version: o.Version,
@@ -244,7 +245,7 @@ func (o *Options) newResults() *results.Results {
 		},
 		Machine: results.Machine{
 			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
-			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: cpuAffinity(cpus),
+			MemTotal: procstat.MemTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: procstat.CPUAffinity(cpus),
 		},
 		Generator: "rtlab bench (Go, one process)",
 	}
@@ -365,7 +366,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
-		smp.brokerPID = brokerPID(brokerURL(broker))
+		smp.brokerPID = procstat.ListenerPID(brokerURL(broker))
 		smp.brokers = brokerProcs(brokerURL(broker))
 	}
 	smp.baseline()
@@ -487,10 +488,10 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 		run.Server.CPUSeconds = smp.serverCPU().Seconds()
 	}
 	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, nil, smp.genBase, true)
-	run.Generator.CPUSeconds = smp.genMeter.total().Seconds()
+	run.Generator.CPUSeconds = smp.genMeter.Total().Seconds()
 	run.BrokerServer = smp.usage(run.Series.BrokerCPU, smp.brokerRSS, nil, nil, smp.brokerBase, smp.brokerPID != "")
 	if run.BrokerServer.Available {
-		run.BrokerServer.CPUSeconds = smp.brokerMeter.total().Seconds()
+		run.BrokerServer.CPUSeconds = smp.brokerMeter.Total().Seconds()
 	}
 	run.Processes = smp.processes(secs)
 	budget := 100 * float64(runtime.GOMAXPROCS(0))
