@@ -16,6 +16,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/bench"
 	"github.com/rtlab/rtlab/internal/k6export"
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/report"
 	"github.com/rtlab/rtlab/internal/results"
 )
@@ -158,7 +159,7 @@ func benchFlagSet() *benchFlags {
 	fs.defText["stomp-pub"] = "/topic/location/{group}"
 	fs.defText["stomp-sub"] = "the --stomp-pub one"
 	f.stompLogin = fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
-	f.cfBin = fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+bench.CentrifugoVersion+"/centrifugo")
+	f.cfBin = fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+peers.CentrifugoVersion+"/centrifugo")
 	f.cfKey = fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
 	f.springJar = fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
 	f.peerCache = fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")

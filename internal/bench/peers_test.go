@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/results"
 )
 
@@ -244,7 +245,7 @@ func TestCentrifugoOnRedis(t *testing.T) {
 	if err != nil {
 		peerMissing(t, "redis-server not installed (apt-get install redis-server)")
 	}
-	port, err := freePort()
+	port, err := peers.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,8 +300,8 @@ func TestTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.stop()
-		o := Options{Target: "http://" + s.addr, TargetKind: results.KindCentrifugo, AuthSecret: "target-secret", CentrifugoAPIKey: "target-key", Transports: []string{"ws", "sse"}}
+		defer s.Stop()
+		o := Options{Target: "http://" + s.Addr, TargetKind: results.KindCentrifugo, AuthSecret: "target-secret", CentrifugoAPIKey: "target-key", Transports: []string{"ws", "sse"}}
 		res := smallRun(t, o)
 		if len(res.Runs) != 2 || res.Config.TargetKind != results.KindCentrifugo {
 			t.Fatalf("%d runs, target kind %q", len(res.Runs), res.Config.TargetKind)
@@ -327,8 +328,8 @@ func TestTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.stop()
-		o := Options{Target: "ws://" + s.addr + "/ws", TargetKind: results.KindSTOMP, StompPub: "/topic/location.{group}", StompLogin: "guest:guest"}
+		defer s.Stop()
+		o := Options{Target: "ws://" + s.Addr + "/ws", TargetKind: results.KindSTOMP, StompPub: "/topic/location.{group}", StompLogin: "guest:guest"}
 		res := smallRun(t, o)
 		if len(res.Runs) != 1 || res.Runs[0].Key() != "stomp~stomp" {
 			t.Fatalf("runs %+v", res.Runs)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/procstat"
 	"github.com/rtlab/rtlab/internal/results"
 )
@@ -56,7 +57,7 @@ func Probe(ctx context.Context, o *Options) error {
 					}
 					return usageErr("--server/--broker", "centrifugo did not start on --broker %s: %v", BrokerName(broker), err)
 				}
-				s.stop()
+				s.Stop()
 			}
 		case results.KindRabbitMQ:
 			if _, _, _, err := rabbitBinaries(); err != nil {
@@ -78,7 +79,7 @@ func probeRTLab(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, broker := range o.Brokers {
-		s, err := startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
+		s, err := peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
 		if err != nil {
 			flag := "--server-args"
 			if brokerURL(broker) != "memory" {
@@ -93,7 +94,7 @@ func probeRTLab(ctx context.Context, o *Options) error {
 			}
 			return usageErr(flag, "the server did not start with them%s: %v", what, err)
 		}
-		s.stop()
+		s.Stop()
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ func probeTarget(ctx context.Context, o *Options) error {
 			return usageErr("--target", "%s: no STOMP session over WebSocket (%v); want a STOMP endpoint (and --stomp-login when it asks for one)", o.Target, err)
 		}
 	default:
-		if err := probeReady(ctx, o.targetHost); err != nil {
+		if err := peers.ProbeReady(ctx, o.targetHost); err != nil {
 			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
 		}
 	}
@@ -140,14 +141,14 @@ func ServerVersion(o *Options, kind string) string {
 		return "rtlab " + nonEmptyStr(o.Version, "dev")
 	case results.KindCentrifugo:
 		if bin, err := o.centrifugoBinary(); err == nil && o.Target == "" {
-			return centrifugoVersion(bin)
+			return peers.CentrifugoVersionOf(bin)
 		}
 	case results.KindRabbitMQ:
 		if _, _, v, err := rabbitBinaries(); err == nil {
 			return v
 		}
 	case results.KindSpring:
-		return springVersion()
+		return peers.SpringVersion()
 	}
 	return ""
 }
@@ -282,12 +283,12 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (results.S
 }
 
 // startServers starts the nodes of a cell: kind on broker, their logs in logDir.
-func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*server, error) {
+func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*peers.Server, error) {
 	n := o.nodesFor(broker)
 	if ownBroker(kind) {
 		n = 1
 	}
-	var servers []*server
+	var servers []*peers.Server
 	for i := range n {
 		var logw io.Writer
 		var logf *os.File
@@ -299,7 +300,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 			}
 			logw, logf = f, f
 		}
-		var s *server
+		var s *peers.Server
 		var err error
 		switch kind {
 		case results.KindCentrifugo:
@@ -311,7 +312,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		default:
 			var bin string
 			if bin, err = o.serverBinary(); err == nil {
-				s, err = startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
+				s, err = peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
 			}
 		}
 		if err != nil {
@@ -321,7 +322,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 			return servers, fmt.Errorf("starting %s: %w", results.KindLabel(kind), err)
 		}
 		if logf != nil { // the process's output is copied into it until it has ended
-			s.cleanup = append(s.cleanup, func() { _ = logf.Close() })
+			s.AfterStop(func() { _ = logf.Close() })
 		}
 		servers = append(servers, s)
 	}
@@ -337,13 +338,13 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		return nil, fmt.Errorf("the stages never start a user")
 	}
 	nodes := []string{o.targetHost}
-	var servers []*server
+	var servers []*peers.Server
 	if o.Target == "" {
 		var err error
 		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
 		defer func() {
 			for _, s := range servers {
-				s.stop()
+				s.Stop()
 			}
 		}()
 		if err != nil {
@@ -351,7 +352,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		}
 		nodes = nodes[:0]
 		for _, s := range servers {
-			nodes = append(nodes, s.addr)
+			nodes = append(nodes, s.Addr)
 		}
 	}
 
@@ -360,7 +361,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	debug.FreeOSMemory()
 	c := newCell(ctx, o, kind, transport, plan, nodes)
 	for _, s := range servers {
-		c.stompNodes = append(c.stompNodes, s.stomp)
+		c.stompNodes = append(c.stompNodes, s.STOMP)
 	}
 	c.level, c.name = peak, run.Key()
 	defer c.cancel()

@@ -13,6 +13,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/procstat"
 	"github.com/rtlab/rtlab/internal/results"
 )
@@ -121,7 +122,7 @@ func (w *stealWatch) result() *results.QuietLatency {
 // generator CPU and memory, and the server's goroutines.
 type sampler struct {
 	c        *cell
-	servers  []*server
+	servers  []*peers.Server
 	trees    []*procstat.Tree // one per server
 	genMeter procstat.Meter
 
@@ -184,10 +185,10 @@ func (s *sampler) processes(secs float64) []results.ProcessCPU {
 	return ps
 }
 
-func newSampler(c *cell, servers []*server) *sampler {
+func newSampler(c *cell, servers []*peers.Server) *sampler {
 	s := &sampler{c: c, servers: servers, serverAvailable: true, cpus: procstat.MachineCPUs(), steal: newStealWatch()}
 	for _, srv := range servers {
-		s.trees = append(s.trees, procstat.NewTree(srv.pid))
+		s.trees = append(s.trees, procstat.NewTree(srv.PID))
 	}
 	return s
 }
@@ -244,10 +245,10 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads i
 			rss += r
 			threads += th
 		}
-		if srv.metrics == "" {
+		if srv.Metrics == "" {
 			continue
 		}
-		if sm, err := scrapeMetrics(context.Background(), srv.metrics); err == nil {
+		if sm, err := scrapeMetrics(context.Background(), srv.Metrics); err == nil {
 			gor += sm.goroutines
 		}
 	}
