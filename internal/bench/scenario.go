@@ -61,9 +61,10 @@ type scenarioOptions interface {
 	rtlabOnly() bool
 	// groups is the number of location groups, or rooms, for a run with peak users.
 	groups(o *Options, peak int) int
-	// record writes the scenario's settings into the results' config, and what a run of it
-	// measured besides the common figures into run.
+	// record writes the scenario's settings into the results' config.
 	record(o *Options, cfg *results.Config)
+	// recordRun writes what a cell of the scenario measured besides the common figures (rooms,
+	// logins) into run.
 	recordRun(c *cell, run *results.Run)
 }
 
