@@ -85,7 +85,7 @@ func writeRun(t *testing.T, dir, name string, files map[string]string) {
 	}
 }
 
-func results(started time.Time, transports string) string {
+func resultsJSON(started time.Time, transports string) string {
 	return `{"schema":1,"version":"dev","started":"` + started.Format(time.RFC3339) + `","finished":"` +
 		started.Add(90*time.Second).Format(time.RFC3339) + `","config":{"scenario":"location","transports":[` +
 		transports + `],"users":[1000,5000],"broker":"memory"},"runs":[]}`
@@ -94,8 +94,8 @@ func results(started time.Time, transports string) string {
 func TestLab(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now().UTC().Truncate(time.Second)
-	writeRun(t, dir, "old-run", map[string]string{"results.json": results(now.Add(-48*time.Hour), `"ws"`), "report.html": "<p>old report</p>"})
-	writeRun(t, dir, "new-run", map[string]string{"results.json": results(now.Add(-time.Hour), `"sse","stomp"`), "report.html": "<p>new report</p>"})
+	writeRun(t, dir, "old-run", map[string]string{"results.json": resultsJSON(now.Add(-48*time.Hour), `"ws"`), "report.html": "<p>old report</p>"})
+	writeRun(t, dir, "new-run", map[string]string{"results.json": resultsJSON(now.Add(-time.Hour), `"sse","stomp"`), "report.html": "<p>new report</p>"})
 	writeRun(t, dir, "broken", map[string]string{"results.json": "{not json"})
 	writeRun(t, dir, "report-only", map[string]string{"report.html": "<p>just a report</p>"})
 	writeRun(t, dir, "empty", nil)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // lab lists the bench runs under dir and serves their reports.
@@ -37,22 +39,6 @@ type labRun struct {
 	Problem    string
 }
 
-// labResults is the part of results.json the list shows (the schema is internal/bench's
-// Results; web reads it loosely so it needs no import of the bench).
-type labResults struct {
-	Version  string    `json:"version"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Stopped  bool      `json:"stopped"`
-	Config   struct {
-		Scenario   string   `json:"scenario"`
-		Transports []string `json:"transports"`
-		Users      []int    `json:"users"`
-		Broker     string   `json:"broker"`
-	} `json:"config"`
-	Warnings []string `json:"warnings"`
-}
-
 // runs reads the results folder. A missing folder is an empty list.
 func (l *lab) runs() ([]labRun, error) {
 	if l.dir == "" {
@@ -77,7 +63,7 @@ func (l *lab) runs() ([]labRun, error) {
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "results.json")); err == nil {
 			run.Results = true
-			var res labResults
+			var res results.Results
 			if err := json.Unmarshal(b, &res); err != nil {
 				run.Problem = "results.json is not readable: " + err.Error()
 			} else {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // TestReportBrowser renders a report with `rtlab report` from results that have everything the
@@ -65,17 +65,17 @@ func TestReportBrowser(t *testing.T) {
 
 // reportResults is a run of WebSocket and SSE at 200 users for 30 s whose WebSocket cell had
 // publishes refused for 4 s, checked against two thresholds.
-func reportResults() *bench.Results {
+func reportResults() *results.Results {
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	r := &bench.Results{
-		Schema: bench.SchemaVersion, Version: "test", Started: start, Finished: start.Add(time.Minute),
-		Config: bench.Config{Scenario: "location", Transports: []string{"ws", "sse"}, Users: []int{200},
-			Stages: "5s:PEAK,20s:PEAK,5s:0", GroupSize: 10, Interval: bench.Duration(3 * time.Second),
+	r := &results.Results{
+		Schema: results.SchemaVersion, Version: "test", Started: start, Finished: start.Add(time.Minute),
+		Config: results.Config{Scenario: "location", Transports: []string{"ws", "sse"}, Users: []int{200},
+			Stages: "5s:PEAK,20s:PEAK,5s:0", GroupSize: 10, Interval: results.Duration(3 * time.Second),
 			Broker: "memory", Nodes: 1, Thresholds: "p99<250ms,pubfailed==0"},
-		Machine: bench.Machine{Hostname: "lab", CPUs: 2, GoOS: "linux", GoArch: "amd64"},
+		Machine: results.Machine{Hostname: "lab", CPUs: 2, GoOS: "linux", GoArch: "amd64"},
 	}
 	for k, t := range []string{"ws", "sse"} {
-		run := bench.Run{Transport: t, Peak: 200, Started: start.Add(time.Duration(k) * 30 * time.Second), Duration: bench.Duration(30 * time.Second)}
+		run := results.Run{Transport: t, Peak: 200, Started: start.Add(time.Duration(k) * 30 * time.Second), Duration: results.Duration(30 * time.Second)}
 		s := &run.Series
 		var received int64
 		for i := range 30 {
@@ -107,15 +107,15 @@ func reportResults() *bench.Results {
 			run.Publish.Failed = 120
 		}
 		run.Publish.Sent = 2000
-		run.Delivery = bench.Delivery{Expected: received, Received: received, Ratio: 1,
-			Latency: bench.Latencies{Count: received, P50: 1 + float64(k), P99: 5 + float64(k), Max: 20}}
+		run.Delivery = results.Delivery{Expected: received, Received: received, Ratio: 1,
+			Latency: results.Latencies{Count: received, P50: 1 + float64(k), P99: 5 + float64(k), Max: 20}}
 		for j, share := range []float64{0.02, 0.1, 0.3, 0.35, 0.15, 0.05, 0.03} {
 			upTo := math.Round(math.Pow(10, float64(27+j+k)/10)) / 1000
-			run.Delivery.Histogram = append(run.Delivery.Histogram, bench.Bucket{UpToMs: upTo, Count: int64(share * float64(received))})
+			run.Delivery.Histogram = append(run.Delivery.Histogram, results.Bucket{UpToMs: upTo, Count: int64(share * float64(received))})
 		}
-		run.Server = bench.Usage{Available: true, CPUPercentAvg: 8, RSSMaxBytes: 34 << 20}
-		run.Generator = bench.Usage{Available: true, CPUPercentAvg: 6}
-		run.Thresholds = []bench.ThresholdResult{
+		run.Server = results.Usage{Available: true, CPUPercentAvg: 8, RSSMaxBytes: 34 << 20}
+		run.Generator = results.Usage{Available: true, CPUPercentAvg: 6}
+		run.Thresholds = []results.ThresholdResult{
 			{Expr: "p99<250ms", Value: run.Delivery.Latency.P99, Measured: true, Pass: true},
 			{Expr: "pubfailed==0", Value: float64(run.Publish.Failed), Measured: true, Pass: run.Publish.Failed == 0},
 		}

@@ -16,7 +16,9 @@ import (
 
 	"github.com/rtlab/rtlab/internal/bench"
 	"github.com/rtlab/rtlab/internal/k6export"
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/report"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 const benchUsage = `usage: rtlab bench [flags]
@@ -54,53 +56,8 @@ const exitThresholds = 99
 // runBench is `rtlab bench`: it returns 0 on success, 1 when the run failed or was interrupted,
 // 2 on bad input (nothing is written then), 99 when a --threshold was crossed.
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
-	fs.env = "RTLAB_"
-	transport := fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp (STOMP over TCP; not in all), sockjs (STOMP over SockJS xhr-streaming; not in all), poll-<interval> (short polling at its own interval, like poll-1s), or all")
-	users := fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
-	stages := fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
-	scenario := fs.String("scenario", "location", "scenario: location, chat or notify")
-	groupSize := fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
-	groups := fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
-	interval := fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
-	fs.defText["interval"] = "3s for location, 5s for chat and notify"
-	grace := fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means the longest of interval and the poll-<interval>s, plus 1s")
-	roomSize := fs.Int("room-size", 0, "chat and notify: users per room")
-	fs.defText["room-size"] = "50 for chat, 10 for notify"
-	talks := fs.Int("talks", 10, "chat: TALKs per session, one every --interval, before LEAVE")
-	hold := fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
-	authSecret := fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
-	longWait := fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
-	target := fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
-	seed := fs.Int64("seed", 1, "seed of publish phases and positions")
-	out := fs.String("out", "", "output directory")
-	fs.defText["out"] = "./bench-results/<timestamp>"
-	serverArgs := fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
-	broker := fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,redis+cluster://host:port?addr=host:port,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
-	rounds := fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
-	nodes := fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
-	pubConns := fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
-	servers := fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
-	targetKind := fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
-	stompPub := fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number")
-	stompSub := fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination")
-	fs.defText["stomp-pub"] = "/topic/location/{group}"
-	fs.defText["stomp-sub"] = "the --stomp-pub one"
-	stompLogin := fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
-	cfBin := fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+bench.CentrifugoVersion+"/centrifugo")
-	cfKey := fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
-	springJar := fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
-	peerCache := fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
-	prepare := fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
-	thresholds := fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
-	exportK6 := fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
-	csv := fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
-	fs.rule(atLeast(1), "group-size", "talks")
-	fs.rule(atLeast(0), "groups", "room-size")
-	fs.rule(between(1, 20), "rounds")
-	fs.rule(between(1, 16), "nodes")
-	fs.rule(between(1, 1024), "publish-conns")
-	fs.rule(rule{func(any) bool { return true }, "a whole number"}, "seed")
+	f := benchFlagSet()
+	fs := f.fs
 	if code, ok := fs.parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -111,22 +68,132 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(fs.positional) > 0 {
 		return bad(fmt.Errorf("unexpected argument %q; all settings are flags (rtlab bench -h)", fs.positional[0]))
 	}
-
-	o := &bench.Options{
-		Scenario: *scenario, Stages: *stages, GroupSize: *groupSize, Groups: *groups,
-		Grace: *grace, LongWait: *longWait, Target: *target, Seed: *seed,
-		ServerArgs: strings.Fields(*serverArgs), Nodes: *nodes, Rounds: *rounds, PubConns: *pubConns,
-		RoomSize: *roomSize, Talks: *talks, Hold: *hold, AuthSecret: *authSecret,
-		TargetKind: *targetKind, StompPub: *stompPub, StompSub: *stompSub, StompLogin: *stompLogin,
-		CentrifugoBin: *cfBin, CentrifugoAPIKey: *cfKey, SpringJar: *springJar, PeerCache: *peerCache,
-		Thresholds: *thresholds,
-		Args:       append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: stderr,
+	o, err := f.options(args, stderr)
+	if err != nil {
+		return bad(err)
 	}
-	for _, b := range strings.Split(*broker, ",") {
+	if err := o.Validate(); err != nil {
+		return bad(err)
+	}
+	switch {
+	case *f.prepare:
+		return prepareServers(o, stdout, stderr)
+	case *f.exportK6 != "":
+		return exportScripts(*f.exportK6, o, stdout, stderr)
+	}
+	return runBenchInto(o, *f.out, *f.csv, stdout, stderr)
+}
+
+// benchFlags are the flags of `rtlab bench`.
+type benchFlags struct {
+	fs         *flags
+	transport  *string
+	users      *string
+	stages     *string
+	scenario   *string
+	groupSize  *int
+	groups     *int
+	interval   *time.Duration
+	grace      *time.Duration
+	roomSize   *int
+	talks      *int
+	hold       *bool
+	authSecret *string
+	longWait   *time.Duration
+	target     *string
+	seed       *int64
+	out        *string
+	serverArgs *string
+	broker     *string
+	rounds     *int
+	nodes      *int
+	pubConns   *int
+	servers    *string
+	targetKind *string
+	stompPub   *string
+	stompSub   *string
+	stompLogin *string
+	cfBin      *string
+	cfKey      *string
+	springJar  *string
+	peerCache  *string
+	prepare    *bool
+	thresholds *string
+	exportK6   *string
+	csv        *bool
+}
+
+// benchFlagSet defines the flags of `rtlab bench`.
+func benchFlagSet() *benchFlags {
+	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
+	fs.env = "RTLAB_"
+	f := &benchFlags{fs: fs}
+	f.transport = fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp (STOMP over TCP; not in all), sockjs (STOMP over SockJS xhr-streaming; not in all), poll-<interval> (short polling at its own interval, like poll-1s), or all")
+	f.users = fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
+	f.stages = fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
+	f.scenario = fs.String("scenario", "location", "scenario: location, chat or notify")
+	f.groupSize = fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
+	f.groups = fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
+	f.interval = fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
+	fs.defText["interval"] = "3s for location, 5s for chat and notify"
+	f.grace = fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means the longest of interval and the poll-<interval>s, plus 1s")
+	f.roomSize = fs.Int("room-size", 0, "chat and notify: users per room")
+	fs.defText["room-size"] = "50 for chat, 10 for notify"
+	f.talks = fs.Int("talks", 10, "chat: TALKs per session, one every --interval, before LEAVE")
+	f.hold = fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
+	f.authSecret = fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
+	f.longWait = fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
+	f.target = fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
+	f.seed = fs.Int64("seed", 1, "seed of publish phases and positions")
+	f.out = fs.String("out", "", "output directory")
+	fs.defText["out"] = "./bench-results/<timestamp>"
+	f.serverArgs = fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
+	f.broker = fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,redis+cluster://host:port?addr=host:port,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
+	f.rounds = fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
+	f.nodes = fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
+	f.pubConns = fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
+	f.servers = fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
+	f.targetKind = fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
+	f.stompPub = fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number")
+	f.stompSub = fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination")
+	fs.defText["stomp-pub"] = "/topic/location/{group}"
+	fs.defText["stomp-sub"] = "the --stomp-pub one"
+	f.stompLogin = fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
+	f.cfBin = fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+peers.CentrifugoVersion+"/centrifugo")
+	f.cfKey = fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
+	f.springJar = fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
+	f.peerCache = fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
+	f.prepare = fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
+	f.thresholds = fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
+	f.exportK6 = fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
+	f.csv = fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
+	fs.rule(atLeast(1), "group-size", "talks")
+	fs.rule(atLeast(0), "groups", "room-size")
+	fs.rule(between(1, 20), "rounds")
+	fs.rule(between(1, 16), "nodes")
+	fs.rule(between(1, 1024), "publish-conns")
+	fs.rule(rule{func(any) bool { return true }, "a whole number"}, "seed")
+	return f
+}
+
+// options are the bench's options as the flags give them (Options.Validate checks them).
+func (f *benchFlags) options(args []string, status io.Writer) (*bench.Options, error) {
+	fs := f.fs
+	o := &bench.Options{
+		Scenario: *f.scenario, Stages: *f.stages, GroupSize: *f.groupSize, Groups: *f.groups,
+		Grace: *f.grace, LongWait: *f.longWait, Target: *f.target, Seed: *f.seed,
+		ServerArgs: strings.Fields(*f.serverArgs), Nodes: *f.nodes, Rounds: *f.rounds, PubConns: *f.pubConns,
+		RoomSize: *f.roomSize, Talks: *f.talks, Hold: *f.hold, AuthSecret: *f.authSecret,
+		TargetKind: *f.targetKind, StompPub: *f.stompPub, StompSub: *f.stompSub, StompLogin: *f.stompLogin,
+		CentrifugoBin: *f.cfBin, CentrifugoAPIKey: *f.cfKey, SpringJar: *f.springJar, PeerCache: *f.peerCache,
+		Thresholds: *f.thresholds,
+		Args:       append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: status,
+	}
+	for _, b := range strings.Split(*f.broker, ",") {
 		o.Brokers = append(o.Brokers, strings.TrimSpace(b))
 	}
-	if fs.isSet("server") || *target == "" {
-		for _, s := range strings.Split(*servers, ",") {
+	if fs.isSet("server") || *f.target == "" {
+		for _, s := range strings.Split(*f.servers, ",") {
 			o.Servers = append(o.Servers, strings.TrimSpace(s))
 		}
 	}
@@ -134,32 +201,32 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		o.TargetKind = ""
 	}
 	if fs.isSet("interval") { // else the scenario's default
-		o.Interval = *interval
+		o.Interval = *f.interval
 	}
-	if *transport != "all" {
-		for _, t := range strings.Split(*transport, ",") {
+	if *f.transport != "all" {
+		for _, t := range strings.Split(*f.transport, ",") {
 			o.Transports = append(o.Transports, strings.TrimSpace(t))
 		}
 	}
 	if fs.isSet("users") {
-		for _, s := range strings.Split(*users, ",") {
+		for _, s := range strings.Split(*f.users, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
-				return bad(fmt.Errorf("--users: %q is not a number; want peak user counts like 1000,5000,10000", s))
+				return nil, fmt.Errorf("--users: %q is not a number; want peak user counts like 1000,5000,10000", s)
 			}
 			o.Users = append(o.Users, n)
 		}
 	}
-	if err := o.Validate(); err != nil {
-		return bad(err)
+	return o, nil
+}
+
+// runBenchInto runs the bench with o into dir (a new timestamped one when empty) and prints
+// the summary.
+func runBenchInto(o *bench.Options, dir string, csv bool, stdout, stderr io.Writer) int {
+	bad := func(err error) int {
+		fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
+		return 2
 	}
-	if *prepare {
-		return prepareServers(o, stdout, stderr)
-	}
-	if *exportK6 != "" {
-		return exportScripts(*exportK6, o, stdout, stderr)
-	}
-	dir := *out
 	if dir == "" {
 		dir = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
 	}
@@ -206,7 +273,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab bench: %v\n", werr)
 		return 1
 	}
-	if *csv {
+	if csv {
 		if werr := writeCSV(filepath.Join(dir, "series.csv"), res); werr != nil {
 			fmt.Fprintf(stderr, "rtlab bench: %v\n", werr)
 			return 1
@@ -214,7 +281,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	report.Summary(stdout, res)
 	fmt.Fprintf(stdout, "\nresults: %s\nreport:  %s\n", filepath.Join(dir, "results.json"), filepath.Join(dir, "report.html"))
-	if *csv {
+	if csv {
 		fmt.Fprintf(stdout, "series:  %s\n", filepath.Join(dir, "series.csv"))
 	}
 	switch n := res.ThresholdsCrossed(); {
@@ -280,7 +347,7 @@ func removeMade(top string) {
 }
 
 // writeCSV writes the per-second series of every run of res to path.
-func writeCSV(path string, res *bench.Results) error {
+func writeCSV(path string, res *results.Results) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("writing series: %w", err)
@@ -344,7 +411,7 @@ func redactSecret(args []string) []string {
 }
 
 // writeResults writes results.json and report.html into dir.
-func writeResults(dir string, res *bench.Results) error {
+func writeResults(dir string, res *results.Results) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // TestBenchBadInput checks that bad input is one line naming the flag, the value and what is
@@ -179,7 +180,7 @@ func TestBenchThresholdExit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res bench.Results
+		var res results.Results
 		if err := json.Unmarshal(b, &res); err != nil {
 			t.Fatal(err)
 		}

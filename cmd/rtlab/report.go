@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rtlab/rtlab/internal/bench"
 	"github.com/rtlab/rtlab/internal/report"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 const reportUsage = `usage:
@@ -41,11 +41,11 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab report: %d results files given; want one (a report) or two (a comparison) (rtlab report -h)\n", len(files))
 		return 2
 	}
-	var rs []*bench.Results
+	var rs []*results.Results
 	for _, f := range files {
-		r, err := report.Load(f)
+		r, err := results.Load(f)
 		if err != nil {
-			fmt.Fprintf(stderr, "rtlab %v\n", err) // "rtlab report: FILE: ..."
+			fmt.Fprintf(stderr, "rtlab report: %v\n", err) // "rtlab report: FILE: ..."
 			return 2
 		}
 		rs = append(rs, r)
@@ -88,7 +88,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 
 // writeHTML renders to a temporary file beside dest and renames it into place, so a failed
 // render never leaves a half-written page where the last good one was.
-func writeHTML(dest string, rs []*bench.Results) error {
+func writeHTML(dest string, rs []*results.Results) error {
 	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".*")
 	if err != nil {
 		return err

@@ -9,17 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // writeResultsFile writes a small results file with one WebSocket run at users.
 func writeResultsFile(t *testing.T, dir string, users int) string {
 	t.Helper()
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	r := bench.Results{Schema: bench.SchemaVersion, Started: start, Finished: start.Add(time.Minute),
-		Config: bench.Config{Scenario: "location", Transports: []string{"ws"}, Users: []int{users}},
-		Runs: []bench.Run{{Transport: "ws", Peak: users, Delivery: bench.Delivery{Expected: 10, Received: 10, Ratio: 1,
-			Latency: bench.Latencies{Count: 10, P99: 3}}}}}
+	r := results.Results{Schema: results.SchemaVersion, Started: start, Finished: start.Add(time.Minute),
+		Config: results.Config{Scenario: "location", Transports: []string{"ws"}, Users: []int{users}},
+		Runs: []results.Run{{Transport: "ws", Peak: users, Delivery: results.Delivery{Expected: 10, Received: 10, Ratio: 1,
+			Latency: results.Latencies{Count: 10, P99: 3}}}}}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // driver is one transport's client behaviour.
@@ -40,7 +42,8 @@ const spreadAbove = 20000
 // cell is one run of the matrix: one transport at one peak.
 type cell struct {
 	opts       *Options
-	kind       string // the server kind: rtlab, or a peer (see ServerKinds)
+	scn        scenario // what the users do
+	kind       string   // the server kind: rtlab, or a peer (see ServerKinds)
 	transport  string
 	name       string // in status lines: the transport, or transport@broker
 	level      int    // the --users value of this cell (PEAK)
@@ -75,7 +78,7 @@ type cell struct {
 }
 
 func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan, nodes []string) *cell {
-	c := &cell{opts: o, kind: kind, transport: transport, name: transport, plan: plan, nodes: nodes, groups: o.groupsFor(plan.Peak)}
+	c := &cell{opts: o, scn: o.scn, kind: kind, transport: transport, name: transport, plan: plan, nodes: nodes}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.col = newCollector(2 * runtime.GOMAXPROCS(0))
 	c.spread = plan.Peak+o.PubConns > spreadAbove
@@ -89,7 +92,7 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 		c.drv = &sseDriver{c: c}
 	case "ws":
 		c.drv = &wsDriver{c: c}
-		if kind == KindCentrifugo {
+		if kind == results.KindCentrifugo {
 			c.drv = &cfWSDriver{c: c}
 		}
 	case "stomp":
@@ -99,44 +102,22 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 	case TransportSockJS:
 		c.drv = &stompDriver{c: c, d: stompDialectFor(kind, o), over: overSockJS}
 	}
-	if kind == KindCentrifugo && transport == "sse" {
+	if kind == results.KindCentrifugo && transport == "sse" {
 		c.drv = &cfSSEDriver{c: c}
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
-	if o.chatLike() {
-		// Names unique to the cell, so that runs against one --target never share a room (the
-		// server keeps chat history, owners included, across runs).
-		c.tag = "b" + strconv.FormatUint(uint64(rand.Uint32()), 36)
-		c.ownerIn = make([]chan struct{}, c.groups)
-		c.ownerOnce = make([]sync.Once, c.groups)
-		for r := range c.ownerIn {
-			c.ownerIn[r] = make(chan struct{})
-		}
-	}
+	c.scn.prepare(c)
 	c.vus = make([]*vu, plan.Peak)
 	for i := range c.vus {
 		g := i % c.groups
 		v := &vu{
 			id: i, group: g, node: i % len(nodes), c: c,
 			sh:       c.col.shards[i%len(c.col.shards)],
-			topic:    "location/" + strconv.Itoa(g),
 			phase:    time.Duration(rng.Int64N(int64(o.Interval/phaseSlot))) * phaseSlot,
 			measured: true, talker: true,
 		}
-		if o.chatLike() {
-			v.name = c.tag + "-u" + strconv.Itoa(i)
-			v.room = "chat/" + c.tag + "-r" + strconv.Itoa(g)
-			v.topic = v.room
-			if o.Scenario == ScenarioNotify {
-				// User g starts first of room g (users start in id order) and leaves last.
-				v.owner = i == g
-				v.measured, v.talker = v.owner, !v.owner
-				if v.owner {
-					v.topic = "notify/" + v.name
-				}
-			}
-		}
-		if o.AuthSecret != "" && kind == KindRTLab {
+		c.scn.user(c, v)
+		if o.AuthSecret != "" && kind == results.KindRTLab {
 			// The servers require tokens: each user carries one minted with the secret. (A
 			// Centrifugo user signs its own, see cfToken.)
 			tok := mintToken(o.AuthSecret, c.tag+"-u"+strconv.Itoa(i))
@@ -186,12 +167,7 @@ func (c *cell) start(v *vu, leave time.Duration) {
 			<-prev // a user restarted quickly waits for its previous life to end
 		}
 		v.resetStream()
-		if c.opts.chatLike() {
-			c.runChat(a)
-			return
-		}
-		c.drv.run(a)
-		a.closeWindow()
+		c.scn.run(c, a)
 	}()
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/peers"
 )
 
 // Messages as Centrifugo v6 sends them (taken from a running server): replies, pushes, the
@@ -176,11 +178,11 @@ func TestRTLabHistory(t *testing.T) {
 // TestCentrifugoConfig checks the config the lab writes, and, where a centrifugo binary is
 // installed, that Centrifugo itself accepts it (centrifugo checkconfig).
 func TestCentrifugoConfig(t *testing.T) {
-	for _, s := range []cfSettings{
-		{port: 8123, engine: "memory", historySize: 100, historyTTL: 10 * time.Minute, secret: "k", insecure: true, apiKey: "a"},
-		{port: 8124, engine: "redis://127.0.0.1:6379/0", historySize: 7, historyTTL: 90 * time.Second, secret: "k", apiKey: "a"},
+	for _, s := range []peers.CentrifugoSettings{
+		{Port: 8123, Engine: "memory", HistorySize: 100, HistoryTTL: 10 * time.Minute, Secret: "k", Insecure: true, APIKey: "a"},
+		{Port: 8124, Engine: "redis://127.0.0.1:6379/0", HistorySize: 7, HistoryTTL: 90 * time.Second, Secret: "k", APIKey: "a"},
 	} {
-		b, err := centrifugoConfig(s)
+		b, err := peers.CentrifugoConfig(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,13 +223,13 @@ func TestCentrifugoConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := cfg.Channel.Default
-		ok := cfg.HTTPServer.Address == "127.0.0.1" && cfg.HTTPServer.Port == s.port &&
-			cfg.Client.Insecure == s.insecure && cfg.Client.Token.Key == s.secret && cfg.API.Key == s.apiKey && cfg.UniSSE.Enabled &&
-			d.Size == s.historySize && d.TTL == s.historyTTL.String() && d.Recovery && d.Subscribe && d.Publish
-		if s.engine == "memory" {
+		ok := cfg.HTTPServer.Address == "127.0.0.1" && cfg.HTTPServer.Port == s.Port &&
+			cfg.Client.Insecure == s.Insecure && cfg.Client.Token.Key == s.Secret && cfg.API.Key == s.APIKey && cfg.UniSSE.Enabled &&
+			d.Size == s.HistorySize && d.TTL == s.HistoryTTL.String() && d.Recovery && d.Subscribe && d.Publish
+		if s.Engine == "memory" {
 			ok = ok && cfg.Engine.Type == "memory"
 		} else {
-			ok = ok && cfg.Engine.Type == "redis" && len(cfg.Engine.Redis.Address) == 1 && cfg.Engine.Redis.Address[0] == s.engine
+			ok = ok && cfg.Engine.Type == "redis" && len(cfg.Engine.Redis.Address) == 1 && cfg.Engine.Redis.Address[0] == s.Engine
 		}
 		if !ok {
 			t.Errorf("settings %+v wrote\n%s", s, b)

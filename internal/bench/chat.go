@@ -36,8 +36,9 @@ const (
 	receiptLeave = "leave"
 )
 
-// runChat runs the sessions of a chat or notify user's activity.
-func (c *cell) runChat(a *activity) {
+// runChat runs the sessions of a chat user's activity; with notify, a member waits until its
+// room's owner has entered.
+func (c *cell) runChat(a *activity, notify bool) {
 	v := a.v
 	base := a.cutoff.Load() // leave − grace
 	fails := 0
@@ -60,7 +61,7 @@ func (c *cell) runChat(a *activity) {
 			continue
 		}
 		fails = 0
-		if c.opts.Scenario == ScenarioNotify && !v.owner {
+		if notify && !v.owner {
 			select {
 			case <-c.ownerIn[v.group]:
 			case <-a.ctx.Done():
@@ -76,7 +77,7 @@ func (c *cell) runChat(a *activity) {
 			// interrupt: then the run is over.
 			c.leaveHTTP(a)
 		}
-		if c.opts.holds() || a.ctx.Err() != nil {
+		if c.opts.Hold || a.ctx.Err() != nil {
 			return
 		}
 		if !a.sleep(c.opts.Interval) {
@@ -109,8 +110,8 @@ func (c *cell) login(a *activity) error {
 	}
 }
 
-// enterHTTP sends the session's ENTER over the HTTP pool and waits for the answer.
-func (c *cell) enterHTTP(a *activity) error {
+// greetHTTP sends the session's greeting (ENTER) over the HTTP pool and waits for the answer.
+func (c *cell) greetHTTP(a *activity) error {
 	ch := make(chan jobResult, 1)
 	select {
 	case c.httpq[a.v.node] <- pubJob{a: a, kind: jobEnter, done: ch}:
@@ -157,7 +158,7 @@ func (c *cell) enteredAt(a *activity, now int64) {
 	if v.talker {
 		from := c.nextTurn(v, now)
 		until := int64(math.MaxInt64)
-		if !c.opts.holds() {
+		if !c.opts.Hold {
 			until = from + int64(c.opts.Talks)*int64(c.opts.Interval)
 			a.cutoff.Store(min(a.cutoff.Load(), until-int64(c.opts.Grace)))
 		}

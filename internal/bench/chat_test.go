@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // chatCell builds a chat or notify cell without starting anything: the clock starts at 0 and
@@ -16,7 +18,7 @@ func chatCell(t *testing.T, o Options, users int, phase time.Duration) *cell {
 		t.Fatal(err)
 	}
 	plan := NewPlan(Resolve(o.stageSpecs, users))
-	c := newCell(context.Background(), &o, KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
+	c := newCell(context.Background(), &o, results.KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
 	c.clk = clock{t0: time.Unix(0, 0), base: 0}
 	for _, v := range c.vus {
 		v.phase = phase
@@ -86,7 +88,7 @@ func TestChatSession(t *testing.T) {
 	if job := <-q; job.kind != jobLeave || job.a != a || !a.leaving.Load() {
 		t.Errorf("LEAVE turn handed %+v", job)
 	}
-	if turn(7*s) || len(q) != 0 || a.canPublish() {
+	if turn(7*s) || len(q) != 0 || c.scn.turn(c, a, 8*s, q, nil) {
 		t.Error("turns after the LEAVE")
 	}
 	// Entering again (a new connection) keeps the window and the turns.

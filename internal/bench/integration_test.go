@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // buildRTLab builds the rtlab binary into a temporary directory, or returns $RTLAB_BIN when
@@ -33,7 +35,7 @@ func buildRTLab(t *testing.T) string {
 // arrives, latencies are measured, and every series has one point per second.
 // executeJSON runs a bench and returns its results as read back from JSON: what the report
 // reads is the JSON, so the figures are checked after the round trip.
-func executeJSON(ctx context.Context, t *testing.T, o *Options) Results {
+func executeJSON(ctx context.Context, t *testing.T, o *Options) results.Results {
 	t.Helper()
 	res, err := Execute(ctx, o, t.TempDir())
 	if err != nil {
@@ -43,7 +45,7 @@ func executeJSON(ctx context.Context, t *testing.T, o *Options) Results {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Results
+	var got results.Results
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestBenchChatAndNotify(t *testing.T) {
 			if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != len(o.Transports) {
 				t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
 			}
-			if c := got.Config; c.Scenario != o.Scenario || c.RoomSize != o.RoomSize || c.Auth != "open" || c.Hold != o.holds() {
+			if c := got.Config; c.Scenario != o.Scenario || c.RoomSize != o.RoomSize || c.Auth != "open" || c.Hold != o.Hold {
 				t.Errorf("config %+v", c)
 			}
 			secs := int(math.Ceil(o.stageSpecs[0].Duration.Seconds() + o.stageSpecs[1].Duration.Seconds() + o.stageSpecs[2].Duration.Seconds()))
@@ -266,7 +268,7 @@ func TestBenchChatAndNotify(t *testing.T) {
 }
 
 // seriesPoints is the number of points of every per-second series a run always records.
-func seriesPoints(s Series) map[string]int {
+func seriesPoints(s results.Series) map[string]int {
 	return map[string]int{
 		"users": len(s.Users), "sent": len(s.Sent), "received": len(s.Received), "errors": len(s.Errors),
 		"latencyP50": len(s.LatencyP50), "latencyP99": len(s.LatencyP99), "bytesIn": len(s.BytesIn),

@@ -4,63 +4,41 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// The servers the lab measures. rtlab is the one it was built for; the others are what a team
-// would pick instead, started fresh by the lab and driven with the same scenario, the same
-// payload and the same accounting, so their rows sit beside rtlab's in one report.
-const (
-	KindRTLab      = "rtlab"
-	KindCentrifugo = "centrifugo" // Centrifugo: its JSON WebSocket protocol, and unidirectional SSE
-	KindRabbitMQ   = "rabbitmq"   // RabbitMQ's Web-STOMP plugin: STOMP over WebSocket on amq.topic
-	KindSpring     = "spring"     // Spring Boot's STOMP endpoint with the simple broker (tools/peers/spring-stomp)
-	KindSTOMP      = "stomp"      // --target-kind only: any STOMP-over-WebSocket server
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // ServerKinds returns what --server accepts, in the order the lab runs them.
 func ServerKinds() []string {
-	return []string{KindRTLab, KindCentrifugo, KindRabbitMQ, KindSpring}
+	return []string{results.KindRTLab, results.KindCentrifugo, results.KindRabbitMQ, results.KindSpring}
 }
 
 // TargetKinds returns what --target-kind accepts.
-func TargetKinds() []string { return []string{KindRTLab, KindCentrifugo, KindSTOMP} }
-
-// KindLabel is a server kind as a reader says it.
-func KindLabel(kind string) string {
-	switch kind {
-	case KindCentrifugo:
-		return "Centrifugo"
-	case KindRabbitMQ:
-		return "RabbitMQ"
-	case KindSpring:
-		return "Spring"
-	case KindSTOMP:
-		return "target"
-	}
-	return kind
+func TargetKinds() []string {
+	return []string{results.KindRTLab, results.KindCentrifugo, results.KindSTOMP}
 }
 
 // serves reports whether a server of kind offers transport, and why not when it does not.
 func serves(kind, transport string) (ok bool, why string) {
 	switch kind {
-	case KindRTLab:
+	case results.KindRTLab:
 		return true, ""
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		if transport == "ws" || transport == "sse" {
 			return true, ""
 		}
 		return false, "Centrifugo offers its WebSocket protocol and SSE here, no polling and no STOMP"
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		if transport == "stomp" {
 			return true, ""
 		}
 		return false, "RabbitMQ is measured through Web-STOMP, STOMP over WebSocket only"
-	case KindSpring:
+	case results.KindSpring:
 		if transport == "stomp" {
 			return true, ""
 		}
 		return false, "the Spring peer is a STOMP endpoint (/location) only"
-	case KindSTOMP:
+	case results.KindSTOMP:
 		if transport == "stomp" {
 			return true, ""
 		}
@@ -71,20 +49,20 @@ func serves(kind, transport string) (ok bool, why string) {
 
 // ownBroker reports whether a server kind is its own broker (RabbitMQ, Spring's simple broker):
 // it runs once per round, on one node, whatever --broker says.
-func ownBroker(kind string) bool { return kind == KindRabbitMQ || kind == KindSpring }
+func ownBroker(kind string) bool { return kind == results.KindRabbitMQ || kind == results.KindSpring }
 
 // runsOn reports whether a server of kind runs in the broker column broker (the i-th of the
 // --broker list), and why not when it does not.
 func runsOn(kind, broker string, i int) (ok bool, why string) {
 	switch {
-	case kind == KindRTLab:
+	case kind == results.KindRTLab:
 		return true, ""
 	case ownBroker(kind):
 		if i == 0 {
 			return true, ""
 		}
-		return false, KindLabel(kind) + " is its own broker: it runs once per round, in the first --broker column"
-	case kind == KindCentrifugo:
+		return false, results.KindLabel(kind) + " is its own broker: it runs once per round, in the first --broker column"
+	case kind == results.KindCentrifugo:
 		switch strings.SplitN(brokerURL(broker), "://", 2)[0] {
 		case "memory", "redis", "rediss":
 			return true, ""
@@ -97,7 +75,7 @@ func runsOn(kind, broker string, i int) (ok bool, why string) {
 // checkServers validates --server and its combination with the scenario.
 func (o *Options) checkServers() error {
 	if len(o.Servers) == 0 {
-		o.Servers = []string{KindRTLab}
+		o.Servers = []string{results.KindRTLab}
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Servers {
@@ -108,7 +86,7 @@ func (o *Options) checkServers() error {
 			return usageErr("--server", "%q given twice", s)
 		}
 		seen[s] = true
-		if s != KindRTLab && o.Scenario != ScenarioLocation {
+		if s != results.KindRTLab && o.scn.rtlabOnly() {
 			return usageErr("--server", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules (ENTER, TALK, owners' notifications)", s)
 		}
 	}
@@ -140,21 +118,21 @@ func (o *Options) checkServers() error {
 
 // peers reports whether the run involves another server than rtlab.
 func (o *Options) peers() bool {
-	return slices.ContainsFunc(o.Servers, func(s string) bool { return s != KindRTLab })
+	return slices.ContainsFunc(o.Servers, func(s string) bool { return s != results.KindRTLab })
 }
 
 // kindOf is the server kind a run names: set when the results hold another server than rtlab,
 // so rows read "WebSocket · Centrifugo" beside "WebSocket · rtlab".
 func (o *Options) kindOf(kind string) string {
-	if len(o.Servers) > 1 || kind != KindRTLab {
+	if len(o.Servers) > 1 || kind != results.KindRTLab {
 		return kind
 	}
 	return ""
 }
 
 // skipText is a skipped cell in one line, for status output and warnings.
-func skipText(s Skip) string {
-	what := KindLabel(s.ServerKind)
+func skipText(s results.Skip) string {
+	what := results.KindLabel(s.ServerKind)
 	if s.Transport != "" {
 		what = s.Transport + " on " + what
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Transports returns the transports the bench drives, in the order "all" runs them for the
@@ -42,14 +44,6 @@ func NotifyTransports() []string {
 	return []string{"poll-1s", "poll-5s", "longpoll", "sse", "ws", "stomp"}
 }
 
-// TransportsFor returns what "all" runs for scenario.
-func TransportsFor(scenario string) []string {
-	if scenario == ScenarioNotify {
-		return NotifyTransports()
-	}
-	return Transports()
-}
-
 // pollEvery returns the polling interval of a short-polling transport: "shortpoll" polls every
 // interval, "poll-<duration>" (poll-1s, poll-500ms) at its own. ok is false for the others.
 func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
@@ -67,21 +61,11 @@ func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
 	return d, true
 }
 
-// Scenarios.
-const (
-	ScenarioLocation = "location"
-	ScenarioChat     = "chat"
-	ScenarioNotify   = "notify"
-)
-
-// Scenarios returns the scenarios the bench runs.
-func Scenarios() []string { return []string{ScenarioLocation, ScenarioChat, ScenarioNotify} }
-
 // Options configure a bench run. cmd/rtlab fills them from flags; the zero value of each field
 // means the default stated beside it. Validate checks them once and names the offending flag.
 type Options struct {
 	Scenario   string        // zero means "location"
-	Transports []string      // zero means all of TransportsFor(Scenario)
+	Transports []string      // zero means all the scenario runs: Transports(), NotifyTransports() for notify
 	Users      []int         // peak users, one run per value; zero means {1000}
 	Stages     string        // zero means DefaultStages
 	GroupSize  int           // users per location group; zero means 10 (ignored when Groups is set)
@@ -90,7 +74,7 @@ type Options struct {
 	Grace      time.Duration // delivery grace (see docs/bench.md); zero means the longest of Interval and the poll intervals, plus 1 s
 	RoomSize   int           // chat and notify: users per room; zero means 50 (chat), 10 (notify)
 	Talks      int           // chat: TALKs per session; zero means 10
-	Hold       bool          // chat: keep the connection and TALK until the stages remove the user
+	Hold       bool          // chat: keep the connection and TALK until the stages remove the user; always set for notify
 	AuthSecret string        // --auth-secret of spawned servers; empty runs them in open dev mode
 	LongWait   time.Duration // long-poll wait; zero means 25 s
 	Target     string        // base URL of a running server; empty starts one per run cell
@@ -136,6 +120,7 @@ type Options struct {
 	// Status receives one progress line per second; nil discards them.
 	Status io.Writer
 
+	scn        scenarioValue // the scenario Scenario names
 	stageSpecs []StageSpec
 	thresholds []Threshold
 	usersSet   bool   // Users was given explicitly
@@ -161,15 +146,33 @@ func usageErr(flag, format string, args ...any) error {
 // Validate fills defaults and checks every option, returning a *UsageError for the first bad
 // one. It touches nothing outside the process except reading the open-file limit.
 func (o *Options) Validate() error {
+	for _, check := range []func() error{
+		o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
+		o.checkBrokers, o.checkWhere, o.checkCentrifugo, o.checkFileLimit,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkScenario finds the scenario and fills its defaults.
+func (o *Options) checkScenario() error {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioLocation
 	}
-	if !slices.Contains(Scenarios(), o.Scenario) {
+	scn, ok := scenarioNamed(o.Scenario)
+	if !ok {
 		return usageErr("--scenario", "unknown scenario %q; want %s", o.Scenario, strings.Join(Scenarios(), ", "))
 	}
-	if len(o.Transports) == 0 {
-		o.Transports = TransportsFor(o.Scenario)
-	}
+	o.scn = scn
+	scn.defaults(o)
+	return nil
+}
+
+// checkTransports checks --transport.
+func (o *Options) checkTransports() error {
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
 		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
@@ -183,6 +186,11 @@ func (o *Options) Validate() error {
 		}
 		seen[t] = true
 	}
+	return nil
+}
+
+// checkLoad checks --users, --stages and --threshold.
+func (o *Options) checkLoad() error {
 	o.usersSet = len(o.Users) > 0
 	if !o.usersSet {
 		o.Users = []int{1000}
@@ -206,6 +214,11 @@ func (o *Options) Validate() error {
 	if o.thresholds, err = ParseThresholds(o.Thresholds); err != nil {
 		return usageErr("--threshold", "%v", err)
 	}
+	return nil
+}
+
+// checkGroups checks the location groups and --interval.
+func (o *Options) checkGroups() error {
 	if o.GroupSize == 0 {
 		o.GroupSize = 10
 	}
@@ -215,15 +228,14 @@ func (o *Options) Validate() error {
 	if o.Groups < 0 {
 		return usageErr("--groups", "%d: want a positive number of groups (or 0 to derive from --group-size)", o.Groups)
 	}
-	if o.Interval == 0 {
-		o.Interval = 3 * time.Second
-		if o.Scenario != ScenarioLocation {
-			o.Interval = 5 * time.Second
-		}
-	}
 	if o.Interval < 10*time.Millisecond || o.Interval > 10*time.Minute {
 		return usageErr("--interval", "%s: want a duration between 10ms and 10m", o.Interval)
 	}
+	return nil
+}
+
+// checkTiming fills the grace period and checks the chat settings and the scenario's flags.
+func (o *Options) checkTiming() error {
 	if o.Grace == 0 {
 		// The longest a healthy delivery can take on the slowest transport of the run: a short
 		// poll waits up to its polling interval.
@@ -238,20 +250,8 @@ func (o *Options) Validate() error {
 	if o.Grace < 0 {
 		return usageErr("--grace", "%s: want a positive duration", o.Grace)
 	}
-	if o.RoomSize == 0 {
-		o.RoomSize = 50
-		if o.Scenario == ScenarioNotify {
-			o.RoomSize = 10
-		}
-	}
-	switch {
-	case o.RoomSize < 1:
+	if o.RoomSize < 0 {
 		return usageErr("--room-size", "%d: want a positive number of users per room", o.RoomSize)
-	case o.RoomSize < 2 && o.Scenario == ScenarioNotify:
-		return usageErr("--room-size", "%d: a notify room needs its owner and at least one member; want 2 or more", o.RoomSize)
-	}
-	if o.Hold && o.Scenario == ScenarioLocation {
-		return usageErr("--hold", "applies to the chat scenario (location users always hold their connection)")
 	}
 	if o.Talks == 0 {
 		o.Talks = 10
@@ -259,18 +259,17 @@ func (o *Options) Validate() error {
 	if o.Talks < 1 {
 		return usageErr("--talks", "%d: want a positive number of TALKs per session", o.Talks)
 	}
-	if o.Scenario == ScenarioChat && !o.Hold && time.Duration(o.Talks)*o.Interval <= o.Grace {
-		// A session leaves one interval after its last TALK turn; a receiver must stay the grace
-		// period after a publication for it to be expected.
-		return usageErr("--talks", "%d TALKs every %s make sessions no longer than the grace period (%s): no TALK would be expected anywhere; raise --talks or --interval, lower --grace, or use --hold", o.Talks, o.Interval, o.Grace)
-	}
+	return o.scn.check(o)
+}
+
+// checkBrokers checks --long-wait, --broker, --nodes, --rounds and --publish-conns.
+func (o *Options) checkBrokers() error {
 	if o.LongWait == 0 {
 		o.LongWait = 25 * time.Second
 	}
 	if len(o.Brokers) == 0 {
 		o.Brokers = []string{"memory"}
 	}
-	shared := false
 	names := map[string]bool{}
 	for _, b := range o.Brokers {
 		if b == "" {
@@ -284,7 +283,6 @@ func (o *Options) Validate() error {
 			return usageErr("--broker", "%q twice in %q: to compare two servers of one kind, label each with a URL fragment, e.g. nats://127.0.0.1:4222#nats-a,nats://127.0.0.1:4223#nats-b", name, strings.Join(o.Brokers, ","))
 		}
 		names[name] = true
-		shared = shared || brokerURL(b) != "memory"
 	}
 	if o.Nodes == 0 {
 		o.Nodes = 1
@@ -304,6 +302,12 @@ func (o *Options) Validate() error {
 	if o.PubConns < 1 || o.PubConns > 1024 {
 		return usageErr("--publish-conns", "%d: want 1..1024", o.PubConns)
 	}
+	return nil
+}
+
+// checkWhere checks what the run measures: a --target, or the servers it starts.
+func (o *Options) checkWhere() error {
+	shared := slices.ContainsFunc(o.Brokers, func(b string) bool { return brokerURL(b) != "memory" })
 	if o.Target != "" {
 		if err := o.checkTarget(); err != nil {
 			return err
@@ -317,10 +321,10 @@ func (o *Options) Validate() error {
 		if len(o.ServerArgs) > 0 {
 			return usageErr("--server-args", "given with --target: the bench starts no server")
 		}
-		if o.AuthSecret != "" && o.TargetKind != KindCentrifugo {
+		if o.AuthSecret != "" && o.TargetKind != results.KindCentrifugo {
 			return usageErr("--auth-secret", "given with --target: the bench starts no server (tokens from the target's /api/login work either way)")
 		}
-		if len(o.Servers) > 0 && !slices.Equal(o.Servers, []string{KindRTLab}) {
+		if len(o.Servers) > 0 && !slices.Equal(o.Servers, []string{results.KindRTLab}) {
 			return usageErr("--server", "given with --target: the bench starts no server; say what the target is with --target-kind")
 		}
 		o.Servers = []string{o.TargetKind}
@@ -338,7 +342,12 @@ func (o *Options) Validate() error {
 			return usageErr("--nodes", "%d needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)", o.Nodes)
 		}
 	}
-	if slices.Contains(o.Servers, KindCentrifugo) {
+	return nil
+}
+
+// checkCentrifugo sets up the keys of Centrifugo servers, and refuses their flags without one.
+func (o *Options) checkCentrifugo() error {
+	if slices.Contains(o.Servers, results.KindCentrifugo) {
 		// Spawned Centrifugo servers run in insecure client mode without --auth-secret, but SSE
 		// users still need tokens naming their channel; the lab signs them with a key of its own.
 		o.cfSecret = []byte(o.AuthSecret)
@@ -353,13 +362,17 @@ func (o *Options) Validate() error {
 	} else if o.CentrifugoAPIKey != "" || o.CentrifugoBin != "" {
 		return usageErr("--centrifugo-bin/--centrifugo-api-key", "apply when centrifugo is in --server (or --target-kind)")
 	}
-	// Every user holds one socket in the generator (and in the server); publishing goes
-	// through the shared pool. Refuse what cannot fit in the open-file limit.
+	return nil
+}
+
+// checkFileLimit refuses a run that cannot fit in the open-file limit: every user holds one
+// socket in the generator (and in the server); publishing goes through the shared pool.
+func (o *Options) checkFileLimit() error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		for _, u := range o.Users {
 			most := u
-			for _, s := range specs {
+			for _, s := range o.stageSpecs {
 				most = max(most, s.Target)
 			}
 			need := uint64(most) + uint64(o.PubConns) + 64
@@ -382,14 +395,14 @@ func randomKey() string {
 // URL (http://host:port); a STOMP target names its WebSocket endpoint (ws://host:port/path).
 func (o *Options) checkTarget() error {
 	if o.TargetKind == "" {
-		o.TargetKind = KindRTLab
+		o.TargetKind = results.KindRTLab
 	}
 	if !slices.Contains(TargetKinds(), o.TargetKind) {
 		return usageErr("--target-kind", "unknown kind %q; want %s", o.TargetKind, strings.Join(TargetKinds(), ", "))
 	}
 	u, err := url.Parse(o.Target)
 	switch {
-	case o.TargetKind == KindSTOMP:
+	case o.TargetKind == results.KindSTOMP:
 		if err != nil || (u.Scheme != "ws" && u.Scheme != "http") || u.Host == "" || u.Path == "" || u.Path == "/" {
 			return usageErr("--target", "%q: want the STOMP endpoint's URL, like ws://127.0.0.1:15674/ws", o.Target)
 		}
@@ -397,12 +410,12 @@ func (o *Options) checkTarget() error {
 	case err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/"):
 		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
 	}
-	if o.TargetKind != KindRTLab && o.Scenario != ScenarioLocation {
+	if o.TargetKind != results.KindRTLab && o.scn.rtlabOnly() {
 		return usageErr("--target-kind", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules", o.TargetKind)
 	}
 	o.Target = u.Scheme + "://" + u.Host + o.targetPath
 	o.targetHost = u.Host
-	if o.TargetKind != KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
+	if o.TargetKind != results.KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
 		return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to --target-kind stomp")
 	}
 	for _, d := range []struct{ flag, v string }{{"--stomp-pub", o.StompPub}, {"--stomp-sub", o.StompSub}} {
@@ -417,22 +430,7 @@ func (o *Options) checkTarget() error {
 }
 
 // groupsFor returns the number of location groups, or chat rooms, for a run with peak users.
-func (o *Options) groupsFor(peak int) int {
-	if o.Scenario != ScenarioLocation {
-		return max(1, (peak+o.RoomSize-1)/o.RoomSize)
-	}
-	if o.Groups > 0 {
-		return o.Groups
-	}
-	return max(1, (peak+o.GroupSize-1)/o.GroupSize)
-}
-
-// chatLike reports whether the scenario logs users in and publishes chat messages.
-func (o *Options) chatLike() bool { return o.Scenario == ScenarioChat || o.Scenario == ScenarioNotify }
-
-// holds reports whether users keep their session until the stages remove them: --hold, and
-// always in the notify scenario.
-func (o *Options) holds() bool { return o.Hold || o.Scenario == ScenarioNotify }
+func (o *Options) groupsFor(peak int) int { return o.scn.groups(o, peak) }
 
 // authMode is Config.Auth: how the servers authenticate.
 func (o *Options) authMode() string {
@@ -466,8 +464,8 @@ func (o *Options) nodesFor(broker string) int {
 // only when there are several, so that a report keys them apart ("ws~centrifugo@redis#2"); a
 // single run of rtlab on one broker stays keyed by its transport. A server that is its own
 // broker (RabbitMQ, Spring) names none.
-func (o *Options) newRun(kind, broker, transport string, peak, round int) *Run {
-	run := &Run{Transport: transport, Peak: peak, ServerKind: o.kindOf(kind)}
+func (o *Options) newRun(kind, broker, transport string, peak, round int) *results.Run {
+	run := &results.Run{Transport: transport, Peak: peak, ServerKind: o.kindOf(kind)}
 	if len(o.Brokers) > 1 && !ownBroker(kind) {
 		run.Broker, run.Nodes = BrokerName(broker), o.nodesFor(broker)
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/peers"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // The peers' integration tests spawn each server the lab compares rtlab with, at small scale,
@@ -67,13 +70,13 @@ func centrifugoOrSkip(t *testing.T) string {
 func peerOrSkip(t *testing.T, kind string) {
 	t.Helper()
 	switch kind {
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		centrifugoOrSkip(t)
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		if _, _, _, err := rabbitBinaries(); err != nil {
 			peerMissing(t, "%v", err)
 		}
-	case KindSpring:
+	case results.KindSpring:
 		if _, err := exec.LookPath("java"); err != nil {
 			peerMissing(t, "java not installed (apt-get install openjdk-17-jdk-headless)")
 		}
@@ -90,10 +93,10 @@ func peerOrSkip(t *testing.T, kind string) {
 
 // checkDelivered asserts what a user would check of a run: everybody connected, every
 // publication accepted, every expected message received once and in order.
-func checkDelivered(t *testing.T, r Run, users int64) {
+func checkDelivered(t *testing.T, r results.Run, users int64) {
 	t.Helper()
 	d := r.Delivery
-	if c := r.Connections; r.ServerKind != "" && r.ServerKind != KindRTLab && c.Dropped > 0 && c.Dropped <= 2 && c.Failed == 0 &&
+	if c := r.Connections; r.ServerKind != "" && r.ServerKind != results.KindRTLab && c.Dropped > 0 && c.Dropped <= 2 && c.Failed == 0 &&
 		c.Opened <= users+c.Dropped && d.Ratio >= 0.99 && d.Duplicates == 0 && d.OutOfOrder == 0 {
 		// A peer that closes a connection now and then (Spring with 1002 on a busy machine)
 		// loses what was in flight on it: the lab counted the drop and the loss, as it must.
@@ -115,7 +118,7 @@ func checkDelivered(t *testing.T, r Run, users int64) {
 }
 
 // checkMeasured asserts that the server was sampled like any other: CPU time, memory, threads.
-func checkMeasured(t *testing.T, r Run) {
+func checkMeasured(t *testing.T, r results.Run) {
 	t.Helper()
 	if s := r.Server; !s.Available || s.CPUSeconds <= 0 || s.RSSMaxBytes == 0 || s.ThreadsMax == 0 || len(r.Series.ServerThreads) != len(r.Series.Sent) {
 		t.Errorf("%s: server usage %+v, %d thread samples for %d seconds", r.Key(), s, len(r.Series.ServerThreads), len(r.Series.Sent))
@@ -125,7 +128,7 @@ func checkMeasured(t *testing.T, r Run) {
 // smallRun is the scale of the peers' tests: 50 users in groups of 10 for 9 s, a position every
 // half second, expected where the receiver stays 4 s after it: a JVM compiling its code on a
 // machine busy with other tests can hold deliveries up for seconds without losing any.
-func smallRun(t *testing.T, o Options) *Results {
+func smallRun(t *testing.T, o Options) *results.Results {
 	t.Helper()
 	o.Users = []int{50}
 	o.Stages = "2s:PEAK,6s:PEAK,1s:0"
@@ -199,14 +202,14 @@ func TestPeers(t *testing.T) {
 		kind       string
 		transports []string
 	}{
-		{KindCentrifugo, []string{"ws", "sse"}},
-		{KindRabbitMQ, []string{"stomp"}},
-		{KindSpring, []string{"stomp"}},
+		{results.KindCentrifugo, []string{"ws", "sse"}},
+		{results.KindRabbitMQ, []string{"stomp"}},
+		{results.KindSpring, []string{"stomp"}},
 	} {
 		t.Run(tt.kind, func(t *testing.T) {
 			peerOrSkip(t, tt.kind)
 			o := peerOptions(t)
-			o.Servers, o.Transports, o.ServerBinary = []string{KindRTLab, tt.kind}, tt.transports, bin
+			o.Servers, o.Transports, o.ServerBinary = []string{results.KindRTLab, tt.kind}, tt.transports, bin
 			res := smallRun(t, o)
 			if len(res.Runs) != 2*len(tt.transports) {
 				t.Fatalf("%d runs; want rtlab and %s on %v", len(res.Runs), tt.kind, tt.transports)
@@ -224,7 +227,7 @@ func TestPeers(t *testing.T) {
 			if strings.Join(keys, " ") != strings.Join(want, " ") {
 				t.Errorf("runs %v, want %v", keys, want)
 			}
-			if res.Config.Servers != "rtlab,"+tt.kind || !strings.Contains(res.Config.ServerVersions[tt.kind], KindLabel(tt.kind)) {
+			if res.Config.Servers != "rtlab,"+tt.kind || !strings.Contains(res.Config.ServerVersions[tt.kind], results.KindLabel(tt.kind)) {
 				t.Errorf("config servers %q, versions %v", res.Config.Servers, res.Config.ServerVersions)
 			}
 		})
@@ -237,12 +240,12 @@ func TestCentrifugoOnRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Centrifugo and Redis")
 	}
-	peerOrSkip(t, KindCentrifugo)
+	peerOrSkip(t, results.KindCentrifugo)
 	redis, err := exec.LookPath("redis-server")
 	if err != nil {
 		peerMissing(t, "redis-server not installed (apt-get install redis-server)")
 	}
-	port, err := freePort()
+	port, err := peers.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +265,7 @@ func TestCentrifugoOnRedis(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	o := peerOptions(t)
-	o.Servers, o.Transports, o.ServerBinary = []string{KindRTLab, KindCentrifugo}, []string{"ws"}, buildRTLab(t)
+	o.Servers, o.Transports, o.ServerBinary = []string{results.KindRTLab, results.KindCentrifugo}, []string{"ws"}, buildRTLab(t)
 	o.Brokers, o.Nodes = []string{url}, 2
 	res := smallRun(t, o)
 	if len(res.Runs) != 2 {
@@ -287,9 +290,9 @@ func TestTargets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t.Run("centrifugo", func(t *testing.T) {
-		peerOrSkip(t, KindCentrifugo)
+		peerOrSkip(t, results.KindCentrifugo)
 		spawn := peerOptions(t)
-		spawn.Servers, spawn.AuthSecret, spawn.CentrifugoAPIKey = []string{KindCentrifugo}, "target-secret", "target-key"
+		spawn.Servers, spawn.AuthSecret, spawn.CentrifugoAPIKey = []string{results.KindCentrifugo}, "target-secret", "target-key"
 		if err := spawn.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -297,10 +300,10 @@ func TestTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.stop()
-		o := Options{Target: "http://" + s.addr, TargetKind: KindCentrifugo, AuthSecret: "target-secret", CentrifugoAPIKey: "target-key", Transports: []string{"ws", "sse"}}
+		defer s.Stop()
+		o := Options{Target: "http://" + s.Addr, TargetKind: results.KindCentrifugo, AuthSecret: "target-secret", CentrifugoAPIKey: "target-key", Transports: []string{"ws", "sse"}}
 		res := smallRun(t, o)
-		if len(res.Runs) != 2 || res.Config.TargetKind != KindCentrifugo {
+		if len(res.Runs) != 2 || res.Config.TargetKind != results.KindCentrifugo {
 			t.Fatalf("%d runs, target kind %q", len(res.Runs), res.Config.TargetKind)
 		}
 		for _, r := range res.Runs {
@@ -320,13 +323,13 @@ func TestTargets(t *testing.T) {
 		}
 	})
 	t.Run("stomp", func(t *testing.T) {
-		peerOrSkip(t, KindRabbitMQ)
+		peerOrSkip(t, results.KindRabbitMQ)
 		s, err := startRabbit(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.stop()
-		o := Options{Target: "ws://" + s.addr + "/ws", TargetKind: KindSTOMP, StompPub: "/topic/location.{group}", StompLogin: "guest:guest"}
+		defer s.Stop()
+		o := Options{Target: "ws://" + s.Addr + "/ws", TargetKind: results.KindSTOMP, StompPub: "/topic/location.{group}", StompLogin: "guest:guest"}
 		res := smallRun(t, o)
 		if len(res.Runs) != 1 || res.Runs[0].Key() != "stomp~stomp" {
 			t.Fatalf("runs %+v", res.Runs)

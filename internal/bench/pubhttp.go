@@ -59,11 +59,11 @@ func (w *pubWorker) httpPublish(job pubJob) {
 	p := &v.pubs[job.seq]
 	w.body = c.appendPub(w.body[:0], v, job.seq, p.ts)
 	w.buf = append(w.buf[:0], "/api/publish/"...)
-	if c.opts.chatLike() {
-		w.buf = append(w.buf, v.room...)
-		w.buf = append(w.buf, "?type=TALK"...)
-	} else {
-		w.buf = append(w.buf, v.topic...)
+	topic, typ := c.scn.publishTo(v)
+	w.buf = append(w.buf, topic...)
+	if typ != "" {
+		w.buf = append(w.buf, "?type="...)
+		w.buf = append(w.buf, typ...)
 	}
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)

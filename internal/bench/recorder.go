@@ -12,6 +12,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Histogram bounds: values are microseconds from 1 µs to one hour, 3 significant figures.
@@ -179,7 +181,7 @@ func (c *collector) collect() counters {
 }
 
 // topErrors returns the most frequent error texts over the run.
-func (c *collector) topErrors(n int) []Count {
+func (c *collector) topErrors(n int) []results.Count {
 	all := map[string]int64{}
 	for _, s := range c.shards {
 		s.mu.Lock()
@@ -188,9 +190,9 @@ func (c *collector) topErrors(n int) []Count {
 		}
 		s.mu.Unlock()
 	}
-	out := make([]Count, 0, len(all))
+	out := make([]results.Count, 0, len(all))
 	for k, v := range all {
-		out = append(out, Count{Label: k, N: v})
+		out = append(out, results.Count{Label: k, N: v})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].N != out[j].N {
@@ -205,12 +207,12 @@ func (c *collector) topErrors(n int) []Count {
 }
 
 // latencies summarises h (microseconds) in milliseconds.
-func latencies(h *hdrhistogram.Histogram) Latencies {
+func latencies(h *hdrhistogram.Histogram) results.Latencies {
 	if h.TotalCount() == 0 {
-		return Latencies{}
+		return results.Latencies{}
 	}
 	ms := func(v int64) float64 { return float64(v) / 1000 }
-	return Latencies{
+	return results.Latencies{
 		Count: h.TotalCount(),
 		Min:   ms(h.Min()),
 		Mean:  h.Mean() / 1000,
@@ -226,7 +228,7 @@ func latencies(h *hdrhistogram.Histogram) Latencies {
 // histogramBuckets turns h (microseconds) into the latency distribution of the results: ten
 // buckets per decade, so that a chart on a log axis shows even bars, and a few dozen buckets
 // cover a microsecond to minutes.
-func histogramBuckets(h *hdrhistogram.Histogram) []Bucket {
+func histogramBuckets(h *hdrhistogram.Histogram) []results.Bucket {
 	counts := map[int]int64{}
 	last := -1
 	for _, bar := range h.Distribution() {
@@ -237,11 +239,11 @@ func histogramBuckets(h *hdrhistogram.Histogram) []Bucket {
 		counts[k] += bar.Count
 		last = max(last, k)
 	}
-	var out []Bucket
+	var out []results.Bucket
 	for k := 0; k <= last; k++ {
 		if n := counts[k]; n > 0 {
 			upTo, _ := strconv.ParseFloat(strconv.FormatFloat(math.Pow(10, float64(k)/10)/1000, 'g', 4, 64), 64)
-			out = append(out, Bucket{UpToMs: upTo, Count: n})
+			out = append(out, results.Bucket{UpToMs: upTo, Count: n})
 		}
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 func TestCollectorMergesShards(t *testing.T) {
@@ -58,7 +60,7 @@ func testCellEvery(t *testing.T, users, groups int, interval time.Duration) *cel
 		t.Fatal(err)
 	}
 	plan := NewPlan(Resolve(o.stageSpecs, users))
-	c := newCell(context.Background(), o, KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
+	c := newCell(context.Background(), o, results.KindRTLab, "ws", plan, []string{"127.0.0.1:1"})
 	c.clk = clock{t0: time.Unix(0, 0), base: 0}
 	return c
 }
@@ -172,11 +174,11 @@ func TestPosition(t *testing.T) {
 }
 
 func TestDurationJSON(t *testing.T) {
-	b, err := json.Marshal(struct{ D Duration }{Duration(90 * time.Second)})
+	b, err := json.Marshal(struct{ D results.Duration }{results.Duration(90 * time.Second)})
 	if err != nil || string(b) != `{"D":"1m30s"}` {
 		t.Fatalf("marshal: %s %v", b, err)
 	}
-	var v struct{ D Duration }
+	var v struct{ D results.Duration }
 	for in, want := range map[string]time.Duration{`{"D":"1m30s"}`: 90 * time.Second, `{"D":1500}`: 1500} {
 		if err := json.Unmarshal([]byte(in), &v); err != nil || time.Duration(v.D) != want {
 			t.Errorf("unmarshal %s = %v, %v; want %v", in, v.D, err, want)

@@ -15,6 +15,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/peers"
+	"github.com/rtlab/rtlab/internal/procstat"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Saturation rule: the generator is saturated when its CPU, averaged over saturationWindow
@@ -36,11 +40,11 @@ func Probe(ctx context.Context, o *Options) error {
 	}
 	for _, kind := range o.Servers {
 		switch kind {
-		case KindRTLab:
+		case results.KindRTLab:
 			if err := probeRTLab(ctx, o); err != nil {
 				return err
 			}
-		case KindCentrifugo:
+		case results.KindCentrifugo:
 			for i, broker := range o.Brokers {
 				if ok, _ := runsOn(kind, broker, i); !ok {
 					continue
@@ -53,13 +57,13 @@ func Probe(ctx context.Context, o *Options) error {
 					}
 					return usageErr("--server/--broker", "centrifugo did not start on --broker %s: %v", BrokerName(broker), err)
 				}
-				s.stop()
+				s.Stop()
 			}
-		case KindRabbitMQ:
+		case results.KindRabbitMQ:
 			if _, _, _, err := rabbitBinaries(); err != nil {
 				return err
 			}
-		case KindSpring:
+		case results.KindSpring:
 			if _, err := o.springJar(ctx, o.statusW()); err != nil {
 				return err
 			}
@@ -75,7 +79,7 @@ func probeRTLab(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, broker := range o.Brokers {
-		s, err := startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
+		s, err := peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
 		if err != nil {
 			flag := "--server-args"
 			if brokerURL(broker) != "memory" {
@@ -90,7 +94,7 @@ func probeRTLab(ctx context.Context, o *Options) error {
 			}
 			return usageErr(flag, "the server did not start with them%s: %v", what, err)
 		}
-		s.stop()
+		s.Stop()
 	}
 	return nil
 }
@@ -98,16 +102,16 @@ func probeRTLab(ctx context.Context, o *Options) error {
 // probeTarget checks that --target answers as its kind should.
 func probeTarget(ctx context.Context, o *Options) error {
 	switch o.TargetKind {
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		if err := probeCentrifugo(ctx, o); err != nil {
 			return usageErr("--target", "%s: no Centrifugo connect over /connection/websocket (%v); want a running Centrifugo (and --auth-secret, its token HMAC key, when it takes no anonymous clients)", o.Target, err)
 		}
-	case KindSTOMP:
-		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(KindSTOMP, o)); err != nil {
+	case results.KindSTOMP:
+		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(results.KindSTOMP, o)); err != nil {
 			return usageErr("--target", "%s: no STOMP session over WebSocket (%v); want a STOMP endpoint (and --stomp-login when it asks for one)", o.Target, err)
 		}
 	default:
-		if err := probeReady(ctx, o.targetHost); err != nil {
+		if err := peers.ProbeReady(ctx, o.targetHost); err != nil {
 			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
 		}
 	}
@@ -133,18 +137,18 @@ func (o *Options) serverVersions() map[string]string {
 // 3.10.8 (rabbitmq_web_stomp)"; "" when it cannot tell (a target).
 func ServerVersion(o *Options, kind string) string {
 	switch kind {
-	case KindRTLab:
+	case results.KindRTLab:
 		return "rtlab " + nonEmptyStr(o.Version, "dev")
-	case KindCentrifugo:
+	case results.KindCentrifugo:
 		if bin, err := o.centrifugoBinary(); err == nil && o.Target == "" {
-			return centrifugoVersion(bin)
+			return peers.CentrifugoVersionOf(bin)
 		}
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		if _, _, v, err := rabbitBinaries(); err == nil {
 			return v
 		}
-	case KindSpring:
-		return springVersion()
+	case results.KindSpring:
+		return peers.SpringVersion()
 	}
 	return ""
 }
@@ -153,80 +157,16 @@ func ServerVersion(o *Options, kind string) string {
 // When ctx is cancelled (Ctrl-C) the current cell ends early, Results.Stopped is set, and the
 // results cover what ran. logDir, when not empty, receives one log file per spawned server.
 // An error is returned only when nothing could be measured.
-func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
-	host, _ := os.Hostname()
-	cpus := machineCPUs()
-	res := &Results{
-		Schema:  SchemaVersion,
-		Version: o.Version,
-		Started: time.Now(),
-		Config: Config{
-			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
-			GroupSize: o.GroupSize, Groups: o.Groups, Interval: Duration(o.Interval),
-			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
-			ServerVersions: o.serverVersions(),
-			Grace:          Duration(o.Grace), LongPollWait: Duration(o.LongWait), PublishConns: o.PubConns,
-			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
-		},
-		Machine: Machine{
-			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
-			MemTotal: memTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: cpuAffinity(cpus),
-		},
-		Generator: "rtlab bench (Go, one process)",
-	}
-	if o.Rounds > 1 {
-		res.Config.Rounds = o.Rounds
-	}
-	if o.peers() {
-		res.Config.Servers = strings.Join(o.Servers, ",")
-	}
-	if o.Target != "" && o.TargetKind != KindRTLab {
-		res.Config.TargetKind = o.TargetKind
-	}
-	if o.chatLike() {
-		res.Config.RoomSize, res.Config.Hold = o.RoomSize, o.holds()
-		if !o.holds() {
-			res.Config.Talks = o.Talks
-		}
-		res.Config.GroupSize = 0
-	}
-	status := o.Status
-	if status == nil {
-		status = io.Discard
-	}
+func Execute(ctx context.Context, o *Options, logDir string) (*results.Results, error) {
+	res := o.newResults()
 	// Rounds go over the whole matrix in turn, so that a noisy machine's slow minutes fall on
 	// every broker and transport alike rather than on whichever ran then; the servers compared
 	// run one right after the other in each cell, for the same reason.
-	for round := 1; round <= max(o.Rounds, 1); round++ {
-		for bi, broker := range o.Brokers {
-			for _, t := range o.Transports {
-				for _, u := range o.Users {
-					for _, kind := range o.Servers {
-						if ctx.Err() != nil {
-							break
-						}
-						if skip, ok := o.skip(kind, broker, bi, t); ok {
-							if round == 1 && u == o.Users[0] && !slices.Contains(res.Skipped, skip) {
-								res.Skipped = append(res.Skipped, skip)
-								fmt.Fprintf(status, "bench: %s\n", skipText(skip))
-							}
-							continue
-						}
-						run, err := runCell(ctx, o, kind, broker, t, u, round, logDir)
-						if err != nil {
-							name := o.newRun(kind, broker, t, u, round).Key()
-							res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, u, err))
-							fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, u, err)
-							continue
-						}
-						res.Runs = append(res.Runs, *run)
-						if run.Stopped {
-							res.Stopped = true
-						}
-					}
-				}
-			}
+	for _, at := range o.matrix() {
+		if ctx.Err() != nil {
+			break
 		}
+		o.runServer(ctx, res, at, logDir)
 	}
 	if ctx.Err() != nil {
 		res.Stopped = true
@@ -238,10 +178,95 @@ func Execute(ctx context.Context, o *Options, logDir string) (*Results, error) {
 	return res, nil
 }
 
+// cellAt is one cell of the matrix: a server of kind on the bi-th broker, a transport, a user
+// level, a round.
+type cellAt struct {
+	kind, broker string
+	bi           int
+	transport    string
+	users, round int
+}
+
+// matrix lists the cells in the order they run: rounds, brokers, transports, user levels,
+// servers.
+func (o *Options) matrix() []cellAt {
+	var cells []cellAt
+	for round := 1; round <= max(o.Rounds, 1); round++ {
+		for bi, broker := range o.Brokers {
+			for _, t := range o.Transports {
+				for _, u := range o.Users {
+					for _, kind := range o.Servers {
+						cells = append(cells, cellAt{kind, broker, bi, t, u, round})
+					}
+				}
+			}
+		}
+	}
+	return cells
+}
+
+// runServer runs one cell of the matrix into res, or records why it was skipped or failed.
+func (o *Options) runServer(ctx context.Context, res *results.Results, at cellAt, logDir string) {
+	status := o.statusW()
+	if skip, ok := o.skip(at.kind, at.broker, at.bi, at.transport); ok {
+		if at.round == 1 && at.users == o.Users[0] && !slices.Contains(res.Skipped, skip) {
+			res.Skipped = append(res.Skipped, skip)
+			fmt.Fprintf(status, "bench: %s\n", skipText(skip))
+		}
+		return
+	}
+	run, err := runCell(ctx, o, at.kind, at.broker, at.transport, at.users, at.round, logDir)
+	if err != nil {
+		name := o.newRun(at.kind, at.broker, at.transport, at.users, at.round).Key()
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s at %d users: %v", name, at.users, err))
+		fmt.Fprintf(status, "bench: %s at %d users: %v\n", name, at.users, err)
+		return
+	}
+	res.Runs = append(res.Runs, *run)
+	if run.Stopped {
+		res.Stopped = true
+	}
+}
+
+// newResults starts the results of a run: its settings and the machine.
+func (o *Options) newResults() *results.Results {
+	host, _ := os.Hostname()
+	cpus := procstat.MachineCPUs()
+	res := &results.Results{
+		Schema:  results.SchemaVersion,
+		Version: o.Version,
+		Started: time.Now(),
+		Config: results.Config{
+			Scenario: o.Scenario, Transports: o.Transports, Users: o.Users, Stages: o.Stages,
+			GroupSize: o.GroupSize, Groups: o.Groups, Interval: results.Duration(o.Interval),
+			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
+			ServerVersions: o.serverVersions(),
+			Grace:          results.Duration(o.Grace), LongPollWait: results.Duration(o.LongWait), PublishConns: o.PubConns,
+			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
+		},
+		Machine: results.Machine{
+			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
+			MemTotal: procstat.MemTotal(), GoMaxProcs: runtime.GOMAXPROCS(0), Affinity: procstat.CPUAffinity(cpus),
+		},
+		Generator: "rtlab bench (Go, one process)",
+	}
+	if o.Rounds > 1 {
+		res.Config.Rounds = o.Rounds
+	}
+	if o.peers() {
+		res.Config.Servers = strings.Join(o.Servers, ",")
+	}
+	if o.Target != "" && o.TargetKind != results.KindRTLab {
+		res.Config.TargetKind = o.TargetKind
+	}
+	o.scn.record(o, &res.Config)
+	return res
+}
+
 // skip says whether the cell of kind on broker (the bi-th of --broker) and transport is left
 // out of the matrix, and why.
-func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, bool) {
-	s := Skip{ServerKind: kind}
+func (o *Options) skip(kind, broker string, bi int, transport string) (results.Skip, bool) {
+	s := results.Skip{ServerKind: kind}
 	if ok, why := serves(kind, transport); !ok {
 		s.Transport, s.Reason = transport, why
 		return s, true
@@ -250,7 +275,7 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, boo
 		s.Broker, s.Reason = BrokerName(broker), why
 		return s, true
 	}
-	if kind == KindCentrifugo && transport == "sse" && o.cfKey == "" {
+	if kind == results.KindCentrifugo && transport == "sse" && o.cfKey == "" {
 		s.Transport, s.Reason = transport, "Centrifugo's SSE users publish through its HTTP API: give --centrifugo-api-key"
 		return s, true
 	}
@@ -258,12 +283,12 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (Skip, boo
 }
 
 // startServers starts the nodes of a cell: kind on broker, their logs in logDir.
-func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*server, error) {
+func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*peers.Server, error) {
 	n := o.nodesFor(broker)
 	if ownBroker(kind) {
 		n = 1
 	}
-	var servers []*server
+	var servers []*peers.Server
 	for i := range n {
 		var logw io.Writer
 		var logf *os.File
@@ -275,29 +300,29 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 			}
 			logw, logf = f, f
 		}
-		var s *server
+		var s *peers.Server
 		var err error
 		switch kind {
-		case KindCentrifugo:
+		case results.KindCentrifugo:
 			s, err = o.startCentrifugo(ctx, broker, logw)
-		case KindRabbitMQ:
+		case results.KindRabbitMQ:
 			s, err = startRabbit(ctx, logw)
-		case KindSpring:
+		case results.KindSpring:
 			s, err = o.startSpring(ctx, logw)
 		default:
 			var bin string
 			if bin, err = o.serverBinary(); err == nil {
-				s, err = startServer(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
+				s, err = peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
 			}
 		}
 		if err != nil {
 			if logf != nil {
 				_ = logf.Close()
 			}
-			return servers, fmt.Errorf("starting %s: %w", KindLabel(kind), err)
+			return servers, fmt.Errorf("starting %s: %w", results.KindLabel(kind), err)
 		}
 		if logf != nil { // the process's output is copied into it until it has ended
-			s.cleanup = append(s.cleanup, func() { _ = logf.Close() })
+			s.AfterStop(func() { _ = logf.Close() })
 		}
 		servers = append(servers, s)
 	}
@@ -306,29 +331,28 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 
 // runCell runs one transport at one peak against fresh servers of kind on broker (or the
 // target).
-func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*Run, error) {
+func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*results.Run, error) {
 	run := o.newRun(kind, broker, transport, peak, round)
 	plan := NewPlan(Resolve(o.stageSpecs, peak))
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
 	}
-	var servers []*server
-	var nodes []string
-	if o.Target != "" {
-		nodes = []string{o.targetHost}
-	} else {
+	nodes := []string{o.targetHost}
+	var servers []*peers.Server
+	if o.Target == "" {
 		var err error
 		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
 		defer func() {
 			for _, s := range servers {
-				s.stop()
+				s.Stop()
 			}
 		}()
 		if err != nil {
 			return nil, err
 		}
+		nodes = nodes[:0]
 		for _, s := range servers {
-			nodes = append(nodes, s.addr)
+			nodes = append(nodes, s.Addr)
 		}
 	}
 
@@ -337,13 +361,13 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	debug.FreeOSMemory()
 	c := newCell(ctx, o, kind, transport, plan, nodes)
 	for _, s := range servers {
-		c.stompNodes = append(c.stompNodes, s.stomp)
+		c.stompNodes = append(c.stompNodes, s.STOMP)
 	}
 	c.level, c.name = peak, run.Key()
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
-		smp.brokerPID = brokerPID(brokerURL(broker))
+		smp.brokerPID = procstat.ListenerPID(brokerURL(broker))
 		smp.brokers = brokerProcs(brokerURL(broker))
 	}
 	smp.baseline()
@@ -364,34 +388,10 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}()
 
 	run.Started = time.Now()
-	if o.chatLike() {
-		run.Rooms = c.groups
-	}
 	if plan.Peak != peak {
 		run.Notes = append(run.Notes, fmt.Sprintf("the stages reach %d users, more than the peak of %d: a fixed stage target is above PEAK; memory per user divides by %d", plan.Peak, peak, plan.Peak))
 	}
-	seconds := int(math.Ceil(plan.Total.Seconds()))
-	t := time.NewTimer(time.Hour)
-	elapsed := plan.Total
-	stopped := false
-	for i := 1; i <= seconds; i++ {
-		at := min(time.Duration(i)*time.Second, plan.Total)
-		t.Reset(time.Until(c.clk.t0.Add(at)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			stopped = true
-			elapsed = time.Since(c.clk.t0)
-		}
-		if stopped {
-			if elapsed > time.Duration(i-1)*time.Second { // a partial second was measured
-				smp.sample(run, i, plan)
-			}
-			break
-		}
-		smp.sample(run, i, plan)
-	}
-	t.Stop()
+	elapsed, stopped := c.measure(ctx, run, smp)
 	stopAt := c.clk.now()
 
 	// Wind down: no more publications, every user leaves, answers already on their way are
@@ -419,7 +419,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		run.Stopped = true
 		run.Notes = append(run.Notes, fmt.Sprintf("interrupted after %s: publications sent in the last %s (the grace period) are left out of the delivery ratio", elapsed.Round(time.Millisecond), o.Grace))
 	}
-	run.Duration = Duration(elapsed)
+	run.Duration = results.Duration(elapsed)
 	c.results(run, smp, cut)
 	for _, t := range o.thresholds {
 		run.Thresholds = append(run.Thresholds, t.Check(run))
@@ -427,36 +427,58 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	return run, nil
 }
 
+// measure samples every second of the run until its plan ends or ctx is done; it returns how
+// long the run lasted and whether it was interrupted.
+func (c *cell) measure(ctx context.Context, run *results.Run, smp *sampler) (elapsed time.Duration, stopped bool) {
+	plan := c.plan
+	seconds := int(math.Ceil(plan.Total.Seconds()))
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for i := 1; i <= seconds; i++ {
+		at := min(time.Duration(i)*time.Second, plan.Total)
+		t.Reset(time.Until(c.clk.t0.Add(at)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			elapsed = time.Since(c.clk.t0)
+			if elapsed > time.Duration(i-1)*time.Second { // a partial second was measured
+				smp.sample(run, i, plan)
+			}
+			return elapsed, true
+		}
+		smp.sample(run, i, plan)
+	}
+	return plan.Total, false
+}
+
 // results fills run from the collector and sampler once the cell has ended.
-func (c *cell) results(run *Run, smp *sampler, cut int64) {
+func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 	col := c.col
 	k := col.c
-	run.Connections = Connections{
+	run.Connections = results.Connections{
 		Tried: k.connTried, Opened: k.connOpened, Failed: k.connFailed, Dropped: k.connDropped, Abandoned: k.connAbandoned,
 		Users: k.connUsers, Reconnects: k.connReconnects,
 		Connect: latencies(col.total[histConnect]), Errors: col.topErrors(10),
 	}
-	run.Publish = Publish{
+	run.Publish = results.Publish{
 		Sent: k.pubSent, Failed: k.pubFailed, Latency: latencies(col.total[histPublish]),
 		Requests: k.requests,
 	}
 	exp, rcv, unc := c.delivery(cut)
-	d := Delivery{
+	d := results.Delivery{
 		Expected: exp, Received: rcv, Unconfirmed: unc, OutsideWindow: k.outsideWindow,
 		Duplicates: k.duplicates, OutOfOrder: k.outOfOrder,
 		Gaps: k.gaps, Ratio: 1, Latency: latencies(col.total[histDelivery]), Other: k.other,
 		Histogram: histogramBuckets(col.total[histDelivery]),
 	}
-	if c.opts.chatLike() {
-		run.Login = &Login{Tried: k.loginTried, Failed: k.loginFailed, Latency: latencies(col.total[histLogin])}
-	}
+	c.opts.scn.recordRun(c, run)
 	if exp > 0 {
 		d.Ratio = float64(rcv) / float64(exp)
 	}
 	run.Delivery = d
 	secs := time.Duration(run.Duration).Seconds()
 	if secs > 0 {
-		run.Traffic = Traffic{
+		run.Traffic = results.Traffic{
 			MessagesPerSec: float64(k.received) / secs,
 			BytesPerSec:    float64(k.bytesIn) / secs,
 			RequestsPerSec: float64(k.requests) / secs,
@@ -467,10 +489,10 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 		run.Server.CPUSeconds = smp.serverCPU().Seconds()
 	}
 	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, nil, smp.genBase, true)
-	run.Generator.CPUSeconds = smp.genMeter.total().Seconds()
+	run.Generator.CPUSeconds = smp.genMeter.Total().Seconds()
 	run.BrokerServer = smp.usage(run.Series.BrokerCPU, smp.brokerRSS, nil, nil, smp.brokerBase, smp.brokerPID != "")
 	if run.BrokerServer.Available {
-		run.BrokerServer.CPUSeconds = smp.brokerMeter.total().Seconds()
+		run.BrokerServer.CPUSeconds = smp.brokerMeter.Total().Seconds()
 	}
 	run.Processes = smp.processes(secs)
 	budget := 100 * float64(runtime.GOMAXPROCS(0))
@@ -507,7 +529,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 	case c.drv.httpPublish():
 		run.PublishConns = c.poolConns()
 		run.Notes = append(run.Notes, fmt.Sprintf("publishing over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
-	case c.opts.chatLike():
+	case c.scn.logsIn():
 		run.PublishConns = c.poolConns()
 		run.Notes = append(run.Notes, fmt.Sprintf("logging in over a shared pool of %d keep-alive connections per node (one per 8 peak users, at most --publish-conns %d)", c.poolConns(), c.opts.PubConns))
 	}
@@ -515,7 +537,7 @@ func (c *cell) results(run *Run, smp *sampler, cut int64) {
 
 // saturationNote says that the machine's CPU was saturated and whose CPU it was: a run's
 // latency on a saturated machine says little about the server when the CPU went elsewhere.
-func saturationNote(s *Saturation, cpus int, spawned bool) string {
+func saturationNote(s *results.Saturation, cpus int, spawned bool) string {
 	type share struct {
 		name string
 		v    float64

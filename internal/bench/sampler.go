@@ -8,133 +8,15 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
-	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/rtlab/rtlab/internal/peers"
+	"github.com/rtlab/rtlab/internal/procstat"
+	"github.com/rtlab/rtlab/internal/results"
 )
-
-// clockTicks is USER_HZ, the unit of CPU times in /proc/<pid>/stat. It is 100 on every Linux
-// architecture Go supports (the kernel fixes it for the user ABI).
-const clockTicks = 100
-
-// readProc returns the cumulative CPU time and the resident set size of a process from
-// /proc/<pid>/stat and /proc/<pid>/status; pid "self" is the generator.
-func readProc(pid string) (cpu time.Duration, rss uint64, err error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses; fields after the last ')'
-	// start with field 3, so utime (14) and stime (15) are at 11 and 12.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: no command name", pid)
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: %d fields", pid, len(f))
-	}
-	ut, err1 := strconv.ParseUint(string(f[11]), 10, 64)
-	st, err2 := strconv.ParseUint(string(f[12]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("bench: /proc/%s/stat: bad utime/stime", pid)
-	}
-	cpu = time.Duration(ut+st) * time.Second / clockTicks
-	st2, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		return cpu, 0, err
-	}
-	rss = statusKB(st2, "VmRSS:")
-	return cpu, rss, nil
-}
-
-// statusKB returns a "Key:   123 kB" value of a /proc status-like file in bytes.
-func statusKB(b []byte, key string) uint64 {
-	n, _ := strconv.ParseUint(statusField(b, key), 10, 64)
-	return n * 1024
-}
-
-// statusField returns the first word after key in a /proc file like status or meminfo, or "".
-func statusField(b []byte, key string) string {
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
-		return ""
-	}
-	f := bytes.Fields(b[i+len(key):])
-	if len(f) == 0 {
-		return ""
-	}
-	return string(f[0])
-}
-
-// machineCPU returns busy, stolen and total jiffies of all CPUs from /proc/stat. Steal is time
-// the hypervisor ran other machines while this one had work; it counts as busy.
-func machineCPU() (busy, steal, total uint64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, 0
-	}
-	return parseMachineCPU(b)
-}
-
-func parseMachineCPU(b []byte) (busy, steal, total uint64) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	f := bytes.Fields(line)
-	if len(f) < 5 || string(f[0]) != "cpu" {
-		return 0, 0, 0
-	}
-	// user nice system idle iowait irq softirq steal; guest time after them is already
-	// counted in user and nice.
-	for i, v := range f[1:min(len(f), 9)] {
-		n, _ := strconv.ParseUint(string(v), 10, 64)
-		total += n
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-		if i == 7 {
-			steal = n
-		}
-	}
-	return busy, steal, total
-}
-
-// cpuMeter turns cumulative CPU time into percent of one core between two samples.
-type cpuMeter struct {
-	last  time.Duration
-	at    time.Time
-	first time.Duration // CPU time at the first read
-}
-
-// total is the CPU time used between the first read and the last.
-func (m *cpuMeter) total() time.Duration { return m.last - m.first }
-
-// read samples process pid ("self": the generator): its CPU percent since the last read (0 on
-// the first) and its RSS.
-func (m *cpuMeter) read(pid string, now time.Time) (cpu float64, rss uint64, err error) {
-	t, rss, err := readProc(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	return m.percent(t, now), rss, nil
-}
-
-func (m *cpuMeter) percent(cpu time.Duration, now time.Time) float64 {
-	if m.at.IsZero() {
-		m.last, m.at, m.first = cpu, now, cpu
-		return 0
-	}
-	dt := now.Sub(m.at)
-	p := 0.0
-	if dt > 0 {
-		p = 100 * float64(cpu-m.last) / float64(dt)
-	}
-	m.last, m.at = cpu, now
-	return max(p, 0)
-}
 
 // serverMetrics are the figures read from a server's /metrics.
 type serverMetrics struct {
@@ -191,44 +73,6 @@ func scrapeMetrics(ctx context.Context, addr string) (serverMetrics, error) {
 	return sm, nil
 }
 
-// memTotal returns the machine's memory from /proc/meminfo.
-func memTotal() uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	return statusKB(b, "MemTotal:")
-}
-
-// machineCPUs counts the machine's CPUs from /proc/stat. runtime.NumCPU counts only those the
-// process may run on, which is fewer under taskset.
-func machineCPUs() int {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return runtime.NumCPU()
-	}
-	n := 0
-	for line := range strings.Lines(string(b)) {
-		if len(line) > 3 && strings.HasPrefix(line, "cpu") && line[3] >= '0' && line[3] <= '9' {
-			n++
-		}
-	}
-	return max(n, runtime.NumCPU())
-}
-
-// cpuAffinity is the list of CPUs the bench may run on ("0", "2-3") when it is pinned to fewer
-// than the machine has, else "". Its servers inherit it.
-func cpuAffinity(machine int) string {
-	if runtime.NumCPU() >= machine {
-		return ""
-	}
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return ""
-	}
-	return statusField(b, "Cpus_allowed_list:")
-}
-
 // machineBusyShare is the machine CPU share above which a second counts as saturated.
 const machineBusyShare = 0.95
 
@@ -267,20 +111,20 @@ func (w *stealWatch) second(steal float64, deliveries *hdrhistogram.Histogram) {
 }
 
 // result is the latency of the seconds counted, nil when none was left out or none counted.
-func (w *stealWatch) result() *QuietLatency {
+func (w *stealWatch) result() *results.QuietLatency {
 	if w.leftOut == 0 || w.quiet.TotalCount() == 0 {
 		return nil
 	}
-	return &QuietLatency{Seconds: w.counted, LeftOut: w.leftOut, Latency: latencies(w.quiet)}
+	return &results.QuietLatency{Seconds: w.counted, LeftOut: w.leftOut, Latency: latencies(w.quiet)}
 }
 
 // sampler takes the per-second samples of a run cell: the recorder's counts, server and
 // generator CPU and memory, and the server's goroutines.
 type sampler struct {
 	c        *cell
-	servers  []*server
-	trees    []*procTree // one per server
-	genMeter cpuMeter
+	servers  []*peers.Server
+	trees    []*procstat.Tree // one per server
+	genMeter procstat.Meter
 
 	// --target: CPU from process_cpu_seconds_total.
 	targetCPU   float64
@@ -292,7 +136,7 @@ type sampler struct {
 	machineBusy int // seconds the whole machine was saturated
 	// sat sums, over the saturated seconds, whose CPU it was (percent of one core); its
 	// Seconds is machineBusy.
-	sat   Saturation
+	sat   results.Saturation
 	cpus  int // the machine's CPUs, for steal in percent of one core
 	steal *stealWatch
 
@@ -302,40 +146,49 @@ type sampler struct {
 
 	// The broker server's process, when brokerPID found it.
 	brokerPID   string
-	brokerMeter cpuMeter
+	brokerMeter procstat.Meter
 	brokerBase  uint64
 	brokerRSS   []uint64
-	// Every broker server process found, when --broker names several (brokerProcs).
+	// Every broker server process found, when --broker names several (procstat.Listeners).
 	brokers []brokerProc
 }
 
 // brokerProc is one broker server process, measured each second.
 type brokerProc struct {
 	addr, pid string
-	meter     cpuMeter
+	meter     procstat.Meter
 }
 
-// processes is each node's and each broker process's CPU over secs seconds, when there are
-// several of either; nil otherwise.
-func (s *sampler) processes(secs float64) []ProcessCPU {
-	if (len(s.trees) < 2 && len(s.brokers) < 2) || secs <= 0 {
-		return nil
-	}
-	var ps []ProcessCPU
-	for i, t := range s.trees {
-		ps = append(ps, ProcessCPU{Name: fmt.Sprintf("node %d", i+1), CPUSeconds: t.total.Seconds(), CPUPercentAvg: 100 * t.total.Seconds() / secs})
-	}
-	for _, b := range s.brokers {
-		c := b.meter.total().Seconds()
-		ps = append(ps, ProcessCPU{Name: "broker " + b.addr, CPUSeconds: c, CPUPercentAvg: 100 * c / secs})
+// brokerProcs are the broker server processes of this machine that a --broker entry names.
+func brokerProcs(raw string) []brokerProc {
+	var ps []brokerProc
+	for _, l := range procstat.Listeners(raw) {
+		ps = append(ps, brokerProc{addr: l.Addr, pid: l.PID})
 	}
 	return ps
 }
 
-func newSampler(c *cell, servers []*server) *sampler {
-	s := &sampler{c: c, servers: servers, serverAvailable: true, cpus: machineCPUs(), steal: newStealWatch()}
+// processes is each node's and each broker process's CPU over secs seconds, when there are
+// several of either; nil otherwise.
+func (s *sampler) processes(secs float64) []results.ProcessCPU {
+	if (len(s.trees) < 2 && len(s.brokers) < 2) || secs <= 0 {
+		return nil
+	}
+	var ps []results.ProcessCPU
+	for i, t := range s.trees {
+		ps = append(ps, results.ProcessCPU{Name: fmt.Sprintf("node %d", i+1), CPUSeconds: t.Total.Seconds(), CPUPercentAvg: 100 * t.Total.Seconds() / secs})
+	}
+	for _, b := range s.brokers {
+		c := b.meter.Total().Seconds()
+		ps = append(ps, results.ProcessCPU{Name: "broker " + b.addr, CPUSeconds: c, CPUPercentAvg: 100 * c / secs})
+	}
+	return ps
+}
+
+func newSampler(c *cell, servers []*peers.Server) *sampler {
+	s := &sampler{c: c, servers: servers, serverAvailable: true, cpus: procstat.MachineCPUs(), steal: newStealWatch()}
 	for _, srv := range servers {
-		s.trees = append(s.trees, newProcTree(srv.pid))
+		s.trees = append(s.trees, procstat.NewTree(srv.PID))
 	}
 	return s
 }
@@ -343,22 +196,22 @@ func newSampler(c *cell, servers []*server) *sampler {
 // baseline records RSS before any user starts and primes the CPU meters.
 func (s *sampler) baseline() {
 	now := time.Now()
-	if _, rss, err := s.genMeter.read("self", now); err == nil {
+	if _, rss, err := s.genMeter.Read("self", now); err == nil {
 		s.genBase = rss
 	}
 	_, rss, _, _ := s.server(now)
 	s.serverBase = rss
 	if s.brokerPID != "" {
-		if _, rss, err := s.brokerMeter.read(s.brokerPID, now); err == nil {
+		if _, rss, err := s.brokerMeter.Read(s.brokerPID, now); err == nil {
 			s.brokerBase = rss
 		} else {
 			s.brokerPID = ""
 		}
 	}
 	for i := range s.brokers {
-		_, _, _ = s.brokers[i].meter.read(s.brokers[i].pid, now)
+		_, _, _ = s.brokers[i].meter.Read(s.brokers[i].pid, now)
 	}
-	s.machBusy, s.machSteal, s.machTotal = machineCPU()
+	s.machBusy, s.machSteal, s.machTotal = procstat.MachineCPU()
 }
 
 // server samples the servers: CPU percent (sum over nodes), RSS (sum), goroutines (sum, where a
@@ -366,7 +219,7 @@ func (s *sampler) baseline() {
 func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads int64) {
 	c := s.c
 	if len(s.servers) == 0 { // --target: only what /metrics says
-		if c.kind == KindSTOMP {
+		if c.kind == results.KindSTOMP {
 			s.serverAvailable = false
 			return 0, 0, 0, 0
 		}
@@ -385,17 +238,17 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads i
 		s.targetCPU, s.targetAt = sm.cpuSeconds, now
 		return cpu, sm.rss, sm.goroutines, 0
 	}
-	t := procTable()
+	t := procstat.Table()
 	for i, srv := range s.servers {
-		if c, r, th, ok := s.trees[i].sample(t, now); ok {
+		if c, r, th, ok := s.trees[i].Sample(t, now); ok {
 			cpu += c
 			rss += r
 			threads += th
 		}
-		if srv.metrics == "" {
+		if srv.Metrics == "" {
 			continue
 		}
-		if sm, err := scrapeMetrics(context.Background(), srv.metrics); err == nil {
+		if sm, err := scrapeMetrics(context.Background(), srv.Metrics); err == nil {
 			gor += sm.goroutines
 		}
 	}
@@ -409,13 +262,13 @@ func (s *sampler) serverCPU() time.Duration {
 	}
 	var d time.Duration
 	for _, t := range s.trees {
-		d += t.total
+		d += t.Total
 	}
 	return d
 }
 
 // sample closes second i of the run.
-func (s *sampler) sample(run *Run, i int, plan *Plan) {
+func (s *sampler) sample(run *results.Run, i int, plan *Plan) {
 	c := s.c
 	sec := c.col.collect()
 	now := time.Now()
@@ -441,24 +294,24 @@ func (s *sampler) sample(run *Run, i int, plan *Plan) {
 	if len(s.servers) > 0 {
 		ser.ServerThreads = append(ser.ServerThreads, threads)
 	}
-	gcpu, grss, _ := s.genMeter.read("self", now)
+	gcpu, grss, _ := s.genMeter.Read("self", now)
 	ser.GeneratorCPU = append(ser.GeneratorCPU, gcpu)
 	ser.GeneratorRSS = append(ser.GeneratorRSS, grss)
 	bcpu := 0.0
 	if s.brokerPID != "" {
 		var brss uint64
-		bcpu, brss, _ = s.brokerMeter.read(s.brokerPID, now) // zero while the broker is down (restarted, say)
+		bcpu, brss, _ = s.brokerMeter.Read(s.brokerPID, now) // zero while the broker is down (restarted, say)
 		ser.BrokerCPU = append(ser.BrokerCPU, bcpu)
 		s.brokerRSS = append(s.brokerRSS, brss)
 	}
 	for i := range s.brokers {
-		_, _, _ = s.brokers[i].meter.read(s.brokers[i].pid, now) // totals only; a down process adds nothing
+		_, _, _ = s.brokers[i].meter.Read(s.brokers[i].pid, now) // totals only; a down process adds nothing
 	}
-	if c.opts.chatLike() {
+	if c.scn.logsIn() {
 		ser.Logins = append(ser.Logins, sec.loginTried)
 	}
 	steal := 0.0
-	if b, st, t := machineCPU(); t > s.machTotal {
+	if b, st, t := procstat.MachineCPU(); t > s.machTotal {
 		dt := float64(t - s.machTotal)
 		steal = 100 * float64(s.cpus) * float64(st-s.machSteal) / dt
 		if float64(b-s.machBusy)/dt >= machineBusyShare {
@@ -499,13 +352,13 @@ func (s *sampler) saturatedSecond(machine, server, generator, broker, steal floa
 
 // saturation is whose CPU it was over the saturated seconds, in averages; nil when the machine
 // was saturated for fewer than saturationWindow seconds.
-func (s *sampler) saturation() *Saturation {
+func (s *sampler) saturation() *results.Saturation {
 	if s.sat.Seconds < saturationWindow {
 		return nil
 	}
 	n := float64(s.sat.Seconds)
 	round := func(v float64) float64 { return math.Round(v/n*10) / 10 }
-	return &Saturation{
+	return &results.Saturation{
 		Seconds: s.sat.Seconds, Machine: round(s.sat.Machine), Server: round(s.sat.Server),
 		Generator: round(s.sat.Generator), Broker: round(s.sat.Broker), Steal: round(s.sat.Steal), Others: round(s.sat.Others),
 	}
@@ -513,7 +366,7 @@ func (s *sampler) saturation() *Saturation {
 
 // final folds what was counted after the last sample (answers collected while users left)
 // into the last second, so totals and series agree.
-func (s *sampler) final(run *Run) {
+func (s *sampler) final(run *results.Run) {
 	sec := s.c.col.collect()
 	ser := &run.Series
 	if n := len(ser.Sent); n > 0 {
@@ -530,8 +383,8 @@ func (s *sampler) final(run *Run) {
 }
 
 // usage summarises a process's samples. base is its RSS before users started.
-func (s *sampler) usage(cpu []float64, rss []uint64, gor, threads []int64, base uint64, available bool) Usage {
-	u := Usage{Available: available}
+func (s *sampler) usage(cpu []float64, rss []uint64, gor, threads []int64, base uint64, available bool) results.Usage {
+	u := results.Usage{Available: available}
 	if !available || len(cpu) == 0 {
 		return u
 	}

@@ -20,7 +20,7 @@ const (
 	jobPublish jobKind = iota // publication seq of a.v: a position, or a TALK
 	jobFetch                  // read the position of a.v's topic (before an SSE stream), over HTTP
 	jobLogin                  // POST /api/login for a.v, over HTTP
-	jobEnter                  // ENTER a.v's room, over HTTP
+	jobEnter                  // the scenario's greeting (ENTER a.v's room), over HTTP
 	jobLeave                  // LEAVE a.v's room: over HTTP, or on a.v's own connection
 )
 
@@ -74,7 +74,6 @@ func (c *cell) schedule(ctx context.Context) {
 		phases = append(phases, p)
 	}
 	slices.Sort(phases)
-	chat := c.opts.chatLike()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for cycle := time.Duration(0); ; cycle++ {
@@ -94,10 +93,7 @@ func (c *cell) schedule(ctx context.Context) {
 			ts := c.clk.at(at)
 			for _, v := range byPhase[p] {
 				a := v.act.Load()
-				if a != nil && chat && !c.chatTurn(a, ts, c.pubq[v.node], ctx.Done()) {
-					continue
-				}
-				if a == nil || !a.canPublish() || v.seq >= len(v.pubs) {
+				if a == nil || !c.scn.turn(c, a, ts, c.pubq[v.node], ctx.Done()) || v.seq >= len(v.pubs) {
 					continue
 				}
 				seq := v.seq
@@ -127,7 +123,7 @@ func (c *cell) startWorkers() {
 		return
 	}
 	c.pubq = c.startPool(4 * runtime.GOMAXPROCS(0))
-	if c.opts.chatLike() {
+	if c.scn.logsIn() {
 		c.httpq = c.startPool(c.poolConns())
 	}
 }
@@ -184,7 +180,7 @@ func (w *pubWorker) handle(job pubJob) {
 		w.login(job)
 		return
 	case jobEnter:
-		job.reply(jobResult{err: w.chatHTTP(job.a, "ENTER")})
+		job.reply(jobResult{err: w.chatHTTP(job.a, w.c.scn.greeting())})
 		return
 	case jobLeave:
 		w.c.drv.leave(w, job)
@@ -212,10 +208,7 @@ func (c *cell) stopWorkers() {
 
 // appendPub appends the data of publication seq of v for the cell's scenario.
 func (c *cell) appendPub(dst []byte, v *vu, seq int, ts int64) []byte {
-	if c.opts.chatLike() {
-		return appendTalk(dst, v, seq, ts)
-	}
-	return appendData(dst, c.opts.Seed, v, seq, ts)
+	return c.scn.appendData(dst, c, v, seq, ts)
 }
 
 // appendData appends the data of one publication: a position plus who sent it, its number and

@@ -17,6 +17,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/rtlab/rtlab/internal/peers"
 )
 
 // The sockjs transport is a SockJS session as sockjs-client runs xhr-streaming in a browser
@@ -93,7 +95,7 @@ func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool)
 func newSockJSConn(c *cell, ctx context.Context, v *vu, conn net.Conn) *sockjsConn {
 	// Server ids are three digits; the session id is new for every session, since the server
 	// keeps a session whose streaming request ended for a few seconds.
-	base := append(make([]byte, 0, 64), labSockJSPath+"/"...)
+	base := append(make([]byte, 0, 64), peers.SockJSPath+"/"...)
 	base = strconv.AppendInt(base, int64(100+v.id%900), 10)
 	base = append(base, '/')
 	base = strconv.AppendUint(base, rand.Uint64(), 36)

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/stomp"
+
+	"github.com/rtlab/rtlab/internal/peers"
 )
 
 // sockjsMessages decodes an 'a' frame's array with appendSockJSArray.
@@ -108,12 +110,12 @@ func TestSockJSSessionOutlivesItsStreams(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := startServer(ctx, buildRTLab(t), "memory", nil, "", nil)
+	srv, err := peers.StartRTLab(ctx, buildRTLab(t), "memory", nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
-	c := &cell{nodes: []string{srv.addr}}
+	defer srv.Stop()
+	c := &cell{nodes: []string{srv.Addr}}
 	v := &vu{id: 7}
 	conn, err := c.dial(ctx, v)
 	if err != nil {
@@ -152,7 +154,7 @@ func TestSockJSSessionOutlivesItsStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send("CONNECT\naccept-version:1.2\nhost:" + srv.addr + "\n\n\x00")
+	send("CONNECT\naccept-version:1.2\nhost:" + srv.Addr + "\n\n\x00")
 	read(stomp.CmdConnected)
 	send("SUBSCRIBE\nid:0\ndestination:/topic/location/77\nreceipt:sub\n\n\x00")
 	read(stomp.CmdReceipt)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 func TestParseStages(t *testing.T) {
@@ -168,7 +170,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	if err := chat.Validate(); err != nil {
 		t.Fatalf("chat defaults: %v", err)
 	}
-	if len(chat.Transports) != 5 || chat.Interval != 5*time.Second || chat.Grace != 6*time.Second || chat.RoomSize != 50 || chat.Talks != 10 || chat.holds() {
+	if len(chat.Transports) != 5 || chat.Interval != 5*time.Second || chat.Grace != 6*time.Second || chat.RoomSize != 50 || chat.Talks != 10 || chat.Hold {
 		t.Errorf("chat defaults not filled: %+v", chat)
 	}
 	// notify: poll-1s and poll-5s; the grace covers the 5 s poll.
@@ -176,7 +178,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	if err := notify.Validate(); err != nil {
 		t.Fatalf("notify defaults: %v", err)
 	}
-	if !reflect.DeepEqual(notify.Transports, NotifyTransports()) || notify.Grace != 6*time.Second || notify.RoomSize != 10 || !notify.holds() {
+	if !reflect.DeepEqual(notify.Transports, NotifyTransports()) || notify.Grace != 6*time.Second || notify.RoomSize != 10 || !notify.Hold {
 		t.Errorf("notify defaults not filled: %+v", notify)
 	}
 }
@@ -218,7 +220,7 @@ func TestServerMatrix(t *testing.T) {
 	if err := solo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if k := solo.newRun(KindRTLab, "memory", "ws", 100, 1).Key(); k != "ws" {
+	if k := solo.newRun(results.KindRTLab, "memory", "ws", 100, 1).Key(); k != "ws" {
 		t.Errorf("rtlab alone: key %q, want ws", k)
 	}
 }

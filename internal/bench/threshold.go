@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // Threshold is one pass/fail criterion of --threshold, k6-style ("p99<250ms"), checked on every
@@ -17,14 +19,6 @@ type Threshold struct {
 	Op     string  // <, <=, >, >=, ==, !=
 	Value  float64 // in the metric's unit: ms for latencies, 0..1 for ratio and shares, else a count
 	Share  bool    // pubfailed given as a percentage: compares the share of sent publishes
-}
-
-// ThresholdResult is a threshold checked on one run.
-type ThresholdResult struct {
-	Expr     string  `json:"expr"`
-	Value    float64 `json:"value"`    // the run's figure, in the threshold's unit
-	Pass     bool    `json:"pass"`     // false also when the figure was not measured
-	Measured bool    `json:"measured"` // false when the run has no such figure (no deliveries)
 }
 
 // thresholdMetrics says what each metric a threshold may test reads.
@@ -111,7 +105,7 @@ func thresholdValue(metric, s string, share *bool) (float64, error) {
 }
 
 // figure returns the run's value of t's metric, and whether the run measured it.
-func (t Threshold) figure(r *Run) (float64, bool) {
+func (t Threshold) figure(r *results.Run) (float64, bool) {
 	l := &r.Delivery.Latency
 	switch t.Metric {
 	case "p50":
@@ -149,9 +143,9 @@ func (t Threshold) figure(r *Run) (float64, bool) {
 
 // Check checks t on r. A figure the run did not measure fails: a CI that asked for a p99 under
 // 250 ms did not get one.
-func (t Threshold) Check(r *Run) ThresholdResult {
+func (t Threshold) Check(r *results.Run) results.ThresholdResult {
 	v, ok := t.figure(r)
-	res := ThresholdResult{Expr: t.Expr, Value: v, Measured: ok}
+	res := results.ThresholdResult{Expr: t.Expr, Value: v, Measured: ok}
 	if !ok {
 		return res
 	}
@@ -173,25 +167,4 @@ func (t Threshold) Check(r *Run) ThresholdResult {
 		res.Pass = v != t.Value
 	}
 	return res
-}
-
-// FailedShare is the share of the publishes sent that were refused or failed, 0..1.
-func (p Publish) FailedShare() float64 {
-	if p.Sent == 0 {
-		return 0
-	}
-	return float64(p.Failed) / float64(p.Sent)
-}
-
-// ThresholdsCrossed counts the threshold checks that failed over every run of r.
-func (r *Results) ThresholdsCrossed() int {
-	n := 0
-	for i := range r.Runs {
-		for _, t := range r.Runs[i].Thresholds {
-			if !t.Pass {
-				n++
-			}
-		}
-	}
-	return n
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 func TestParseThresholds(t *testing.T) {
@@ -51,10 +53,10 @@ func TestParseThresholds(t *testing.T) {
 }
 
 func TestThresholdCheck(t *testing.T) {
-	r := &Run{
-		Delivery:    Delivery{Expected: 1000, Received: 995, Ratio: 0.995, Latency: Latencies{Count: 995, P99: 312.4, P50: 5}},
-		Connections: Connections{Failed: 2},
-		Publish:     Publish{Sent: 200, Failed: 3},
+	r := &results.Run{
+		Delivery:    results.Delivery{Expected: 1000, Received: 995, Ratio: 0.995, Latency: results.Latencies{Count: 995, P99: 312.4, P50: 5}},
+		Connections: results.Connections{Failed: 2},
+		Publish:     results.Publish{Sent: 200, Failed: 3},
 	}
 	for expr, pass := range map[string]bool{
 		"p99<250ms": false, "p99<=312.4ms": true, "p50<10ms": true, "ratio>=0.999": false, "ratio>=99%": true,
@@ -70,13 +72,13 @@ func TestThresholdCheck(t *testing.T) {
 	}
 	// A figure the run did not measure fails: no deliveries, no p99.
 	ts, _ := ParseThresholds("p99<250ms,ratio>=0.999")
-	empty := &Run{}
+	empty := &results.Run{}
 	for _, th := range ts {
 		if got := th.Check(empty); got.Pass || got.Measured {
 			t.Errorf("%s on a run without deliveries: %+v, want failed and not measured", th.Expr, got)
 		}
 	}
-	res := &Results{Runs: []Run{{Thresholds: []ThresholdResult{{Pass: true}, {Pass: false}}}, {Thresholds: []ThresholdResult{{Pass: false}}}}}
+	res := &results.Results{Runs: []results.Run{{Thresholds: []results.ThresholdResult{{Pass: true}, {Pass: false}}}, {Thresholds: []results.ThresholdResult{{Pass: false}}}}}
 	if n := res.ThresholdsCrossed(); n != 2 {
 		t.Errorf("ThresholdsCrossed = %d, want 2", n)
 	}
@@ -129,7 +131,7 @@ func FuzzParseThresholds(f *testing.F) {
 		var exprs []string
 		for _, th := range ts {
 			exprs = append(exprs, th.Expr)
-			_ = th.Check(&Run{Delivery: Delivery{Expected: 1, Ratio: 1, Latency: Latencies{Count: 1, P99: 3}}})
+			_ = th.Check(&results.Run{Delivery: results.Delivery{Expected: 1, Ratio: 1, Latency: results.Latencies{Count: 1, P99: 3}}})
 		}
 		again, err := ParseThresholds(strings.Join(exprs, ","))
 		if err != nil || len(again) != len(ts) {

@@ -148,27 +148,16 @@ func (a *activity) inOrderLocked(next *int, seq int) bool {
 	return true
 }
 
-// canPublish reports whether the scheduler should publish for a: the user is connected and
-// subscribed (chat: and has entered its room, and its session is not leaving) and not leaving.
-func (a *activity) canPublish() bool {
-	if a.estab.Load() == 0 || a.stopping.Load() {
-		return false
-	}
-	if a.v.c.opts.chatLike() {
-		return a.entered.Load() && !a.leaving.Load() && !a.sessDone.Load()
-	}
-	return true
-}
-
 // established marks the subscription confirmed at now. The first confirmation of an activity
-// (chat: of a session) sets the receiver's starting position and, for location, opens its
-// delivery window; later ones (after a reconnect that resumed) change nothing.
+// (chat: of a session) sets the receiver's starting position and, in a scenario whose users
+// send no greeting, opens its delivery window (else the greeting's answer does); later ones
+// (after a reconnect that resumed) change nothing.
 func (a *activity) established(now int64, offset uint64, epoch []byte) {
 	v := a.v
 	if a.estab.Load() == 0 {
 		v.last, v.epoch = offset, string(epoch)
 		a.estab.Store(now)
-		if !v.c.opts.chatLike() {
+		if v.c.scn.greeting() == "" {
 			a.from.Store(now)
 		}
 	}
@@ -287,11 +276,7 @@ func (v *vu) position(offset uint64, epoch []byte) {
 // falls inside the activity's window.
 func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 	if !d.ok || !v.measured {
-		if v.c.opts.chatLike() { // ENTER and LEAVE, or a notify member's chat traffic
-			v.sh.update(func(c *counters) { c.other++; c.bytesIn += int64(size) })
-		} else {
-			v.sh.update(func(c *counters) { c.foreign++; c.bytesIn += int64(size) })
-		}
+		v.sh.update(func(c *counters) { v.c.scn.unmeasured(c, size) })
 		return
 	}
 	dup, ooo, ours := v.sequence(d)

@@ -53,27 +53,15 @@ func (d *cfWSDriver) session(a *activity) (opened bool) {
 		c.connFailed(a, fmt.Errorf("centrifugo: connect: %w", err))
 		return false
 	}
+	l := newLink(a, start)
+	defer l.done()
 	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
 	answerPings := false
-	counted := false
-	defer func() {
-		if counted {
-			c.connected.Add(-1)
-		}
-	}()
-	end := func(err error) bool {
-		if opened {
-			c.connDropped(a, err)
-		} else {
-			c.connFailed(a, err)
-		}
-		return opened
-	}
 	var m cfMsg
 	for {
 		p, err := s.next(pong)
 		if err != nil {
-			return end(fmt.Errorf("centrifugo: %w", err))
+			return l.closed(fmt.Errorf("centrifugo: %w", err))
 		}
 		now := c.clk.now()
 		for len(p) > 0 {
@@ -90,75 +78,81 @@ func (d *cfWSDriver) session(a *activity) (opened bool) {
 				v.sh.fail(fmt.Errorf("centrifugo: %w: %.80q", errJSON, line), nil)
 				continue
 			}
-			switch {
-			case m.empty:
+			if m.empty { // a ping
 				if answerPings {
 					if err := a.writeFrame(ws.OpText, []byte("{}")); err != nil {
-						return end(fmt.Errorf("centrifugo: pong: %w", err))
+						return l.closed(fmt.Errorf("centrifugo: pong: %w", err))
 					}
 				}
-			case m.err:
-				err := fmt.Errorf("centrifugo: error %d %s", m.errCode, m.errMsg)
-				switch {
-				case m.id == cfConnectID:
-					return end(fmt.Errorf("connect: %w", err))
-				case m.id == cfSubscribeID:
-					return end(fmt.Errorf("subscribe: %w", err))
-				case m.id >= cfPubID:
-					if a.answered(int64(m.id-cfPubID), false, err) {
-						return true
-					}
-				default:
-					v.sh.fail(err, nil)
-				}
-			case m.connect:
-				opened = true
+				continue
+			}
+			if m.connect && !m.err {
 				answerPings = m.pong
-				c.connOpened(a, time.Since(start))
-				sub := appendCfSubscribe(make([]byte, 0, 192), v.topic, a.estab.Load() != 0, v.last, v.epoch)
-				if err := a.writeFrame(ws.OpText, sub); err != nil {
-					return end(fmt.Errorf("centrifugo: subscribe: %w", err))
+			}
+			if end, err := d.event(l, &m, len(line), now); end {
+				if err != nil {
+					return l.closed(err)
 				}
-			case m.sub:
-				if m.wasRecovering && !m.recovered {
-					v.gap()
-				}
-				a.mu.Lock()
-				a.ready = true
-				a.mu.Unlock()
-				a.established(now, m.offset, m.epoch)
-				v.position(m.offset, m.epoch)
-				if err := d.c.recovered(a, &m, now); err != nil {
-					v.sh.fail(err, nil)
-				}
-				if !counted {
-					counted = true
-					c.connected.Add(1)
-				}
-			case m.publish:
-				if m.id >= cfPubID && a.answered(int64(m.id-cfPubID), true, nil) {
-					return true
-				}
-			case m.pub:
-				v.position(m.offset, m.epoch)
-				v.receive(a, m.data, len(line), now)
-			case m.disconnect:
-				what := "disconnect"
-				if m.unsubscribe {
-					what = "unsubscribe"
-				}
-				return end(fmt.Errorf("centrifugo: server sent %s %d %s", what, m.code, m.reason))
+				return true
 			}
 		}
 	}
 }
 
-// recovered receives the publications a subscribe result brought back after a drop.
-func (c *cell) recovered(a *activity, m *cfMsg, now int64) error {
+// event hands one reply or push of the server (size bytes) to the link. It reports whether
+// the session is over, and why when it failed.
+func (d *cfWSDriver) event(l *link, m *cfMsg, size int, now int64) (end bool, err error) {
+	a := l.a
 	v := a.v
+	switch {
+	case m.err:
+		err := fmt.Errorf("centrifugo: error %d %s", m.errCode, m.errMsg)
+		switch {
+		case m.id == cfConnectID:
+			return true, fmt.Errorf("connect: %w", err)
+		case m.id == cfSubscribeID:
+			return true, fmt.Errorf("subscribe: %w", err)
+		case m.id >= cfPubID:
+			return l.refused(reply{seq: int64(m.id - cfPubID)}, err), nil
+		}
+		v.sh.fail(err, nil)
+	case m.connect:
+		l.opened()
+		sub := appendCfSubscribe(make([]byte, 0, 192), v.topic, a.estab.Load() != 0, v.last, v.epoch)
+		if err := a.writeFrame(ws.OpText, sub); err != nil {
+			return true, fmt.Errorf("centrifugo: subscribe: %w", err)
+		}
+	case m.sub:
+		d.c.cfSubscribed(l, m, now)
+	case m.publish:
+		return m.id >= cfPubID && l.answered(now, reply{seq: int64(m.id - cfPubID)}), nil
+	case m.pub:
+		l.message(now, true, m.offset, m.epoch, m.data, size)
+	case m.disconnect:
+		what := "disconnect"
+		if m.unsubscribe {
+			what = "unsubscribe"
+		}
+		return true, fmt.Errorf("centrifugo: server sent %s %d %s", what, m.code, m.reason)
+	}
+	return false, nil
+}
+
+// cfSubscribed hands a subscription's confirmation to the link, and the publications it
+// brought back after a drop.
+func (c *cell) cfSubscribed(l *link, m *cfMsg, now int64) {
+	v := l.a.v
+	_ = l.subscribed(now, m.offset, m.epoch, m.wasRecovering && !m.recovered) // no greeting: location only
+	v.position(m.offset, m.epoch)
+	if err := c.recovered(l, m, now); err != nil {
+		v.sh.fail(err, nil)
+	}
+}
+
+// recovered receives the publications a subscribe result brought back after a drop.
+func (c *cell) recovered(l *link, m *cfMsg, now int64) error {
 	err := eachCfPublication(m.pubs, func(p *cfMsg, raw []byte) {
-		v.position(p.offset, p.epoch)
-		v.receive(a, p.data, len(raw), now)
+		l.message(now, true, p.offset, p.epoch, p.data, len(raw))
 	})
 	if err != nil {
 		return fmt.Errorf("centrifugo: recovered publications: %w", err)
@@ -173,7 +167,7 @@ func (d *cfWSDriver) publish(w *pubWorker, job pubJob) {
 	w.body = d.c.appendPub(w.body[:0], v, job.seq, p.ts)
 	w.buf = appendCfPublish(w.buf[:0], job.seq, v.topic, w.body)
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, w.buf)
-	a.writePublication(job.seq, w.frame, false)
+	a.writePublication(job.seq, w.frame)
 }
 
 type cfSSEDriver struct{ c *cell }
@@ -188,26 +182,21 @@ func (d *cfSSEDriver) session(a *activity) (opened bool) {
 	bp := bufPool.Get().(*[]byte)
 	target := append((*bp)[:0], "/connection/uni_sse?cf_connect="...)
 	target = append(target, cfUniConnect(c.cfToken(v, true), v.topic, a.estab.Load() != 0, v.last, v.epoch)...)
-	lines, ok := c.openSSE(a, target, "", "centrifugo sse")
+	l := newLink(a, time.Now())
+	lines, ok := c.openSSE(l, target, "", "centrifugo sse")
 	*bp = target
 	bufPool.Put(bp)
 	if !ok {
 		return false
 	}
 	defer a.clearConn()
-	counted := false
-	defer func() {
-		if counted {
-			c.connected.Add(-1)
-		}
-	}()
+	defer l.done()
 	var long []byte
 	var m cfMsg
 	for {
 		line, err := readLine(lines, &long)
 		if err != nil {
-			c.connDropped(a, fmt.Errorf("centrifugo sse: %w", err))
-			return true
+			return l.closed(fmt.Errorf("centrifugo sse: %w", err))
 		}
 		data, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
@@ -222,27 +211,13 @@ func (d *cfSSEDriver) session(a *activity) (opened bool) {
 		switch {
 		case m.connect:
 			if !m.sub || string(m.subChannel) != v.topic {
-				c.connDropped(a, fmt.Errorf("centrifugo sse: connected without a subscription to %s", v.topic))
-				return true
+				return l.closed(fmt.Errorf("centrifugo sse: connected without a subscription to %s", v.topic))
 			}
-			if m.wasRecovering && !m.recovered {
-				v.gap()
-			}
-			a.established(now, m.offset, m.epoch)
-			v.position(m.offset, m.epoch)
-			if err := c.recovered(a, &m, now); err != nil {
-				v.sh.fail(err, nil)
-			}
-			if !counted {
-				counted = true
-				c.connected.Add(1)
-			}
+			c.cfSubscribed(l, &m, now)
 		case m.pub:
-			v.position(m.offset, m.epoch)
-			v.receive(a, m.data, len(data), now)
+			l.message(now, true, m.offset, m.epoch, m.data, len(data))
 		case m.disconnect:
-			c.connDropped(a, fmt.Errorf("centrifugo sse: server sent disconnect %d %s", m.code, m.reason))
-			return true
+			return l.closed(fmt.Errorf("centrifugo sse: server sent disconnect %d %s", m.code, m.reason))
 		}
 	}
 }

@@ -28,20 +28,18 @@ func (d *pollDriver) leave(w *pubWorker, job pubJob)   { w.httpLeave(job) }
 func (d *pollDriver) run(a *activity) {
 	v, c := a.v, d.c
 	var hc *httpConn
-	connected := false
+	// The activity's accounting: the user counts as connected from an answered poll until its
+	// keep-alive connection is gone (or, after a keep-alive close, until the next one fails).
+	l := newLink(a, time.Now())
 	disconnect := func() {
 		if hc != nil {
 			a.clearConn()
 			hc = nil
 		}
-		if connected {
-			c.connected.Add(-1)
-			connected = false
-		}
+		l.done()
 	}
 	defer disconnect()
 	fails := 0
-	chat := c.opts.chatLike()
 	var next time.Time // short polling: when the next poll is due
 	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		if hc == nil {
@@ -61,13 +59,14 @@ func (d *pollDriver) run(a *activity) {
 				c.connAbandoned(v)
 				return
 			}
-			c.connOpened(a, time.Since(start))
+			l.start = start
+			l.opened()
 			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
 			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
 		}
-		if chat && a.estab.Load() != 0 && !a.entered.Load() {
-			// Subscribed (the first poll read the position): enter the room.
-			if err := c.enterHTTP(a); err != nil {
+		if a.greetDue() {
+			// Subscribed (the first poll read the position): greet (enter the room).
+			if err := c.greetHTTP(a); err != nil {
 				if !a.sleep(backoff(fails)) {
 					return
 				}
@@ -80,7 +79,7 @@ func (d *pollDriver) run(a *activity) {
 				return
 			}
 		}
-		more, err := d.poll(a, hc)
+		more, err := d.poll(l, hc)
 		var se *StatusError
 		isStatus := errors.As(err, &se)
 		if closed := errors.Is(err, errConnClose); closed {
@@ -96,7 +95,7 @@ func (d *pollDriver) run(a *activity) {
 			if isStatus {
 				v.sh.fail(fmt.Errorf("poll: %w", se), nil)
 			} else {
-				c.connDropped(a, fmt.Errorf("poll: %w", err))
+				l.closed(fmt.Errorf("poll: %w", err))
 				disconnect()
 			}
 			if !a.sleep(backoff(fails)) {
@@ -106,10 +105,7 @@ func (d *pollDriver) run(a *activity) {
 			continue
 		}
 		fails = 0
-		if !connected {
-			connected = true
-			c.connected.Add(1)
-		}
+		l.serving()
 		if !d.long && !more {
 			now := time.Now()
 			if next.IsZero() {
@@ -126,7 +122,8 @@ func (d *pollDriver) run(a *activity) {
 // poll makes one request. The first of an activity carries no since and only reads the
 // topic's position, which opens the user's delivery window; later ones read publications
 // after the last offset seen. more reports a full answer.
-func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
+func (d *pollDriver) poll(l *link, hc *httpConn) (more bool, err error) {
+	a := l.a
 	v, c := a.v, d.c
 	first := a.estab.Load() == 0
 	bp := bufPool.Get().(*[]byte)
@@ -166,7 +163,7 @@ func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
 			return nil
 		}
 		if m.hasRecov && !m.recovered {
-			v.gap()
+			l.gap()
 		}
 		n := 0
 		pubs := m.pubs
@@ -176,8 +173,7 @@ func (d *pollDriver) poll(a *activity, hc *httpConn) (more bool, err error) {
 			if err := parseMsg(elem, &pm); err != nil || !pm.hasOffset {
 				return fmt.Errorf("%w: publication %.80q", errBadResponse, elem)
 			}
-			v.position(pm.offset, pm.epoch)
-			v.receive(a, pm.data, len(elem), now)
+			l.message(now, true, pm.offset, pm.epoch, pm.data, len(elem))
 			return nil
 		})
 		if n == 0 && string(m.epoch) != v.epoch {

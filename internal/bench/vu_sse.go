@@ -43,19 +43,8 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 	first := a.estab.Load() == 0
 	var pos jobResult
 	if first {
-		ch := make(chan jobResult, 1)
-		select {
-		case c.httpq[v.node] <- pubJob{a: a, kind: jobFetch, done: ch}:
-		case <-a.ctx.Done():
-			return false
-		}
-		select {
-		case pos = <-ch:
-		case <-a.ctx.Done():
-			return false
-		}
-		if pos.err != nil {
-			v.sh.fail(fmt.Errorf("sse: reading position: %w", pos.err), nil)
+		var ok bool
+		if pos, ok = d.position(a); !ok {
 			return false
 		}
 	}
@@ -75,25 +64,50 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 		b = v.tokenQuery(b, '&')
 		extra = "Last-Event-ID: " + v.topic + "=" + strconv.FormatUint(v.last, 10) + ":" + v.epoch + "\r\n"
 	}
-	br, ok := c.openSSE(a, b, extra, "sse")
+	l := newLink(a, time.Now())
+	br, ok := c.openSSE(l, b, extra, "sse")
 	*bp = b
 	bufPool.Put(bp)
 	if !ok {
 		return false
 	}
 	defer a.clearConn()
-	if first {
-		a.established(c.clk.now(), pos.offset, []byte(pos.epoch))
+	defer l.done()
+	// The stream resumes from a known position: it is subscribed as soon as it is open. Events
+	// wait in the socket while the greeting goes out.
+	if err := l.subscribed(c.clk.now(), pos.offset, []byte(pos.epoch), false); err != nil {
+		return true
 	}
-	c.connected.Add(1)
-	defer c.connected.Add(-1)
-	if c.opts.chatLike() && !a.entered.Load() {
-		// Subscribed: enter the room. Events wait in the socket meanwhile.
-		if err := c.enterHTTP(a); err != nil {
-			return true
-		}
-	}
+	return d.read(l, br)
+}
 
+// position asks the HTTP pool for the position of a's topic, as a page does before it opens
+// its stream.
+func (d *sseDriver) position(a *activity) (jobResult, bool) {
+	v, c := a.v, d.c
+	ch := make(chan jobResult, 1)
+	select {
+	case c.httpq[v.node] <- pubJob{a: a, kind: jobFetch, done: ch}:
+	case <-a.ctx.Done():
+		return jobResult{}, false
+	}
+	var pos jobResult
+	select {
+	case pos = <-ch:
+	case <-a.ctx.Done():
+		return jobResult{}, false
+	}
+	if pos.err != nil {
+		v.sh.fail(fmt.Errorf("sse: reading position: %w", pos.err), nil)
+		return jobResult{}, false
+	}
+	return pos, true
+}
+
+// read turns the stream's events into the link's until the stream ends; it reports that the
+// stream was open.
+func (d *sseDriver) read(l *link, br *bufio.Reader) bool {
+	v, c := l.a.v, d.c
 	event := evMessage
 	var reason string
 	var long []byte // a line longer than the reader's buffer
@@ -104,13 +118,14 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			if reason != "" {
 				err = fmt.Errorf("server said %s: %w", reason, err)
 			}
-			c.connDropped(a, fmt.Errorf("sse: %w", err))
-			return true
+			return l.closed(fmt.Errorf("sse: %w", err))
 		}
 		switch {
 		case len(line) == 0:
 			event = evMessage
 		case line[0] == ':':
+		case bytes.HasPrefix(line, []byte("event:")):
+			event = sseEvent(bytes.TrimSpace(line[6:]))
 		case bytes.HasPrefix(line, []byte("data:")):
 			data := bytes.TrimPrefix(line[5:], []byte(" "))
 			switch event {
@@ -120,10 +135,9 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 					v.sh.fail(fmt.Errorf("sse: %w: event %.80q", errBadResponse, data), nil)
 					continue
 				}
-				v.position(m.offset, m.epoch)
-				v.receive(a, m.data, len(data), now)
+				l.message(now, true, m.offset, m.epoch, m.data, len(data))
 			case evGap:
-				v.gap()
+				l.gap()
 			case evDisconnect:
 				if parseMsg(data, &m) == nil {
 					reason = string(m.code)
@@ -131,19 +145,21 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 			default:
 				v.sh.fail(fmt.Errorf("sse: event %.80q", data), nil)
 			}
-		case bytes.HasPrefix(line, []byte("event:")):
-			switch string(bytes.TrimSpace(line[6:])) {
-			case "message":
-				event = evMessage
-			case "gap":
-				event = evGap
-			case "disconnect":
-				event = evDisconnect
-			default:
-				event = evOther
-			}
 		}
 	}
+}
+
+// sseEvent is the kind an event: line names.
+func sseEvent(name []byte) int {
+	switch string(name) {
+	case "message":
+		return evMessage
+	case "gap":
+		return evGap
+	case "disconnect":
+		return evDisconnect
+	}
+	return evOther
 }
 
 // openSSE opens an event stream for a's user: it dials, sends GET target (path and query) with
@@ -151,10 +167,10 @@ func (d *sseDriver) session(a *activity) (opened bool) {
 // stream's lines come from the returned reader (a chunked stream, as Centrifugo sends, decoded).
 // It counts the attempt; ok is false when it failed or was abandoned, else the connection is
 // a's until the caller's clearConn. what names the client in errors.
-func (c *cell) openSSE(a *activity, target []byte, extra, what string) (lines *bufio.Reader, ok bool) {
+func (c *cell) openSSE(l *link, target []byte, extra, what string) (lines *bufio.Reader, ok bool) {
+	a := l.a
 	v := a.v
 	c.connTried(v)
-	start := time.Now()
 	conn, err := c.dial(a.ctx, v)
 	if err != nil {
 		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
@@ -186,7 +202,7 @@ func (c *cell) openSSE(a *activity, target []byte, extra, what string) (lines *b
 		return nil, false
 	}
 	a.noDeadline()
-	c.connOpened(a, time.Since(start))
+	l.opened()
 	if head.chunked {
 		br = bufio.NewReaderSize(httputil.NewChunkedReader(br), streamBufSize)
 	}

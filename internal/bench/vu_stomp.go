@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/rtlab/rtlab/internal/results"
 	"github.com/rtlab/rtlab/internal/stomp"
 )
 
@@ -113,13 +114,13 @@ type stompDialect struct {
 // stompDialectFor returns the dialect of a kind of server (o's flags for a STOMP target).
 func stompDialectFor(kind string, o *Options) stompDialect {
 	switch kind {
-	case KindRabbitMQ:
+	case results.KindRabbitMQ:
 		// Web-STOMP: /topic/{key} publishes to and binds on amq.topic; the host header names the
 		// virtual host.
 		return stompDialect{path: "/ws", sub: "/topic/location.{group}", pub: "/topic/location.{group}", host: "/", login: "guest", passcode: "guest"}
-	case KindSpring:
+	case results.KindSpring:
 		return stompDialect{path: "/location", sub: "/sub/location/{group}", pub: "/pub/location/{group}"}
-	case KindSTOMP:
+	case results.KindSTOMP:
 		// Either destination defaults to the other, both to rtlab's.
 		d := stompDialect{path: o.targetPath, host: "/"}
 		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, "/topic/location/{group}"))
@@ -130,16 +131,17 @@ func stompDialectFor(kind string, o *Options) stompDialect {
 	return stompDialect{path: "/api/stomp", resume: true}
 }
 
-// appendDest appends v's destination: tmpl with {group} replaced, or rtlab's /topic/{topic}.
-func appendDest(dst []byte, tmpl string, v *vu) []byte {
+// appendDest appends a destination: the dialect's tmpl with {group} replaced, or rtlab's
+// /topic/{topic}.
+func appendDest(dst []byte, tmpl, topic string, group int) []byte {
 	if tmpl == "" {
 		dst = append(dst, "/topic/"...)
-		return append(dst, v.topic...)
+		return append(dst, topic...)
 	}
 	before, after, ok := strings.Cut(tmpl, "{group}")
 	dst = append(dst, before...)
 	if ok {
-		dst = strconv.AppendInt(dst, int64(v.group), 10)
+		dst = strconv.AppendInt(dst, int64(group), 10)
 	}
 	return append(dst, after...)
 }
@@ -180,21 +182,56 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 		return false
 	}
 	defer end()
+	if err := d.write(a, d.connect(a)); err != nil {
+		c.connFailed(a, fmt.Errorf("stomp: CONNECT: %w", err))
+		return false
+	}
+	l := newLink(a, start)
+	defer l.done()
+	l.greet = func(typ string) error { return d.write(a, appendChatSend(nil, v.room, typ, receiptEnter)) }
+	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
+	parser := stomp.NewParser(stomp.Limits{})
+	for {
+		p, err := s.next(pong)
+		if err != nil {
+			if !l.open {
+				err = fmt.Errorf("waiting for CONNECTED: %w", err)
+			}
+			return l.closed(fmt.Errorf("stomp: %w", err))
+		}
+		now := c.clk.now()
+		parser.Feed(p)
+		for {
+			fr, ok, err := parser.Next()
+			if err != nil {
+				return l.closed(fmt.Errorf("stomp: %w", err))
+			}
+			if !ok {
+				break
+			}
+			if end, err := d.frame(l, &fr, len(p), now); end {
+				if err != nil {
+					return l.closed(err)
+				}
+				return true
+			}
+		}
+	}
+}
 
-	// The client sends no heart-beats of its own (cx = 0): it publishes at its own pace, a
-	// notify owner never does, and the WebSocket pings the server sends idle connections are
-	// answered, which is what keeps a quiet session open. Promising heart-beats it does not send
-	// would get a user with an --interval over 20 s cut off.
-	cx := 0
+// connect is the session's CONNECT frame. The client sends no heart-beats of its own (cx = 0):
+// it publishes at its own pace, a notify owner never does, and the WebSocket pings the server
+// sends idle connections are answered, which is what keeps a quiet session open. Promising
+// heart-beats it does not send would get a user with an --interval over 20 s cut off.
+func (d *stompDriver) connect(a *activity) []byte {
+	v := a.v
 	f := append(make([]byte, 0, 256), "CONNECT\naccept-version:1.2\nhost:"...)
 	if d.d.host != "" {
 		f = append(f, d.d.host...)
 	} else {
-		f = append(f, c.nodes[v.node]...)
+		f = append(f, d.c.nodes[v.node]...)
 	}
-	f = append(f, "\nheart-beat:"...)
-	f = strconv.AppendInt(f, int64(cx), 10)
-	f = append(f, ",10000\n"...)
+	f = append(f, "\nheart-beat:0,10000\n"...)
 	if d.d.login != "" {
 		f = append(f, "login:"...)
 		f = append(f, d.d.login...)
@@ -208,135 +245,88 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 		f = append(f, *t...)
 		f = append(f, '\n')
 	}
-	f = append(f, "\n\x00"...)
-	if err := d.write(a, f); err != nil {
-		c.connFailed(a, fmt.Errorf("stomp: CONNECT: %w", err))
-		return false
+	return append(f, "\n\x00"...)
+}
+
+// frame hands one frame of the server (in a read of size bytes) to the link. It reports
+// whether the session is over, and why when it failed.
+func (d *stompDriver) frame(l *link, fr *stomp.Frame, size int, now int64) (end bool, err error) {
+	a := l.a
+	switch fr.Command {
+	case stomp.CmdMessage:
+		d.message(l, fr, size, now)
+	case stomp.CmdReceipt:
+		id, _ := fr.Get("receipt-id")
+		if id == subReceipt {
+			off, _ := fr.Get("offset")
+			offset, _ := strconv.ParseUint(off, 10, 64)
+			epoch, _ := fr.Get("epoch")
+			if err := l.subscribed(now, offset, []byte(epoch), false); err != nil {
+				return true, fmt.Errorf("stomp: ENTER: %w", err)
+			}
+			return false, nil
+		}
+		if r, ok := stompReply(id); ok {
+			return l.answered(now, r), nil
+		}
+	case stomp.CmdConnected:
+		l.opened()
+		if err := d.subscribe(a); err != nil {
+			return true, fmt.Errorf("stomp: SUBSCRIBE: %w", err)
+		}
+	case stomp.CmdError:
+		msg, _ := fr.Get("message")
+		err := fmt.Errorf("stomp: ERROR %s", msg)
+		rid, _ := fr.Get("receipt-id")
+		if r, ok := stompReply(rid); ok {
+			if r.kind != replyPub {
+				err = fmt.Errorf("chat: %w", err)
+			}
+			l.refused(r, err)
+		}
+		return true, err
 	}
-	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
-	parser := stomp.NewParser(stomp.Limits{})
-	counted := false
-	defer func() {
-		if counted {
-			c.connected.Add(-1)
-		}
-	}()
-	for {
-		p, err := s.next(pong)
-		if err != nil {
-			if opened {
-				c.connDropped(a, fmt.Errorf("stomp: %w", err))
-			} else {
-				c.connFailed(a, fmt.Errorf("stomp: waiting for CONNECTED: %w", err))
-			}
-			return opened
-		}
-		now := c.clk.now()
-		parser.Feed(p)
-		for {
-			fr, ok, err := parser.Next()
-			if err != nil {
-				if !opened {
-					c.connFailed(a, fmt.Errorf("stomp: %w", err))
-					return false
-				}
-				c.connDropped(a, fmt.Errorf("stomp: %w", err))
-				return true
-			}
-			if !ok {
-				break
-			}
-			switch fr.Command {
-			case stomp.CmdMessage:
-				if d.d.resume {
-					if g, _ := fr.Get("gap"); g == "true" {
-						v.gap()
-						continue
-					}
-					off, _ := fr.Get("offset")
-					offset, err := strconv.ParseUint(off, 10, 64)
-					if err != nil {
-						v.sh.fail(fmt.Errorf("stomp: MESSAGE with offset %q", off), nil)
-						continue
-					}
-					epoch, _ := fr.Get("epoch")
-					v.position(offset, []byte(epoch))
-				}
-				v.receive(a, parseData(fr.Body), len(p), now)
-			case stomp.CmdReceipt:
-				id, _ := fr.Get("receipt-id")
-				switch id {
-				case receiptEnter:
-					c.enteredAt(a, now)
-					continue
-				case receiptLeave:
-					a.sessDone.Store(true)
-					return true
-				}
-				if id == subReceipt {
-					a.mu.Lock()
-					a.ready = true
-					a.mu.Unlock()
-					off, _ := fr.Get("offset")
-					offset, _ := strconv.ParseUint(off, 10, 64)
-					epoch, _ := fr.Get("epoch")
-					a.established(now, offset, []byte(epoch))
-					if !counted {
-						counted = true
-						c.connected.Add(1)
-					}
-					if c.opts.chatLike() && !a.entered.Load() && !a.leaving.Load() {
-						f := appendChatSend(nil, v.room, "ENTER", receiptEnter)
-						if err := d.write(a, f); err != nil {
-							c.connDropped(a, fmt.Errorf("stomp: ENTER: %w", err))
-							return true
-						}
-					}
-					continue
-				}
-				seq, err := strconv.ParseInt(id, 10, 64)
-				if err == nil && a.answered(seq, true, nil) {
-					return true
-				}
-			case stomp.CmdConnected:
-				opened = true
-				c.connOpened(a, time.Since(start))
-				if err := d.subscribe(a); err != nil {
-					c.connDropped(a, fmt.Errorf("stomp: SUBSCRIBE: %w", err))
-					return true
-				}
-			case stomp.CmdError:
-				msg, _ := fr.Get("message")
-				err := fmt.Errorf("stomp: ERROR %s", msg)
-				if rid, ok := fr.Get("receipt-id"); ok {
-					switch rid {
-					case receiptEnter, receiptLeave:
-						err = fmt.Errorf("chat: %w", err)
-						if rid == receiptLeave {
-							a.sessDone.Store(true)
-						}
-					default:
-						if seq, perr := strconv.ParseInt(rid, 10, 64); perr == nil {
-							a.answered(seq, false, err)
-						}
-					}
-				}
-				if opened {
-					c.connDropped(a, err)
-				} else {
-					c.connFailed(a, err)
-				}
-				return opened
-			}
-		}
+	return false, nil
+}
+
+// message hands a MESSAGE to the link: on rtlab with its position, or the gap it reports.
+func (d *stompDriver) message(l *link, fr *stomp.Frame, size int, now int64) {
+	if !d.d.resume {
+		l.message(now, false, 0, nil, parseData(fr.Body), size)
+		return
 	}
+	if g, _ := fr.Get("gap"); g == "true" {
+		l.gap()
+		return
+	}
+	off, _ := fr.Get("offset")
+	offset, err := strconv.ParseUint(off, 10, 64)
+	if err != nil {
+		l.a.v.sh.fail(fmt.Errorf("stomp: MESSAGE with offset %q", off), nil)
+		return
+	}
+	epoch, _ := fr.Get("epoch")
+	l.message(now, true, offset, []byte(epoch), parseData(fr.Body), size)
+}
+
+// stompReply names the request a RECEIPT or an ERROR answers, by its receipt id; ok is false
+// for one the client did not ask (or the subscription's).
+func stompReply(id string) (r reply, ok bool) {
+	switch id {
+	case receiptEnter:
+		return reply{kind: replyGreeting}, true
+	case receiptLeave:
+		return reply{kind: replyLeave}, true
+	}
+	seq, err := strconv.ParseInt(id, 10, 64)
+	return reply{seq: seq}, err == nil
 }
 
 // subscribe sends SUBSCRIBE with a receipt; after a reconnect it resumes with since and epoch.
 func (d *stompDriver) subscribe(a *activity) error {
 	v := a.v
 	f := append(make([]byte, 0, 192), "SUBSCRIBE\nid:0\ndestination:"...)
-	f = appendDest(f, d.d.sub, v)
+	f = appendDest(f, d.d.sub, v.topic, v.group)
 	f = append(f, "\nack:auto\nreceipt:"+subReceipt+"\n"...)
 	if a.estab.Load() != 0 && d.d.resume {
 		f = append(f, "since:"...)
@@ -353,15 +343,13 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	a := job.a
 	v := a.v
 	p := &v.pubs[job.seq]
-	chat := d.c.opts.chatLike()
+	topic, typ := d.c.scn.publishTo(v)
 	w.body = d.c.appendPub(w.body[:0], v, job.seq, p.ts)
 	b := append(w.buf[:0], "SEND\ndestination:"...)
-	if chat {
-		b = append(b, "/topic/"...)
-		b = append(b, v.room...)
-		b = append(b, "\ntype:TALK"...)
-	} else {
-		b = appendDest(b, d.d.pub, v)
+	b = appendDest(b, d.d.pub, topic, v.group)
+	if typ != "" {
+		b = append(b, "\ntype:"...)
+		b = append(b, typ...)
 	}
 	b = append(b, "\ncontent-type:application/json\nreceipt:"...)
 	b = strconv.AppendInt(b, int64(job.seq), 10)
@@ -372,5 +360,5 @@ func (d *stompDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, 0)
 	w.buf = b
 	w.frame = d.wire(w.frame[:0], b)
-	a.writePublication(job.seq, w.frame, chat)
+	a.writePublication(job.seq, w.frame)
 }

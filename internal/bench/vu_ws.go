@@ -16,14 +16,8 @@ type wsDriver struct{ c *cell }
 func (d *wsDriver) httpPublish() bool { return false }
 
 func (d *wsDriver) leave(w *pubWorker, job pubJob) {
-	v := job.a.v
-	b := append(w.body[:0], `{"op":"publish","topic":"`...)
-	b = append(b, v.room...)
-	b = append(b, `","type":"LEAVE","id":`...)
-	b = strconv.AppendInt(b, idLeave, 10)
-	b = append(b, `,"data":{"message":"LEAVE"}}`...)
-	w.body = b
-	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
+	w.body = appendWSChat(w.body[:0], job.a.v.room, "LEAVE", idLeave)
+	w.frame = appendClientFrame(w.frame[:0], ws.OpText, w.body)
 	streamLeave(job.a, w.frame)
 }
 
@@ -61,30 +55,14 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 		return false
 	}
 	defer a.endStream(s)
-	c.connOpened(a, time.Since(start))
-
-	sub := append(make([]byte, 0, 128), `{"op":"subscribe","topic":"`...)
-	sub = append(sub, v.topic...)
-	sub = append(sub, '"')
-	if a.estab.Load() != 0 { // resume where this user left off
-		sub = append(sub, `,"since":`...)
-		sub = strconv.AppendUint(sub, v.last, 10)
-		sub = append(sub, `,"epoch":"`...)
-		sub = append(sub, v.epoch...)
-		sub = append(sub, '"')
-	}
-	sub = append(sub, '}')
-	if err := a.writeFrame(ws.OpText, sub); err != nil {
-		c.connDropped(a, fmt.Errorf("ws: subscribe: %w", err))
-		return true
+	l := newLink(a, start)
+	l.opened()
+	defer l.done()
+	l.greet = func(typ string) error { return a.writeFrame(ws.OpText, appendWSChat(nil, v.room, typ, idEnter)) }
+	if err := a.writeFrame(ws.OpText, d.subscribe(a)); err != nil {
+		return l.closed(fmt.Errorf("ws: subscribe: %w", err))
 	}
 	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
-	counted := false
-	defer func() {
-		if counted {
-			c.connected.Add(-1)
-		}
-	}()
 	var reason string
 	var m wireMsg
 	for {
@@ -93,68 +71,76 @@ func (d *wsDriver) session(a *activity) (opened bool) {
 			if reason != "" {
 				err = fmt.Errorf("server said %s: %w", reason, err)
 			}
-			c.connDropped(a, fmt.Errorf("ws: %w", err))
-			return true
+			return l.closed(fmt.Errorf("ws: %w", err))
 		}
 		now := c.clk.now()
 		if err := parseMsg(p, &m); err != nil {
 			v.sh.fail(fmt.Errorf("ws: %w: %.80q", errBadResponse, p), nil)
 			continue
 		}
-		switch string(m.op) {
-		case "message":
-			v.position(m.offset, m.epoch)
-			v.receive(a, m.data, len(p), now)
-		case "ack":
-			switch m.id {
-			case idEnter:
-				c.enteredAt(a, now)
-			case idLeave:
-				a.sessDone.Store(true)
-				return true
-			default:
-				if a.answered(m.id, true, nil) {
-					return true
-				}
-			}
-		case "error":
-			err := fmt.Errorf("ws: error %s: %s", m.code, m.reason)
-			if m.hasID && (m.id == idEnter || m.id == idLeave) {
-				v.sh.fail(fmt.Errorf("chat: %w", err), nil)
-				if m.id == idLeave {
-					a.sessDone.Store(true)
-				}
-				return true // close; an ENTER is tried again on the next connection
-			}
-			if m.hasID {
-				if a.answered(m.id, false, err) {
-					return true
-				}
-			} else {
-				v.sh.fail(err, nil)
-			}
-		case "subscribed":
-			if m.hasRecov && !m.recovered {
-				v.gap()
-			}
-			a.mu.Lock()
-			a.ready = true
-			a.mu.Unlock()
-			a.established(now, m.offset, m.epoch)
-			if !counted {
-				counted = true
-				c.connected.Add(1)
-			}
-			if c.opts.chatLike() && !a.entered.Load() && !a.leaving.Load() {
-				if err := a.writeFrame(ws.OpText, enterWS(v.room)); err != nil {
-					c.connDropped(a, fmt.Errorf("ws: ENTER: %w", err))
-					return true
-				}
-			}
-		case "disconnect":
+		if string(m.op) == "disconnect" {
 			reason = string(m.code)
+			continue
+		}
+		if d.event(l, &m, len(p), now) {
+			return true
 		}
 	}
+}
+
+// subscribe is the user's subscribe request; after a drop it resumes where the user left off.
+func (d *wsDriver) subscribe(a *activity) []byte {
+	v := a.v
+	sub := append(make([]byte, 0, 128), `{"op":"subscribe","topic":"`...)
+	sub = append(sub, v.topic...)
+	sub = append(sub, '"')
+	if a.estab.Load() != 0 {
+		sub = append(sub, `,"since":`...)
+		sub = strconv.AppendUint(sub, v.last, 10)
+		sub = append(sub, `,"epoch":"`...)
+		sub = append(sub, v.epoch...)
+		sub = append(sub, '"')
+	}
+	return append(sub, '}')
+}
+
+// event hands one message of the server (size bytes) to the link; it reports whether the
+// session is over.
+func (d *wsDriver) event(l *link, m *wireMsg, size int, now int64) (end bool) {
+	switch string(m.op) {
+	case "message":
+		l.message(now, true, m.offset, m.epoch, m.data, size)
+	case "ack":
+		return l.answered(now, wsReply(m.id))
+	case "error":
+		err := fmt.Errorf("ws: error %s: %s", m.code, m.reason)
+		if !m.hasID {
+			l.a.v.sh.fail(err, nil)
+			return false
+		}
+		r := wsReply(m.id)
+		if r.kind != replyPub {
+			l.a.v.sh.fail(fmt.Errorf("chat: %w", err), nil)
+		}
+		return l.refused(r, err)
+	case "subscribed":
+		if err := l.subscribed(now, m.offset, m.epoch, m.hasRecov && !m.recovered); err != nil {
+			l.closed(fmt.Errorf("ws: ENTER: %w", err))
+			return true
+		}
+	}
+	return false
+}
+
+// wsReply names the request a WebSocket ack or error answers, by its id.
+func wsReply(id int64) reply {
+	switch id {
+	case idEnter:
+		return reply{kind: replyGreeting}
+	case idLeave:
+		return reply{kind: replyLeave}
+	}
+	return reply{seq: id}
 }
 
 // endStream closes a streaming session: a leaving user says goodbye with a close frame, as a
@@ -179,13 +165,12 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	a := job.a
 	v := a.v
 	p := &v.pubs[job.seq]
-	chat := d.c.opts.chatLike()
+	topic, typ := d.c.scn.publishTo(v)
 	b := append(w.body[:0], `{"op":"publish","topic":"`...)
-	if chat {
-		b = append(b, v.room...)
-		b = append(b, `","type":"TALK`...)
-	} else {
-		b = append(b, v.topic...)
+	b = append(b, topic...)
+	if typ != "" {
+		b = append(b, `","type":"`...)
+		b = append(b, typ...)
 	}
 	b = append(b, `","id":`...)
 	b = strconv.AppendInt(b, int64(job.seq), 10)
@@ -194,14 +179,19 @@ func (d *wsDriver) publish(w *pubWorker, job pubJob) {
 	b = append(b, '}')
 	w.body = b
 	w.frame = appendClientFrame(w.frame[:0], ws.OpText, b)
-	a.writePublication(job.seq, w.frame, chat)
+	a.writePublication(job.seq, w.frame)
 }
 
-// enterWS is the ENTER of a chat session on the native WebSocket protocol.
-func enterWS(room string) []byte {
-	b := append(make([]byte, 0, 128), `{"op":"publish","topic":"`...)
-	b = append(b, room...)
-	b = append(b, `","type":"ENTER","id":`...)
-	b = strconv.AppendInt(b, idEnter, 10)
-	return append(b, `,"data":{"message":"ENTER"}}`...)
+// appendWSChat appends a chat message of type typ (ENTER, LEAVE) to room on the native
+// WebSocket protocol, with request id.
+func appendWSChat(dst []byte, room, typ string, id int64) []byte {
+	dst = append(dst, `{"op":"publish","topic":"`...)
+	dst = append(dst, room...)
+	dst = append(dst, `","type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"data":{"message":"`...)
+	dst = append(dst, typ...)
+	return append(dst, `"}}`...)
 }

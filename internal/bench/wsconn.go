@@ -261,11 +261,12 @@ func (a *activity) writeFrame(op ws.OpCode, payload []byte) error {
 }
 
 // writePublication writes frame, publication seq of a's user, on its own connection when the
-// user may publish there now (connected and subscribed, not leaving; chat: entered) and the
+// user may publish there now (connected and subscribed, not leaving; in a scenario with a greeting, answered) and the
 // turn keeps the user's order. A turn that finds it otherwise is skipped, not failed.
-func (a *activity) writePublication(seq int, frame []byte, chat bool) {
+func (a *activity) writePublication(seq int, frame []byte) {
+	greets := a.v.c.scn.greeting() != ""
 	a.mu.Lock()
-	if a.conn == nil || !a.ready || a.stopping.Load() || (chat && !a.entered.Load()) || !a.inOrderLocked(&a.wireNext, seq) {
+	if a.conn == nil || !a.ready || a.stopping.Load() || (greets && !a.entered.Load()) || !a.inOrderLocked(&a.wireNext, seq) {
 		a.mu.Unlock()
 		return
 	}

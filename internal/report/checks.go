@@ -5,12 +5,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // thresholdFigure formats a run's figure as its threshold reads it: milliseconds for
 // latencies, a percentage for the ratio and shares, else a count.
-func thresholdFigure(t bench.ThresholdResult) string {
+func thresholdFigure(t results.ThresholdResult) string {
 	if !t.Measured {
 		return "not measured"
 	}
@@ -32,7 +32,7 @@ func thresholdFigure(t bench.ThresholdResult) string {
 }
 
 // crossed returns the thresholds r crossed, as "p99<250ms (312 ms)".
-func crossed(r *bench.Run) []string {
+func crossed(r *results.Run) []string {
 	var out []string
 	for _, t := range r.Thresholds {
 		if !t.Pass {
@@ -43,7 +43,7 @@ func crossed(r *bench.Run) []string {
 }
 
 // checked reports whether any run was checked against thresholds.
-func checked(runs []*bench.Run) bool {
+func checked(runs []*results.Run) bool {
 	for _, r := range runs {
 		if len(r.Thresholds) > 0 {
 			return true
@@ -54,7 +54,7 @@ func checked(runs []*bench.Run) bool {
 
 // thresholdVerdict says how the runs of a level fared against --threshold: which crossed
 // which, or that every one passed.
-func thresholdVerdict(runs []*bench.Run) string {
+func thresholdVerdict(runs []*results.Run) string {
 	if !checked(runs) {
 		return ""
 	}
@@ -81,7 +81,7 @@ func thresholdVerdict(runs []*bench.Run) string {
 // failedPublishes describes a run's refused or failed publishes: how many of how many, and
 // when, "526 of 5,824 publishes (9.0 %) refused or failed, from 12 s to 16 s into the run";
 // "" when there were none.
-func failedPublishes(r *bench.Run) string {
+func failedPublishes(r *results.Run) string {
 	p := r.Publish
 	if p.Failed == 0 {
 		return ""
@@ -127,7 +127,7 @@ func fmtShare(v float64) string {
 // the ratio counts (empty when they are): receipts of publications whose publish failed, or of
 // an interrupted run's last seconds, are measured for latency but left out of the ratio.
 // Receipts outside the receivers' windows are in neither, and said so.
-func latencySet(r *bench.Run) string {
+func latencySet(r *results.Run) string {
 	d := r.Delivery
 	var s []string
 	if d.Unconfirmed > 0 {

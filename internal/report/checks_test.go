@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // refusedResults is the run: Redis restarted during the WebSocket cell, 526 of 5,824
 // publishes refused over 4 s, every accepted one delivered; checked against thresholds.
-func refusedResults() *bench.Results {
+func refusedResults() *results.Results {
 	r := fixture(fixtureOptions{transports: []string{"sse", "ws"}, levels: []int{500}, seconds: 60, slower: 1})
 	r.Config.Thresholds = "p99<250ms,ratio>=0.999,pubfailed==0"
 	ws := &r.Runs[1]
@@ -23,7 +23,7 @@ func refusedResults() *bench.Results {
 	ws.Series.PublishFailed[23] = 136
 	for i := range r.Runs {
 		run := &r.Runs[i]
-		run.Thresholds = []bench.ThresholdResult{
+		run.Thresholds = []results.ThresholdResult{
 			{Expr: "p99<250ms", Value: run.Delivery.Latency.P99, Measured: true, Pass: true},
 			{Expr: "ratio>=0.999", Value: 1, Measured: true, Pass: true},
 			{Expr: "pubfailed==0", Value: float64(run.Publish.Failed), Measured: true, Pass: run.Publish.Failed == 0},

@@ -6,39 +6,39 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // csvColumns are the columns of WriteCSV after the run's identity (transport, server, broker,
-// round, peak users) and the second: one per series of bench.Series, in its units.
+// round, peak users) and the second: one per series of results.Series, in its units.
 var csvColumns = []struct {
 	name string
-	get  func(s *bench.Series, i int) string
+	get  func(s *results.Series, i int) string
 }{
-	{"users", func(s *bench.Series, i int) string { return at(s.Users, i) }},
-	{"sent", func(s *bench.Series, i int) string { return at(s.Sent, i) }},
-	{"received", func(s *bench.Series, i int) string { return at(s.Received, i) }},
-	{"errors", func(s *bench.Series, i int) string { return at(s.Errors, i) }},
-	{"publish_failed", func(s *bench.Series, i int) string { return at(s.PublishFailed, i) }},
-	{"latency_p50_ms", func(s *bench.Series, i int) string { return latencyAt(s, s.LatencyP50, i) }},
-	{"latency_p99_ms", func(s *bench.Series, i int) string { return latencyAt(s, s.LatencyP99, i) }},
-	{"bytes_in", func(s *bench.Series, i int) string { return at(s.BytesIn, i) }},
-	{"http_requests", func(s *bench.Series, i int) string { return at(s.Requests, i) }},
-	{"server_cpu_pct", func(s *bench.Series, i int) string { return at(s.ServerCPU, i) }},
-	{"server_rss_bytes", func(s *bench.Series, i int) string { return at(s.ServerRSS, i) }},
-	{"server_goroutines", func(s *bench.Series, i int) string { return at(s.ServerGorout, i) }},
-	{"server_threads", func(s *bench.Series, i int) string { return at(s.ServerThreads, i) }},
-	{"generator_cpu_pct", func(s *bench.Series, i int) string { return at(s.GeneratorCPU, i) }},
-	{"generator_rss_bytes", func(s *bench.Series, i int) string { return at(s.GeneratorRSS, i) }},
-	{"broker_cpu_pct", func(s *bench.Series, i int) string { return at(s.BrokerCPU, i) }},
-	{"steal_pct", func(s *bench.Series, i int) string { return at(s.MachineSteal, i) }},
-	{"logins", func(s *bench.Series, i int) string { return at(s.Logins, i) }},
+	{"users", func(s *results.Series, i int) string { return at(s.Users, i) }},
+	{"sent", func(s *results.Series, i int) string { return at(s.Sent, i) }},
+	{"received", func(s *results.Series, i int) string { return at(s.Received, i) }},
+	{"errors", func(s *results.Series, i int) string { return at(s.Errors, i) }},
+	{"publish_failed", func(s *results.Series, i int) string { return at(s.PublishFailed, i) }},
+	{"latency_p50_ms", func(s *results.Series, i int) string { return latencyAt(s, s.LatencyP50, i) }},
+	{"latency_p99_ms", func(s *results.Series, i int) string { return latencyAt(s, s.LatencyP99, i) }},
+	{"bytes_in", func(s *results.Series, i int) string { return at(s.BytesIn, i) }},
+	{"http_requests", func(s *results.Series, i int) string { return at(s.Requests, i) }},
+	{"server_cpu_pct", func(s *results.Series, i int) string { return at(s.ServerCPU, i) }},
+	{"server_rss_bytes", func(s *results.Series, i int) string { return at(s.ServerRSS, i) }},
+	{"server_goroutines", func(s *results.Series, i int) string { return at(s.ServerGorout, i) }},
+	{"server_threads", func(s *results.Series, i int) string { return at(s.ServerThreads, i) }},
+	{"generator_cpu_pct", func(s *results.Series, i int) string { return at(s.GeneratorCPU, i) }},
+	{"generator_rss_bytes", func(s *results.Series, i int) string { return at(s.GeneratorRSS, i) }},
+	{"broker_cpu_pct", func(s *results.Series, i int) string { return at(s.BrokerCPU, i) }},
+	{"steal_pct", func(s *results.Series, i int) string { return at(s.MachineSteal, i) }},
+	{"logins", func(s *results.Series, i int) string { return at(s.Logins, i) }},
 }
 
 // WriteCSV writes the per-second series of every run of r as CSV, one row per run and second
 // (second i covers [i s, i+1 s) of the run). A series a run does not have (broker CPU without a
 // measured broker) is an empty cell, and so is the latency of a second without deliveries.
-func WriteCSV(w io.Writer, r *bench.Results) error {
+func WriteCSV(w io.Writer, r *results.Results) error {
 	cw := csv.NewWriter(w)
 	head := []string{"transport", "server", "broker", "round", "peak_users", "second"}
 	for _, c := range csvColumns {
@@ -83,7 +83,7 @@ func at[T int | int64 | uint64 | float64](vs []T, i int) string {
 }
 
 // latencyAt is a latency of second i, "" when nothing was delivered in it.
-func latencyAt(s *bench.Series, vs []float64, i int) string {
+func latencyAt(s *results.Series, vs []float64, i int) string {
 	if i < len(s.Received) && s.Received[i] == 0 {
 		return ""
 	}

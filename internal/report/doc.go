@@ -3,7 +3,7 @@
 // data inlined, no network) that reads top to bottom: header and warnings, a verdict per user
 // level, charts over time with every transport on the same axes, then every figure.
 //
-// results.json (bench.Results) is its only input; Load refuses a schema version it does not
-// know. Every figure goes through one list of metrics (metrics.go), so the terminal, the page
+// results.json (internal/results) is its only input; results.Load refuses a schema version it
+// does not know. Every figure goes through one list of metrics (metrics.go), so the terminal, the page
 // and the comparison format and judge a figure the same way.
 package report

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // fixtureOptions shapes a hand-built results file.
@@ -19,34 +19,34 @@ type fixtureOptions struct {
 // testResults is the golden fixture: two transports, two user levels, 60 points per series.
 // WebSocket at 1,000 users saturates the generator; short polling at 1,000 users loses messages
 // and fails connections, so every warning and flag has something to show.
-func testResults() *bench.Results {
+func testResults() *results.Results {
 	return fixture(fixtureOptions{transports: []string{"shortpoll", "ws"}, levels: []int{100, 1000}, seconds: 60, slower: 1})
 }
 
 // fixture builds results with plausible shapes: users ramp up for a third of the run, hold, and
 // ramp down; latency and CPU follow the users and differ by transport.
-func fixture(o fixtureOptions) *bench.Results {
+func fixture(o fixtureOptions) *results.Results {
 	start := time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
-	r := &bench.Results{
-		Schema:  bench.SchemaVersion,
+	r := &results.Results{
+		Schema:  results.SchemaVersion,
 		Version: "v0.1.0-test",
 		Started: start,
-		Config: bench.Config{
+		Config: results.Config{
 			Scenario:     "location",
 			Transports:   o.transports,
 			Users:        o.levels,
 			Stages:       "20s:300,30s:PEAK,10s:0",
 			GroupSize:    10,
-			Interval:     bench.Duration(3 * time.Second),
+			Interval:     results.Duration(3 * time.Second),
 			Broker:       "memory",
 			Nodes:        1,
 			Seed:         42,
 			Args:         []string{"rtlab", "bench", "--scenario", "location", "--users", "100,1000", "--transports", "shortpoll,ws"},
-			Grace:        bench.Duration(2 * time.Second),
-			LongPollWait: bench.Duration(25 * time.Second),
+			Grace:        results.Duration(2 * time.Second),
+			LongPollWait: results.Duration(25 * time.Second),
 			PublishConns: 64,
 		},
-		Machine:   bench.Machine{Hostname: "lab-1", CPUs: 8, GoOS: "linux", GoArch: "amd64", MemTotal: 16 << 30, GoMaxProcs: 4},
+		Machine:   results.Machine{Hostname: "lab-1", CPUs: 8, GoOS: "linux", GoArch: "amd64", MemTotal: 16 << 30, GoMaxProcs: 4},
 		Generator: "rtlab bench (Go, one process)",
 		Warnings:  []string{"server and generator shared one machine"},
 	}
@@ -78,13 +78,13 @@ func transportCost(t string) float64 {
 	return 1
 }
 
-func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
+func fixtureRun(t string, users, seconds int, slower float64) results.Run {
 	cost := transportCost(t) * slower
 	scale := float64(users) / 1000
-	run := bench.Run{
+	run := results.Run{
 		Transport: t,
 		Peak:      users,
-		Duration:  bench.Duration(time.Duration(seconds) * time.Second),
+		Duration:  results.Duration(time.Duration(seconds) * time.Second),
 	}
 	s := &run.Series
 	var received, expected int64
@@ -120,22 +120,22 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		received += recv
 		expected += recv
 	}
-	run.Connections = bench.Connections{
+	run.Connections = results.Connections{
 		Tried:   int64(users),
 		Opened:  int64(users),
-		Connect: bench.Latencies{Count: int64(users), Min: 0.3, Mean: 1.1, P50: 0.9, P90: 1.8, P95: 2.4, P99: 4.9, P999: 8.1, Max: 11.2},
+		Connect: results.Latencies{Count: int64(users), Min: 0.3, Mean: 1.1, P50: 0.9, P90: 1.8, P95: 2.4, P99: 4.9, P999: 8.1, Max: 11.2},
 	}
-	run.Publish = bench.Publish{
+	run.Publish = results.Publish{
 		Sent:     expected / 10,
-		Latency:  bench.Latencies{Count: expected / 10, Min: 0.2 * cost, Mean: 0.9 * cost, P50: 0.7 * cost, P90: 1.5 * cost, P95: 2 * cost, P99: 3.9 * cost, P999: 7 * cost, Max: 12 * cost},
+		Latency:  results.Latencies{Count: expected / 10, Min: 0.2 * cost, Mean: 0.9 * cost, P50: 0.7 * cost, P90: 1.5 * cost, P95: 2 * cost, P99: 3.9 * cost, P999: 7 * cost, Max: 12 * cost},
 		Requests: expected / 10,
 	}
 	p50 := (0.8 + 2*scale) * cost
-	run.Delivery = bench.Delivery{
+	run.Delivery = results.Delivery{
 		Expected: expected,
 		Received: received,
 		Ratio:    1,
-		Latency:  bench.Latencies{Count: received, Min: p50 / 4, Mean: p50 * 1.3, P50: p50, P90: p50 * 2.2, P95: p50 * 3, P99: p50 * 4.5, P999: p50 * 7, Max: p50 * 15},
+		Latency:  results.Latencies{Count: received, Min: p50 / 4, Mean: p50 * 1.3, P50: p50, P90: p50 * 2.2, P95: p50 * 3, P99: p50 * 4.5, P999: p50 * 7, Max: p50 * 15},
 	}
 	// The distribution in buckets of ten per decade around p50, as the bench records it.
 	shares := []float64{0.05, 0.2, 0.3, 0.25, 0.12, 0.05, 0.02, 0.01}
@@ -148,17 +148,17 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		}
 		left -= n
 		upTo := math.Round(math.Pow(10, float64(k0+i)/10)) / 1000
-		run.Delivery.Histogram = append(run.Delivery.Histogram, bench.Bucket{UpToMs: upTo, Count: n})
+		run.Delivery.Histogram = append(run.Delivery.Histogram, results.Bucket{UpToMs: upTo, Count: n})
 	}
 	secs := float64(seconds)
-	run.Traffic = bench.Traffic{MessagesPerSec: float64(received) / secs, BytesPerSec: float64(received) * 180 / secs, RequestsPerSec: float64(users) * cost / 4}
-	run.Server = bench.Usage{
+	run.Traffic = results.Traffic{MessagesPerSec: float64(received) / secs, BytesPerSec: float64(received) * 180 / secs, RequestsPerSec: float64(users) * cost / 4}
+	run.Server = results.Usage{
 		CPUPercentAvg: (2 + 20*scale) * cost, CPUPercentMax: (2 + 32*scale) * cost,
 		RSSMaxBytes: uint64(24<<20 + float64(users)*12*1024*cost), RSSAtPeak: uint64(24<<20 + float64(users)*12*1024*cost),
 		BytesPerUser: 12 * 1024 * cost, GoroutinesMax: int64(20 + 2*users), Available: true,
 		ThreadsMax: 9, CPUSeconds: (2 + 20*scale) * cost * secs / 100,
 	}
-	run.Generator = bench.Usage{
+	run.Generator = results.Usage{
 		CPUPercentAvg: 3 + 28*scale, CPUPercentMax: 3 + 43*scale,
 		RSSMaxBytes: uint64(30<<20 + float64(users)*8*1024), RSSAtPeak: uint64(30<<20 + float64(users)*8*1024),
 		BytesPerUser: 8 * 1024, Available: true,
@@ -172,7 +172,7 @@ func fixtureRun(t string, users, seconds int, slower float64) bench.Run {
 		run.Connections.Failed = 12
 		run.Connections.Opened -= 12
 		run.Connections.Dropped = 3
-		run.Connections.Errors = []bench.Count{{Label: "dial tcp: connect: connection refused", N: 9}, {Label: "<script>alert(1)</script> timeout", N: 3}}
+		run.Connections.Errors = []results.Count{{Label: "dial tcp: connect: connection refused", N: 9}, {Label: "<script>alert(1)</script> timeout", N: 3}}
 		lostN := expected / 500 // 99.8 %
 		run.Delivery.Received -= lostN
 		run.Delivery.Latency.Count -= lostN

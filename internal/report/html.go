@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // assets holds the page template, its CSS and JS, and uPlot (MIT, see assets/uPlot.LICENSE),
@@ -27,7 +27,7 @@ var pageTemplate = template.Must(template.New("report.html.tmpl").ParseFS(assets
 
 // WriteHTML renders a self-contained report.html: one results file gives a report, two give a
 // comparison of a (the first) against b (the second). Any other count is an error.
-func WriteHTML(w io.Writer, rs ...*bench.Results) error {
+func WriteHTML(w io.Writer, rs ...*results.Results) error {
 	for i, r := range rs {
 		if r == nil {
 			return fmt.Errorf("report: results %d is nil", i+1)
@@ -189,7 +189,7 @@ type errorRow struct {
 
 // generatedAt dates the page by the newest run it shows, not by the clock, so re-rendering a
 // results file gives the same page byte for byte.
-func generatedAt(rs ...*bench.Results) string {
+func generatedAt(rs ...*results.Results) string {
 	var t time.Time
 	for _, r := range rs {
 		if r.Finished.After(t) {
@@ -203,7 +203,7 @@ func generatedAt(rs ...*bench.Results) string {
 }
 
 // singlePage builds the report of one results file.
-func singlePage(r *bench.Results) *page {
+func singlePage(r *results.Results) *page {
 	p := &page{
 		Title:     "rtlab load report: " + nonEmpty(r.Config.Scenario, "unnamed") + " scenario",
 		Subtitle:  subtitle(r),
@@ -230,7 +230,7 @@ func singlePage(r *bench.Results) *page {
 }
 
 // comparePage builds the comparison of a against b.
-func comparePage(a, b *bench.Results) *page {
+func comparePage(a, b *results.Results) *page {
 	fa, fb := facts(a), facts(b)
 	markDifferences(fa, fb)
 	p := &page{
@@ -294,7 +294,7 @@ func buildLevel(users int, pairs []pair, colors map[string]string, compare bool)
 	ms := headlineMetrics()
 	var best [][]bool
 	if !compare {
-		runs := make([]*bench.Run, len(pairs))
+		runs := make([]*results.Run, len(pairs))
 		for i, p := range pairs {
 			runs[i] = p.b
 		}
@@ -407,7 +407,7 @@ func matrixGroups(sections []section, pairs []pair, compare bool) []matrixGroup 
 func measured(s section, pairs []pair) bool {
 	for _, m := range s.metrics {
 		for _, p := range pairs {
-			for _, r := range []*bench.Run{p.a, p.b} {
+			for _, r := range []*results.Run{p.a, p.b} {
 				if r == nil {
 					continue
 				}
@@ -426,7 +426,7 @@ func extrasOf(levelID string, p pair, color string) extraView {
 	x := extraView{ID: levelID + "-" + p.transport, Label: transportLabel(p.transport), Color: color}
 	for _, s := range []struct {
 		name string
-		r    *bench.Run
+		r    *results.Run
 	}{{"a", p.a}, {"b", p.b}} {
 		if s.r == nil {
 			continue
@@ -500,7 +500,7 @@ func verdictClass(v int) string {
 }
 
 // scenarioPair names what a comparison compares, once when both ran the same scenario.
-func scenarioPair(a, b *bench.Results) string {
+func scenarioPair(a, b *results.Results) string {
 	sa, sb := nonEmpty(a.Config.Scenario, "unnamed"), nonEmpty(b.Config.Scenario, "unnamed")
 	if sa == sb {
 		return sa + " scenario, a vs b"
@@ -532,7 +532,7 @@ func headlineHead() []headCell {
 }
 
 // runBadges flags a run's state next to its name.
-func runBadges(r *bench.Run, prefix string) []badge {
+func runBadges(r *results.Run, prefix string) []badge {
 	var bs []badge
 	if c := crossed(r); len(c) > 0 {
 		bs = append(bs, badge{Text: prefix + "threshold crossed", Class: "bad", Title: "crossed " + joinNames(c)})
@@ -556,7 +556,7 @@ func runBadges(r *bench.Run, prefix string) []badge {
 }
 
 // subtitle is the run in one line: transports, user levels, date.
-func subtitle(r *bench.Results) string {
+func subtitle(r *results.Results) string {
 	var users []string
 	for _, l := range levelsOf(r) {
 		users = append(users, fmtInt(int64(l.users)))
@@ -591,7 +591,7 @@ func subtitle(r *bench.Results) string {
 }
 
 // facts are the header's key-value lines: enough to reproduce the run and to judge the machine.
-func facts(r *bench.Results) []fact {
+func facts(r *results.Results) []fact {
 	c := r.Config
 	var fs []fact
 	add := func(label, value string) {
@@ -662,7 +662,7 @@ func facts(r *bench.Results) []fact {
 
 // poolFact describes the shared HTTP pool the runs published (or logged in) over, as the runs'
 // notes do: its size per node at each user level that used one, and the cap.
-func poolFact(r *bench.Results) string {
+func poolFact(r *results.Results) string {
 	var sizes []string
 	for _, l := range levelsOf(r) {
 		n := 0
@@ -677,7 +677,7 @@ func poolFact(r *bench.Results) string {
 	switch {
 	case len(sizes) > 0:
 		return fmt.Sprintf("per node: %s (one per 8 peak users, at most --publish-conns %d)", strings.Join(sizes, ", "), c)
-	case c > 0 && slices.ContainsFunc(r.Runs, func(run bench.Run) bool { return run.Transport != "ws" && run.Transport != "stomp" }):
+	case c > 0 && slices.ContainsFunc(r.Runs, func(run results.Run) bool { return run.Transport != "ws" && run.Transport != "stomp" }):
 		return fmt.Sprintf("up to %d per node (shared HTTP pool)", c) // results from before the pool size was recorded
 	}
 	return ""
@@ -689,7 +689,7 @@ func thresholdGroup(pairs []pair, compare bool) *matrixGroup {
 	var exprs []string
 	seen := map[string]bool{}
 	for _, p := range pairs {
-		for _, r := range []*bench.Run{p.a, p.b} {
+		for _, r := range []*results.Run{p.a, p.b} {
 			if r == nil {
 				continue
 			}
@@ -704,7 +704,7 @@ func thresholdGroup(pairs []pair, compare bool) *matrixGroup {
 	if len(exprs) == 0 {
 		return nil
 	}
-	cell := func(r *bench.Run, expr string) cellView {
+	cell := func(r *results.Run, expr string) cellView {
 		if r == nil {
 			return cellView{Text: "not run", Class: "na"}
 		}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // chartsData is inlined into the page as JSON for report.js, which draws it with uPlot.
@@ -56,14 +56,14 @@ func (n jsNum) MarshalJSON() ([]byte, error) {
 // chartMetric is one per-second series of a run.
 type chartMetric struct {
 	id, title, unit string
-	get             func(r *bench.Run) []jsNum // nil when the run has no such series
+	get             func(r *results.Run) []jsNum // nil when the run has no such series
 }
 
 // chartMetrics lists the charts of a user level, in page order: load, latency, throughput,
 // errors, then the cost on both sides.
 func chartMetrics() []chartMetric {
-	latency := func(f func(s *bench.Series) []float64) func(r *bench.Run) []jsNum {
-		return func(r *bench.Run) []jsNum {
+	latency := func(f func(s *results.Series) []float64) func(r *results.Run) []jsNum {
+		return func(r *results.Run) []jsNum {
 			vs := f(&r.Series)
 			out := make([]jsNum, len(vs))
 			for i, v := range vs {
@@ -77,42 +77,42 @@ func chartMetrics() []chartMetric {
 		}
 	}
 	return []chartMetric{
-		{"users", "Connected users", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Users) }},
-		{"p50", "Delivery latency p50 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP50 })},
-		{"p99", "Delivery latency p99 (ms)", "ms", latency(func(s *bench.Series) []float64 { return s.LatencyP99 })},
-		{"msgs", "Throughput: deliveries received (msgs/s)", "rate", func(r *bench.Run) []jsNum { return nums(r.Series.Received) }},
-		{"errors", "Errors per second: failed or dropped connections, refused or failed publishes, failed logins", "count", func(r *bench.Run) []jsNum { return nums(r.Series.Errors) }},
-		{"pubfailed", "Publishes refused or failed per second", "count", func(r *bench.Run) []jsNum {
+		{"users", "Connected users", "count", func(r *results.Run) []jsNum { return nums(r.Series.Users) }},
+		{"p50", "Delivery latency p50 (ms)", "ms", latency(func(s *results.Series) []float64 { return s.LatencyP50 })},
+		{"p99", "Delivery latency p99 (ms)", "ms", latency(func(s *results.Series) []float64 { return s.LatencyP99 })},
+		{"msgs", "Throughput: deliveries received (msgs/s)", "rate", func(r *results.Run) []jsNum { return nums(r.Series.Received) }},
+		{"errors", "Errors per second: failed or dropped connections, refused or failed publishes, failed logins", "count", func(r *results.Run) []jsNum { return nums(r.Series.Errors) }},
+		{"pubfailed", "Publishes refused or failed per second", "count", func(r *results.Run) []jsNum {
 			if r.Series.PublishFailed == nil {
 				return nil
 			}
 			return nums(r.Series.PublishFailed)
 		}},
-		{"srvcpu", "Server CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+		{"srvcpu", "Server CPU (%, 100 = one core)", "cpu", func(r *results.Run) []jsNum {
 			if !r.Server.Available {
 				return nil
 			}
 			return nums(r.Series.ServerCPU)
 		}},
-		{"srvrss", "Server RSS", "bytes", func(r *bench.Run) []jsNum {
+		{"srvrss", "Server RSS", "bytes", func(r *results.Run) []jsNum {
 			if !r.Server.Available {
 				return nil
 			}
 			return nums(r.Series.ServerRSS)
 		}},
-		{"gencpu", "Generator CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+		{"gencpu", "Generator CPU (%, 100 = one core)", "cpu", func(r *results.Run) []jsNum {
 			if !r.Generator.Available {
 				return nil
 			}
 			return nums(r.Series.GeneratorCPU)
 		}},
-		{"brkcpu", "Broker server CPU (%, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+		{"brkcpu", "Broker server CPU (%, 100 = one core)", "cpu", func(r *results.Run) []jsNum {
 			if !r.BrokerServer.Available {
 				return nil
 			}
 			return nums(r.Series.BrokerCPU)
 		}},
-		{"steal", "CPU taken by the hypervisor for other machines (steal; %, 100 = one core)", "cpu", func(r *bench.Run) []jsNum {
+		{"steal", "CPU taken by the hypervisor for other machines (steal; %, 100 = one core)", "cpu", func(r *results.Run) []jsNum {
 			return nums(r.Series.MachineSteal)
 		}},
 	}
@@ -129,14 +129,14 @@ func nums[T int | int64 | uint64 | float64](vs []T) []jsNum {
 
 // line is one run drawn on a level's charts, with its side in a comparison ("a", "b", or "").
 type line struct {
-	run  *bench.Run
+	run  *results.Run
 	side string
 }
 
 // chartLevelOf builds the charts of one user level with every transport on the same axes. In a
 // comparison, runs are b's and prev a's; a's lines are dashed in the same color, next to b's in
 // the legend.
-func chartLevelOf(users int, runs, prev []*bench.Run, colors map[string]string) chartLevel {
+func chartLevelOf(users int, runs, prev []*results.Run, colors map[string]string) chartLevel {
 	cl := chartLevel{Users: users, Label: fmtUsers(users)}
 	var lines []line
 	if prev == nil {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
-func renderHTML(t *testing.T, rs ...*bench.Results) string {
+func renderHTML(t *testing.T, rs ...*results.Results) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, rs...); err != nil {
@@ -303,7 +303,7 @@ func TestWriteSample(t *testing.T) {
 	all := []string{"shortpoll", "longpoll", "sse", "ws", "stomp"}
 	a := fixture(fixtureOptions{transports: all, levels: []int{100, 1000, 5000}, seconds: 120, slower: 1})
 	b := fixture(fixtureOptions{transports: all, levels: []int{100, 1000, 5000}, seconds: 120, slower: 0.85})
-	for name, rs := range map[string][]*bench.Results{path: {a}, strings.TrimSuffix(path, ".html") + "-compare.html": {a, b}} {
+	for name, rs := range map[string][]*results.Results{path: {a}, strings.TrimSuffix(path, ".html") + "-compare.html": {a, b}} {
 		f, err := os.Create(name)
 		if err != nil {
 			t.Fatal(err)
@@ -344,7 +344,7 @@ func TestWriteHTMLRagged(t *testing.T) {
 	s.Received = s.Received[:10]
 	s.LatencyP99 = s.LatencyP99[:30]
 	s.ServerRSS = nil
-	r.Runs[1].Series = bench.Series{}
+	r.Runs[1].Series = results.Series{}
 	cd := chartJSON(t, renderHTML(t, r))
 	for _, c := range cd.Levels[0].Charts {
 		for _, col := range c.Data {
@@ -359,7 +359,7 @@ func TestWriteHTMLRagged(t *testing.T) {
 // header says which versions ran and what was not run, and the summary agrees.
 func TestWriteHTMLServers(t *testing.T) {
 	r := fixture(fixtureOptions{transports: []string{"ws", "stomp"}, levels: []int{100}, seconds: 10, slower: 1})
-	var runs []bench.Run
+	var runs []results.Run
 	for _, run := range r.Runs {
 		peer := run
 		run.ServerKind, peer.ServerKind = "rtlab", "centrifugo"
@@ -372,7 +372,7 @@ func TestWriteHTMLServers(t *testing.T) {
 	r.Runs = runs
 	r.Config.Servers = "rtlab,centrifugo,rabbitmq"
 	r.Config.ServerVersions = map[string]string{"rtlab": "rtlab v0.1.0-test", "centrifugo": "Centrifugo 6.9.1", "rabbitmq": "RabbitMQ 3.10.8 (rabbitmq_web_stomp)"}
-	r.Skipped = []bench.Skip{{ServerKind: "centrifugo", Transport: "stomp", Reason: "no STOMP"}, {ServerKind: "rabbitmq", Transport: "ws", Reason: "STOMP only"}}
+	r.Skipped = []results.Skip{{ServerKind: "centrifugo", Transport: "stomp", Reason: "no STOMP"}, {ServerKind: "rabbitmq", Transport: "ws", Reason: "STOMP only"}}
 	var page, sum bytes.Buffer
 	if err := WriteHTML(&page, r); err != nil {
 		t.Fatal(err)

@@ -5,14 +5,14 @@ import (
 	"math"
 	"slices"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // level is every transport's run at one user level: one row of the matrix, which is what the
 // verdict compares.
 type level struct {
 	users int
-	runs  []*bench.Run // ordered by transportLess
+	runs  []*results.Run // ordered by transportLess
 }
 
 // transportLess orders transports as the run's --transports flag listed them, then by
@@ -34,8 +34,8 @@ func transportLess(configs ...[]string) func(a, b string) int {
 }
 
 // levelsOf groups the runs of r by peak users, lowest first.
-func levelsOf(r *bench.Results) []level {
-	byUsers := map[int][]*bench.Run{}
+func levelsOf(r *results.Results) []level {
+	byUsers := map[int][]*results.Run{}
 	for i := range r.Runs {
 		run := &r.Runs[i]
 		byUsers[run.Peak] = append(byUsers[run.Peak], run)
@@ -43,7 +43,7 @@ func levelsOf(r *bench.Results) []level {
 	less := transportLess(r.Config.Transports)
 	var ls []level
 	for users, runs := range byUsers {
-		slices.SortStableFunc(runs, func(a, b *bench.Run) int { return less(a.Transport, b.Transport) })
+		slices.SortStableFunc(runs, func(a, b *results.Run) int { return less(a.Transport, b.Transport) })
 		ls = append(ls, level{users: users, runs: runs})
 	}
 	slices.SortFunc(ls, func(a, b level) int { return cmp.Compare(a.users, b.users) })
@@ -54,7 +54,7 @@ func levelsOf(r *bench.Results) []level {
 // that side did not run it.
 type pair struct {
 	transport string
-	a, b      *bench.Run
+	a, b      *results.Run
 }
 
 // levelPair is one user level of a comparison: b's level, and a's when a ran a different one
@@ -81,7 +81,7 @@ const maxLevelGap = 2.0
 // nearestLevels maps each of a's user levels to the b level it is compared with: the same
 // level when b ran it, else the nearest one b did not run in a, within maxLevelGap; closest
 // pairs first, each level used once. Levels without a partner keep their own number.
-func nearestLevels(a, b *bench.Results) map[int]int {
+func nearestLevels(a, b *results.Results) map[int]int {
 	la, lb := levelsOf(a), levelsOf(b)
 	type cand struct {
 		ua, ub int
@@ -116,7 +116,7 @@ func nearestLevels(a, b *bench.Results) map[int]int {
 // pairLevels matches the runs of a and b by user level (the nearest when the two ran different
 // levels) and transport, keeping the ones only one side ran so the comparison shows what is
 // missing rather than hiding it.
-func pairLevels(a, b *bench.Results) []levelPair {
+func pairLevels(a, b *results.Results) []levelPair {
 	type key struct {
 		users     int
 		transport string
@@ -130,7 +130,7 @@ func pairLevels(a, b *bench.Results) []levelPair {
 	}
 	runs := map[key]*pair{}
 	var keys []key
-	add := func(rs *bench.Results, isB bool) {
+	add := func(rs *results.Results, isB bool) {
 		for i := range rs.Runs {
 			run := &rs.Runs[i]
 			users := run.Peak
@@ -170,8 +170,8 @@ func pairLevels(a, b *bench.Results) []levelPair {
 }
 
 // sides returns the runs of one side of a level pair, skipping transports that side lacks.
-func (lp levelPair) sides(isB bool) []*bench.Run {
-	var rs []*bench.Run
+func (lp levelPair) sides(isB bool) []*results.Run {
+	var rs []*results.Run
 	for _, p := range lp.pairs {
 		r := p.a
 		if isB {

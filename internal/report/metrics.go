@@ -4,7 +4,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // MinRatio is the delivery ratio below which a run fails: a real-time transport that loses more
@@ -45,7 +45,7 @@ type metric struct {
 	better direction
 	// value returns the figure and whether it was measured at all (a latency with no samples,
 	// server usage with --target).
-	value func(r *bench.Run) (float64, bool)
+	value func(r *results.Run) (float64, bool)
 }
 
 // format formats v for a table cell without a unit where the header carries it.
@@ -89,7 +89,7 @@ func (m metric) formatWithUnit(v float64) string {
 }
 
 // cell returns the formatted figure of r, or none when it was not measured.
-func (m metric) cell(r *bench.Run) string {
+func (m metric) cell(r *results.Run) string {
 	if r == nil {
 		return none
 	}
@@ -128,7 +128,7 @@ const noiseFraction = 0.05
 
 // compare computes the change of m from a to b. Either run may be nil (the transport or user
 // level is missing on that side), which yields ok=false.
-func (m metric) compare(a, b *bench.Run) change {
+func (m metric) compare(a, b *results.Run) change {
 	var c change
 	if a == nil || b == nil {
 		return c
@@ -167,7 +167,7 @@ func (m metric) compare(a, b *bench.Run) change {
 	if significant && perSecond(m, a) != nil {
 		// A figure with a per-second series moved only if it moved beyond both runs' own
 		// spread: a p99 that wanders by 3 ms from second to second did not get better by 1.
-		fa, fb := cellFigures(m, []*bench.Run{a}), cellFigures(m, []*bench.Run{b})
+		fa, fb := cellFigures(m, []*results.Run{a}), cellFigures(m, []*results.Run{b})
 		significant = len(fa) == 1 && len(fb) == 1 && apart(fa[0], fb[0])
 	}
 	if significant {
@@ -208,7 +208,7 @@ func signed(s string) string {
 }
 
 // lost is how many expected deliveries never arrived.
-func lost(r *bench.Run) int64 {
+func lost(r *results.Run) int64 {
 	if n := r.Delivery.Expected - r.Delivery.Received; n > 0 {
 		return n
 	}
@@ -217,7 +217,7 @@ func lost(r *bench.Run) int64 {
 
 // usersReached is the most users connected at once, which falls short of Peak when connections
 // failed or the run was stopped during the ramp.
-func usersReached(r *bench.Run) (int, bool) {
+func usersReached(r *results.Run) (int, bool) {
 	if len(r.Series.Users) == 0 {
 		return 0, false
 	}
@@ -229,25 +229,25 @@ func usersReached(r *bench.Run) (int, bool) {
 }
 
 // count adapts a counter, which is always measured, to metric.value.
-func count(f func(r *bench.Run) int64) func(r *bench.Run) (float64, bool) {
-	return func(r *bench.Run) (float64, bool) { return float64(f(r)), true }
+func count(f func(r *results.Run) int64) func(r *results.Run) (float64, bool) {
+	return func(r *results.Run) (float64, bool) { return float64(f(r)), true }
 }
 
 // always adapts a figure that is always measured to metric.value.
 // expected reads a delivery figure, which is missing when no publication was expected anywhere
 // (no receiver stayed --grace after any): a ratio of nothing is not 100 %.
-func expected(f func(r *bench.Run) float64) func(r *bench.Run) (float64, bool) {
-	return func(r *bench.Run) (float64, bool) { return f(r), r.Delivery.Expected > 0 }
+func expected(f func(r *results.Run) float64) func(r *results.Run) (float64, bool) {
+	return func(r *results.Run) (float64, bool) { return f(r), r.Delivery.Expected > 0 }
 }
 
-func always(f func(r *bench.Run) float64) func(r *bench.Run) (float64, bool) {
-	return func(r *bench.Run) (float64, bool) { return f(r), true }
+func always(f func(r *results.Run) float64) func(r *results.Run) (float64, bool) {
+	return func(r *results.Run) (float64, bool) { return f(r), true }
 }
 
 // usage reads a figure of the server's or the generator's resource use, which is missing when
 // the bench had no /proc access to the process.
-func usage(side func(r *bench.Run) *bench.Usage, f func(u *bench.Usage) float64) func(r *bench.Run) (float64, bool) {
-	return func(r *bench.Run) (float64, bool) {
+func usage(side func(r *results.Run) *results.Usage, f func(u *results.Usage) float64) func(r *results.Run) (float64, bool) {
+	return func(r *results.Run) (float64, bool) {
 		u := side(r)
 		if !u.Available {
 			return 0, false
@@ -257,8 +257,8 @@ func usage(side func(r *bench.Run) *bench.Usage, f func(u *bench.Usage) float64)
 }
 
 // latency reads one statistic of a latency summary, missing when there were no samples.
-func latency(l func(r *bench.Run) *bench.Latencies, f func(l *bench.Latencies) float64) func(r *bench.Run) (float64, bool) {
-	return func(r *bench.Run) (float64, bool) {
+func latency(l func(r *results.Run) *results.Latencies, f func(l *results.Latencies) float64) func(r *results.Run) (float64, bool) {
+	return func(r *results.Run) (float64, bool) {
 		s := l(r)
 		if s.Count == 0 {
 			return 0, false
@@ -268,17 +268,17 @@ func latency(l func(r *bench.Run) *bench.Latencies, f func(l *bench.Latencies) f
 }
 
 // Accessors that pick one part of a run, so metric definitions can share usage and latency.
-func serverUsage(r *bench.Run) *bench.Usage    { return &r.Server }
-func generatorUsage(r *bench.Run) *bench.Usage { return &r.Generator }
-func brokerUsage(r *bench.Run) *bench.Usage    { return &r.BrokerServer }
+func serverUsage(r *results.Run) *results.Usage    { return &r.Server }
+func generatorUsage(r *results.Run) *results.Usage { return &r.Generator }
+func brokerUsage(r *results.Run) *results.Usage    { return &r.BrokerServer }
 
-func connectTime(r *bench.Run) *bench.Latencies     { return &r.Connections.Connect }
-func publishLatency(r *bench.Run) *bench.Latencies  { return &r.Publish.Latency }
-func deliveryLatency(r *bench.Run) *bench.Latencies { return &r.Delivery.Latency }
+func connectTime(r *results.Run) *results.Latencies     { return &r.Connections.Connect }
+func publishLatency(r *results.Run) *results.Latencies  { return &r.Publish.Latency }
+func deliveryLatency(r *results.Run) *results.Latencies { return &r.Delivery.Latency }
 
 // quietLatency is delivery latency on the seconds free of steal: all of it when none was left
 // out.
-func quietLatency(r *bench.Run) *bench.Latencies {
+func quietLatency(r *results.Run) *results.Latencies {
 	if q := r.Delivery.Quiet; q != nil {
 		return &q.Latency
 	}
@@ -288,23 +288,23 @@ func quietLatency(r *bench.Run) *bench.Latencies {
 // Figures used by the verdict table, the terminal and the comparison. They are values, not
 // pointers into a shared table, so nothing here is mutable package state.
 var (
-	mRatio  = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: expected(func(r *bench.Run) float64 { return r.Delivery.Ratio })}
+	mRatio  = metric{key: "delivery.ratio", label: "delivered", unit: unitRatio, better: higherBetter, value: expected(func(r *results.Run) float64 { return r.Delivery.Ratio })}
 	mLost   = metric{key: "delivery.lost", label: "lost", unit: unitCount, better: lowerBetter, value: count(lost)}
-	mDups   = metric{key: "delivery.duplicates", label: "duplicates", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.Duplicates })}
-	mOOO    = metric{key: "delivery.outOfOrder", label: "out of order", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.OutOfOrder })}
-	mP50    = metric{key: "delivery.p50", label: "p50 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P50 })}
-	mP99    = metric{key: "delivery.p99", label: "p99 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.P99 })}
-	mMax    = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *bench.Latencies) float64 { return l.Max })}
-	mOpened = metric{key: "conn.opened", label: "conns opened", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Opened })}
-	mFailed = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Failed })}
+	mDups   = metric{key: "delivery.duplicates", label: "duplicates", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Delivery.Duplicates })}
+	mOOO    = metric{key: "delivery.outOfOrder", label: "out of order", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Delivery.OutOfOrder })}
+	mP50    = metric{key: "delivery.p50", label: "p50 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *results.Latencies) float64 { return l.P50 })}
+	mP99    = metric{key: "delivery.p99", label: "p99 ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *results.Latencies) float64 { return l.P99 })}
+	mMax    = metric{key: "delivery.max", label: "max ms", unit: unitMs, better: lowerBetter, value: latency(deliveryLatency, func(l *results.Latencies) float64 { return l.Max })}
+	mOpened = metric{key: "conn.opened", label: "conns opened", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Connections.Opened })}
+	mFailed = metric{key: "conn.failed", label: "failed conns", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Connections.Failed })}
 	// mPubFail counts the publishes the server refused or that failed: the delivery ratio is
 	// over what was accepted, so these are losses it does not show.
-	mPubFail = metric{key: "publish.failed", label: "pub failed", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Publish.Failed })}
-	mMsgs    = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.MessagesPerSec })}
-	mSrvCPU  = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
-	mSrvRSS  = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })}
-	mPerUsr  = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *bench.Usage) float64 { return u.BytesPerUser })}
-	mGenCPU  = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *bench.Usage) float64 { return u.CPUPercentAvg })}
+	mPubFail = metric{key: "publish.failed", label: "pub failed", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Publish.Failed })}
+	mMsgs    = metric{key: "traffic.msgs", label: "msgs/s", unit: unitRate, better: neutral, value: always(func(r *results.Run) float64 { return r.Traffic.MessagesPerSec })}
+	mSrvCPU  = metric{key: "server.cpu", label: "server CPU avg", unit: unitCPU, better: lowerBetter, value: usage(serverUsage, func(u *results.Usage) float64 { return u.CPUPercentAvg })}
+	mSrvRSS  = metric{key: "server.rss", label: "server RSS max", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *results.Usage) float64 { return float64(u.RSSMaxBytes) })}
+	mPerUsr  = metric{key: "server.bytesPerUser", label: "bytes/user", unit: unitBytes, better: lowerBetter, value: usage(serverUsage, func(u *results.Usage) float64 { return u.BytesPerUser })}
+	mGenCPU  = metric{key: "generator.cpu", label: "generator CPU avg", unit: unitCPU, better: lowerBetter, value: usage(generatorUsage, func(u *results.Usage) float64 { return u.CPUPercentAvg })}
 	// mCPUMsg is what the server spends per delivery: its CPU time over the run (every process
 	// of it, every node) divided by the deliveries the users received. It puts servers that
 	// deliver the same traffic side by side, whatever their CPU% at one moment was.
@@ -313,7 +313,7 @@ var (
 
 // cpuPerMessage is the server's CPU time per delivered message in microseconds; not measured
 // without server usage, CPU time (results from before it was recorded) or deliveries.
-func cpuPerMessage(r *bench.Run) (float64, bool) {
+func cpuPerMessage(r *results.Run) (float64, bool) {
 	n := r.Delivery.Latency.Count
 	if !r.Server.Available || r.Server.CPUSeconds <= 0 || n == 0 {
 		return 0, false
@@ -323,7 +323,7 @@ func cpuPerMessage(r *bench.Run) (float64, bool) {
 
 // mQuietP99 is p99 without the seconds the machine's neighbours took CPU; only the verdict uses
 // it, next to mP99.
-var mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal", unit: unitMs, better: lowerBetter, value: latency(quietLatency, func(l *bench.Latencies) float64 { return l.P99 })}
+var mQuietP99 = metric{key: "delivery.quiet.p99", label: "p99 ms without steal", unit: unitMs, better: lowerBetter, value: latency(quietLatency, func(l *results.Latencies) float64 { return l.P99 })}
 
 // headlineMetrics are the columns of the verdict table: what decides whether a transport did
 // its job at a user level and what it cost.
@@ -337,34 +337,34 @@ type section struct {
 	metrics []metric
 }
 
-// latencyStats names the statistics of a bench.Latencies, in table order.
+// latencyStats names the statistics of a results.Latencies, in table order.
 func latencyStats() []struct {
 	label string
-	f     func(l *bench.Latencies) float64
+	f     func(l *results.Latencies) float64
 } {
 	return []struct {
 		label string
-		f     func(l *bench.Latencies) float64
+		f     func(l *results.Latencies) float64
 	}{
-		{"min", func(l *bench.Latencies) float64 { return l.Min }},
-		{"mean", func(l *bench.Latencies) float64 { return l.Mean }},
-		{"p50", func(l *bench.Latencies) float64 { return l.P50 }},
-		{"p90", func(l *bench.Latencies) float64 { return l.P90 }},
-		{"p95", func(l *bench.Latencies) float64 { return l.P95 }},
-		{"p99", func(l *bench.Latencies) float64 { return l.P99 }},
-		{"p99.9", func(l *bench.Latencies) float64 { return l.P999 }},
-		{"max", func(l *bench.Latencies) float64 { return l.Max }},
+		{"min", func(l *results.Latencies) float64 { return l.Min }},
+		{"mean", func(l *results.Latencies) float64 { return l.Mean }},
+		{"p50", func(l *results.Latencies) float64 { return l.P50 }},
+		{"p90", func(l *results.Latencies) float64 { return l.P90 }},
+		{"p95", func(l *results.Latencies) float64 { return l.P95 }},
+		{"p99", func(l *results.Latencies) float64 { return l.P99 }},
+		{"p99.9", func(l *results.Latencies) float64 { return l.P999 }},
+		{"max", func(l *results.Latencies) float64 { return l.Max }},
 	}
 }
 
 // latencyKinds names the three latency summaries of a run.
 func latencyKinds() []struct {
 	key, title string
-	get        func(r *bench.Run) *bench.Latencies
+	get        func(r *results.Run) *results.Latencies
 } {
 	return []struct {
 		key, title string
-		get        func(r *bench.Run) *bench.Latencies
+		get        func(r *results.Run) *results.Latencies
 	}{
 		{"delivery", "Delivery latency, publish → receiver", deliveryLatency},
 		{"publish", "Publish latency, send → ack", publishLatency},
@@ -379,7 +379,7 @@ func latencySections() []section {
 	for _, k := range latencyKinds() {
 		sec := section{title: k.title + " (ms)"}
 		sec.metrics = append(sec.metrics, metric{key: k.key + ".count", label: "samples", unit: unitCount, better: neutral,
-			value: count(func(r *bench.Run) int64 { return k.get(r).Count })})
+			value: count(func(r *results.Run) int64 { return k.get(r).Count })})
 		for _, s := range latencyStats() {
 			sec.metrics = append(sec.metrics, metric{key: k.key + "." + s.label, label: s.label, unit: unitMs, better: lowerBetter,
 				value: latency(k.get, s.f)})
@@ -390,23 +390,23 @@ func latencySections() []section {
 }
 
 // usageMetrics lists the resource figures of one process.
-func usageMetrics(prefix string, side func(r *bench.Run) *bench.Usage) []metric {
+func usageMetrics(prefix string, side func(r *results.Run) *results.Usage) []metric {
 	return []metric{
-		{key: prefix + ".cpuAvg", label: "CPU avg", unit: unitCPU, better: lowerBetter, value: usage(side, func(u *bench.Usage) float64 { return u.CPUPercentAvg })},
-		{key: prefix + ".cpuMax", label: "CPU max", unit: unitCPU, better: lowerBetter, value: usage(side, func(u *bench.Usage) float64 { return u.CPUPercentMax })},
-		{key: prefix + ".rssMax", label: "RSS max", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *bench.Usage) float64 { return float64(u.RSSMaxBytes) })},
-		{key: prefix + ".rssAtPeak", label: "RSS at peak", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *bench.Usage) float64 { return float64(u.RSSAtPeak) })},
-		{key: prefix + ".bytesPerUser", label: "bytes per user", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *bench.Usage) float64 { return u.BytesPerUser })},
-		{key: prefix + ".goroutinesMax", label: "goroutines max", unit: unitCount, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+		{key: prefix + ".cpuAvg", label: "CPU avg", unit: unitCPU, better: lowerBetter, value: usage(side, func(u *results.Usage) float64 { return u.CPUPercentAvg })},
+		{key: prefix + ".cpuMax", label: "CPU max", unit: unitCPU, better: lowerBetter, value: usage(side, func(u *results.Usage) float64 { return u.CPUPercentMax })},
+		{key: prefix + ".rssMax", label: "RSS max", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *results.Usage) float64 { return float64(u.RSSMaxBytes) })},
+		{key: prefix + ".rssAtPeak", label: "RSS at peak", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *results.Usage) float64 { return float64(u.RSSAtPeak) })},
+		{key: prefix + ".bytesPerUser", label: "bytes per user", unit: unitBytes, better: lowerBetter, value: usage(side, func(u *results.Usage) float64 { return u.BytesPerUser })},
+		{key: prefix + ".goroutinesMax", label: "goroutines max", unit: unitCount, better: lowerBetter, value: func(r *results.Run) (float64, bool) {
 			// Zero means not reported (the field is omitempty; a Go process always has goroutines).
 			u := side(r)
 			return float64(u.GoroutinesMax), u.Available && u.GoroutinesMax > 0
 		}},
-		{key: prefix + ".threadsMax", label: "threads max", unit: unitCount, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+		{key: prefix + ".threadsMax", label: "threads max", unit: unitCount, better: lowerBetter, value: func(r *results.Run) (float64, bool) {
 			u := side(r)
 			return float64(u.ThreadsMax), u.Available && u.ThreadsMax > 0
 		}},
-		{key: prefix + ".cpuSeconds", label: "CPU time", unit: unitCPUTime, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+		{key: prefix + ".cpuSeconds", label: "CPU time", unit: unitCPUTime, better: lowerBetter, value: func(r *results.Run) (float64, bool) {
 			u := side(r)
 			return u.CPUSeconds, u.Available && u.CPUSeconds > 0
 		}},
@@ -418,44 +418,44 @@ func usageMetrics(prefix string, side func(r *bench.Run) *bench.Usage) []metric 
 func detailSections() []section {
 	return []section{
 		{"Run", []metric{
-			{key: "run.peak", label: "peak users", unit: unitCount, better: neutral, value: always(func(r *bench.Run) float64 { return float64(r.Peak) })},
-			{key: "run.usersReached", label: "users reached", unit: unitCount, better: higherBetter, value: func(r *bench.Run) (float64, bool) {
+			{key: "run.peak", label: "peak users", unit: unitCount, better: neutral, value: always(func(r *results.Run) float64 { return float64(r.Peak) })},
+			{key: "run.usersReached", label: "users reached", unit: unitCount, better: higherBetter, value: func(r *results.Run) (float64, bool) {
 				n, ok := usersReached(r)
 				return float64(n), ok
 			}},
-			{key: "run.duration", label: "duration", unit: unitSeconds, better: neutral, value: always(func(r *bench.Run) float64 { return float64(r.Duration) / 1e9 })},
+			{key: "run.duration", label: "duration", unit: unitSeconds, better: neutral, value: always(func(r *results.Run) float64 { return float64(r.Duration) / 1e9 })},
 		}},
 		{"Connections", []metric{
-			{key: "conn.tried", label: "tried", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Tried })},
+			{key: "conn.tried", label: "tried", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Connections.Tried })},
 			{key: "conn.opened", label: "opened", unit: unitCount, better: neutral, value: mOpened.value},
-			{key: "conn.users", label: "users connected", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Connections.Users })},
-			{key: "conn.reconnects", label: "reconnects", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Reconnects })},
+			{key: "conn.users", label: "users connected", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Connections.Users })},
+			{key: "conn.reconnects", label: "reconnects", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Connections.Reconnects })},
 			{key: "conn.failed", label: "failed", unit: unitCount, better: lowerBetter, value: mFailed.value},
-			{key: "conn.dropped", label: "dropped", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Connections.Dropped })},
+			{key: "conn.dropped", label: "dropped", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Connections.Dropped })},
 		}},
 		{"Publish", []metric{
-			{key: "publish.sent", label: "sent", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Publish.Sent })},
+			{key: "publish.sent", label: "sent", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Publish.Sent })},
 			{key: mPubFail.key, label: "refused or failed", unit: unitCount, better: lowerBetter, value: mPubFail.value},
-			{key: "publish.failedShare", label: "refused or failed share", unit: unitRatio, better: lowerBetter, value: func(r *bench.Run) (float64, bool) {
+			{key: "publish.failedShare", label: "refused or failed share", unit: unitRatio, better: lowerBetter, value: func(r *results.Run) (float64, bool) {
 				return r.Publish.FailedShare(), r.Publish.Sent > 0
 			}},
-			{key: "publish.httpRequests", label: "HTTP requests", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Publish.Requests })},
+			{key: "publish.httpRequests", label: "HTTP requests", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Publish.Requests })},
 		}},
 		{"Delivery", []metric{
-			{key: "delivery.expected", label: "expected", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Expected })},
-			{key: "delivery.received", label: "received", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Received })},
-			{key: "delivery.unconfirmed", label: "received, publish failed", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.Unconfirmed })},
-			{key: "delivery.outsideWindow", label: "received outside the window", unit: unitCount, better: neutral, value: count(func(r *bench.Run) int64 { return r.Delivery.OutsideWindow })},
+			{key: "delivery.expected", label: "expected", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Delivery.Expected })},
+			{key: "delivery.received", label: "received", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Delivery.Received })},
+			{key: "delivery.unconfirmed", label: "received, publish failed", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Delivery.Unconfirmed })},
+			{key: "delivery.outsideWindow", label: "received outside the window", unit: unitCount, better: neutral, value: count(func(r *results.Run) int64 { return r.Delivery.OutsideWindow })},
 			mLost,
 			{key: mRatio.key, label: "ratio", unit: unitRatio, better: higherBetter, value: mRatio.value},
 			mDups,
 			mOOO,
-			{key: "delivery.gaps", label: "history gaps", unit: unitCount, better: lowerBetter, value: count(func(r *bench.Run) int64 { return r.Delivery.Gaps })},
+			{key: "delivery.gaps", label: "history gaps", unit: unitCount, better: lowerBetter, value: count(func(r *results.Run) int64 { return r.Delivery.Gaps })},
 		}},
 		{"Traffic", []metric{
 			{key: mMsgs.key, label: "messages/s", unit: unitRate, better: neutral, value: mMsgs.value},
-			{key: "traffic.bytes", label: "bytes/s", unit: unitBytesRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.BytesPerSec })},
-			{key: "traffic.requests", label: "HTTP requests/s", unit: unitRate, better: neutral, value: always(func(r *bench.Run) float64 { return r.Traffic.RequestsPerSec })},
+			{key: "traffic.bytes", label: "bytes/s", unit: unitBytesRate, better: neutral, value: always(func(r *results.Run) float64 { return r.Traffic.BytesPerSec })},
+			{key: "traffic.requests", label: "HTTP requests/s", unit: unitRate, better: neutral, value: always(func(r *results.Run) float64 { return r.Traffic.RequestsPerSec })},
 		}},
 		{"Server", usageMetrics("server", serverUsage)},
 		{"Generator", usageMetrics("generator", generatorUsage)},
@@ -507,7 +507,7 @@ func transportLabel(t string) string {
 		return transportLabel(t) + " · " + brokerLabel(broker)
 	}
 	if t, kind, ok := strings.Cut(t, "~"); ok {
-		return transportLabel(t) + " · " + bench.KindLabel(kind)
+		return transportLabel(t) + " · " + results.KindLabel(kind)
 	}
 	base, rest := transportBase(t)
 	var name string

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // TestVerdictOnRecordedRuns checks the verdict on two runs whose verdicts read wrong: rtlab
@@ -31,7 +33,7 @@ func TestVerdictOnRecordedRuns(t *testing.T) {
 			},
 			[]string{"0.00×", "no clear difference in p99"}},
 	} {
-		r, err := Load(filepath.Join("testdata", tt.file))
+		r, err := results.Load(filepath.Join("testdata", tt.file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +57,7 @@ func TestVerdictOnRecordedRuns(t *testing.T) {
 // (Spring's reconnects once read as 5,004 users), and that latency over another set of
 // deliveries than the ratio's is named.
 func TestCountsApart(t *testing.T) {
-	r, err := Load(filepath.Join("testdata", "stomp-peers5000.json"))
+	r, err := results.Load(filepath.Join("testdata", "stomp-peers5000.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // minSpreadSeconds is how many seconds at the peak a run needs before its own spread says
@@ -16,7 +16,7 @@ const minSpreadSeconds = 5
 // perSecond returns m's per-second values in r over the seconds at the peak (at least 90 % of
 // the most users the run reached) that measured it, or nil when m has no per-second series.
 // Ramps are left out: their figures differ for a reason that is no noise.
-func perSecond(m metric, r *bench.Run) []float64 {
+func perSecond(m metric, r *results.Run) []float64 {
 	s := &r.Series
 	var vs []float64
 	needDeliveries := true
@@ -64,9 +64,9 @@ type cellFigure struct {
 
 // cellFigures groups runs into cells (their key without the round) and returns m's figure of
 // each cell that measured it, in table order.
-func cellFigures(m metric, runs []*bench.Run) []cellFigure {
+func cellFigures(m metric, runs []*results.Run) []cellFigure {
 	var keys []string
-	byKey := map[string][]*bench.Run{}
+	byKey := map[string][]*results.Run{}
 	for _, r := range runs {
 		k, _, _ := strings.Cut(r.Key(), "#")
 		if byKey[k] == nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // flagMark follows a terminal figure that fails a threshold; the terminal has no red.
@@ -17,117 +17,16 @@ const flagMark = "!"
 
 // Summary writes the terminal summary of one results file: a table per user level, the verdict
 // line under it, then the warnings a reader must not miss.
-func Summary(w io.Writer, r *bench.Results) {
+func Summary(w io.Writer, r *results.Results) {
 	fmt.Fprintln(w, headline(r))
 	if m := machineLine(r); m != "" {
 		fmt.Fprintln(w, m)
 	}
 	flagged := false
 	for _, l := range levelsOf(r) {
-		fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
-		rows := [][]string{{"transport", "users", "conns", "reconn", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
-		// The broker server's CPU, when any run of the level measured one.
-		brokers := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.BrokerServer.Available })
-		if brokers {
-			rows[0] = append(rows[0], "brk CPU%")
+		if summaryLevel(w, l) {
+			flagged = true
 		}
-		// Seconds the hypervisor took CPU for other machines: shown only when it happened, as
-		// it explains a p99 the run itself did not cause.
-		steal := slices.ContainsFunc(l.runs, func(r *bench.Run) bool { return r.StealSeconds > 0 })
-		if steal {
-			rows[0] = append(rows[0], "steal s")
-		}
-		thresholds := checked(l.runs)
-		if thresholds {
-			rows[0] = append(rows[0], "thresholds")
-		}
-		for _, run := range l.runs {
-			ratio := fmtRatio(run.Delivery.Ratio)
-			if run.Delivery.Expected == 0 {
-				ratio = none // nothing was expected: no ratio, not 100 %
-			}
-			if run.Delivery.Ratio < MinRatio {
-				ratio += flagMark
-				flagged = true
-			}
-			failed := fmtInt(run.Connections.Failed)
-			if run.Connections.Failed > 0 {
-				failed += flagMark
-				flagged = true
-			}
-			pubFail := fmtInt(run.Publish.Failed)
-			if run.Publish.Failed > 0 {
-				pubFail += flagMark
-				flagged = true
-			}
-			name := label(run)
-			if run.GeneratorSaturated {
-				name += " (gen sat.)"
-			}
-			srvCPU, srvRSS, perUser, genCPU := none, none, none, none
-			if run.Server.Available {
-				srvCPU = fmtCPU(run.Server.CPUPercentAvg)
-				srvRSS = fmtBytes(float64(run.Server.RSSMaxBytes))
-				perUser = fmtKiB(run.Server.BytesPerUser)
-			}
-			if run.Generator.Available {
-				genCPU = fmtCPU(run.Generator.CPUPercentAvg)
-			}
-			rows = append(rows, []string{
-				name,
-				fmtInt(int64(run.Peak)),
-				fmtInt(run.Connections.Opened),
-				fmtInt(run.Connections.Reconnects),
-				failed,
-				ratio,
-				pubFail,
-				fmtInt(run.Delivery.Duplicates),
-				fmtInt(run.Delivery.OutOfOrder),
-				mP50.cell(run),
-				mP99.cell(run),
-				mMax.cell(run),
-				fmtRate(run.Traffic.MessagesPerSec),
-				srvCPU,
-				mCPUMsg.cell(run),
-				srvRSS,
-				perUser,
-				genCPU,
-			})
-			if brokers {
-				brkCPU := none
-				if run.BrokerServer.Available {
-					brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
-				}
-				rows[len(rows)-1] = append(rows[len(rows)-1], brkCPU)
-			}
-			if steal {
-				rows[len(rows)-1] = append(rows[len(rows)-1], fmtInt(int64(run.StealSeconds)))
-			}
-			if thresholds {
-				th := "pass"
-				if c := crossed(run); len(c) > 0 {
-					th = fmt.Sprintf("CROSSED %d%s", len(c), flagMark)
-					flagged = true
-				}
-				rows[len(rows)-1] = append(rows[len(rows)-1], th)
-			}
-		}
-		writeTable(w, rows, 1, false)
-		for _, run := range l.runs {
-			if f := failedPublishes(run); f != "" {
-				fmt.Fprintf(w, "  %s %s: %s\n", flagMark, label(run), f)
-			}
-			if c := crossed(run); len(c) > 0 {
-				fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
-			}
-			if l := latencySet(run); l != "" {
-				fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
-			}
-			if p := processesLine(run); p != "" {
-				fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
-			}
-		}
-		fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
 	}
 	if flagged {
 		fmt.Fprintf(w, "\n%s marks a failed check: delivered < 99.9 %%, failed connections, refused or failed publishes, or a crossed --threshold\n", flagMark)
@@ -151,9 +50,114 @@ func Summary(w io.Writer, r *bench.Results) {
 	}
 }
 
+// summaryColumns are the optional columns of a level's table: shown when any run has them.
+type summaryColumns struct {
+	brokers    bool // the broker server's CPU was measured
+	steal      bool // the hypervisor took CPU for other machines: it explains a p99 the run did not cause
+	thresholds bool // --threshold was checked
+}
+
+// summaryLevel writes one user level: its table, the lines under it and its verdict. It
+// reports whether a figure was flagged.
+func summaryLevel(w io.Writer, l level) (flagged bool) {
+	fmt.Fprintf(w, "\n%s\n", fmtUsers(l.users))
+	rows := [][]string{{"transport", "users", "conns", "reconn", "failed", "ratio %", "pub fail", "dups", "ooo", "p50 ms", "p99 ms", "max ms", "msgs/s", "srv CPU%", "µs/msg", "srv RSS", "KiB/user", "gen CPU%"}}
+	cols := summaryColumns{
+		brokers:    slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.BrokerServer.Available }),
+		steal:      slices.ContainsFunc(l.runs, func(r *results.Run) bool { return r.StealSeconds > 0 }),
+		thresholds: checked(l.runs),
+	}
+	if cols.brokers {
+		rows[0] = append(rows[0], "brk CPU%")
+	}
+	if cols.steal {
+		rows[0] = append(rows[0], "steal s")
+	}
+	if cols.thresholds {
+		rows[0] = append(rows[0], "thresholds")
+	}
+	for _, run := range l.runs {
+		row, f := summaryRow(run, cols)
+		rows = append(rows, row)
+		flagged = flagged || f
+	}
+	writeTable(w, rows, 1, false)
+	for _, run := range l.runs {
+		if f := failedPublishes(run); f != "" {
+			fmt.Fprintf(w, "  %s %s: %s\n", flagMark, label(run), f)
+		}
+		if c := crossed(run); len(c) > 0 {
+			fmt.Fprintf(w, "  %s %s crossed %s\n", flagMark, label(run), joinNames(c))
+		}
+		if l := latencySet(run); l != "" {
+			fmt.Fprintf(w, "  · %s: %s\n", label(run), l)
+		}
+		if p := processesLine(run); p != "" {
+			fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
+		}
+	}
+	fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
+	return flagged
+}
+
+// summaryRow is one run's row of a level's table; flagged reports a figure that failed a check.
+func summaryRow(run *results.Run, cols summaryColumns) (row []string, flagged bool) {
+	mark := func(cell string, bad bool) string {
+		if bad {
+			flagged = true
+			return cell + flagMark
+		}
+		return cell
+	}
+	ratio := fmtRatio(run.Delivery.Ratio)
+	if run.Delivery.Expected == 0 {
+		ratio = none // nothing was expected: no ratio, not 100 %
+	}
+	ratio = mark(ratio, run.Delivery.Ratio < MinRatio)
+	failed := mark(fmtInt(run.Connections.Failed), run.Connections.Failed > 0)
+	pubFail := mark(fmtInt(run.Publish.Failed), run.Publish.Failed > 0)
+	name := label(run)
+	if run.GeneratorSaturated {
+		name += " (gen sat.)"
+	}
+	srvCPU, srvRSS, perUser, genCPU := none, none, none, none
+	if run.Server.Available {
+		srvCPU = fmtCPU(run.Server.CPUPercentAvg)
+		srvRSS = fmtBytes(float64(run.Server.RSSMaxBytes))
+		perUser = fmtKiB(run.Server.BytesPerUser)
+	}
+	if run.Generator.Available {
+		genCPU = fmtCPU(run.Generator.CPUPercentAvg)
+	}
+	row = []string{
+		name, fmtInt(int64(run.Peak)), fmtInt(run.Connections.Opened), fmtInt(run.Connections.Reconnects),
+		failed, ratio, pubFail, fmtInt(run.Delivery.Duplicates), fmtInt(run.Delivery.OutOfOrder),
+		mP50.cell(run), mP99.cell(run), mMax.cell(run), fmtRate(run.Traffic.MessagesPerSec),
+		srvCPU, mCPUMsg.cell(run), srvRSS, perUser, genCPU,
+	}
+	if cols.brokers {
+		brkCPU := none
+		if run.BrokerServer.Available {
+			brkCPU = fmtCPU(run.BrokerServer.CPUPercentAvg)
+		}
+		row = append(row, brkCPU)
+	}
+	if cols.steal {
+		row = append(row, fmtInt(int64(run.StealSeconds)))
+	}
+	if cols.thresholds {
+		th := "pass"
+		if c := crossed(run); len(c) > 0 {
+			th = mark(fmt.Sprintf("CROSSED %d", len(c)), true)
+		}
+		row = append(row, th)
+	}
+	return row, flagged
+}
+
 // Compare writes the terminal comparison of two results files, a then b: per user level and
 // transport, each headline figure in a and b with the change and whether it is better or worse.
-func Compare(w io.Writer, a, b *bench.Results) {
+func Compare(w io.Writer, a, b *results.Results) {
 	fmt.Fprintln(w, "a:", headline(a))
 	fmt.Fprintln(w, "b:", headline(b))
 	for _, lp := range pairLevels(a, b) {
@@ -195,7 +199,7 @@ func Compare(w io.Writer, a, b *bench.Results) {
 	}
 	for _, side := range []struct {
 		name string
-		r    *bench.Results
+		r    *results.Results
 	}{{"a", a}, {"b", b}} {
 		if ws := warnings(side.r); len(ws) > 0 {
 			fmt.Fprintf(w, "\nwarnings in %s:\n", side.name)
@@ -246,7 +250,7 @@ func writeTable(w io.Writer, rows [][]string, left int, lastFree bool) {
 }
 
 // headline is one line naming the run: scenario, matrix, when and how long.
-func headline(r *bench.Results) string {
+func headline(r *results.Results) string {
 	parts := []string{nonEmpty(r.Config.Scenario, "unnamed") + " scenario"}
 	ls := levelsOf(r)
 	transports, brokers, kinds := map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -280,7 +284,7 @@ func headline(r *bench.Results) string {
 }
 
 // machineLine says where the run happened and against what server.
-func machineLine(r *bench.Results) string {
+func machineLine(r *results.Results) string {
 	var parts []string
 	if m := machine(r.Machine); m != "" {
 		parts = append(parts, "machine "+m)
@@ -293,7 +297,7 @@ func machineLine(r *bench.Results) string {
 }
 
 // machine describes the host in one phrase.
-func machine(m bench.Machine) string {
+func machine(m results.Machine) string {
 	var parts []string
 	if m.CPUs > 0 {
 		parts = append(parts, fmt.Sprintf("%d CPUs", m.CPUs))
@@ -318,7 +322,7 @@ func machine(m bench.Machine) string {
 }
 
 // server describes what the bench measured: its own server with a broker and nodes, or a target.
-func server(c bench.Config) string {
+func server(c results.Config) string {
 	var s string
 	if c.Target != "" {
 		s = c.Target
@@ -353,23 +357,23 @@ func server(c bench.Config) string {
 
 // serverNames lists the servers a run compared, with their versions ("rtlab dev, Centrifugo
 // 6.9.1, …"), or the kind of a target; "" for rtlab alone.
-func serverNames(c bench.Config) string {
+func serverNames(c results.Config) string {
 	if c.TargetKind != "" {
-		return bench.KindLabel(c.TargetKind)
+		return results.KindLabel(c.TargetKind)
 	}
 	if c.Servers == "" {
 		return ""
 	}
 	var names []string
 	for _, k := range strings.Split(c.Servers, ",") {
-		names = append(names, nonEmpty(c.ServerVersions[k], bench.KindLabel(k)))
+		names = append(names, nonEmpty(c.ServerVersions[k], results.KindLabel(k)))
 	}
 	return strings.Join(names, ", ")
 }
 
 // notRun says which cells of the matrix a server could not run, one line per server and reason:
 // "short polling, long polling and STOMP on Centrifugo: Centrifugo offers …".
-func notRun(r *bench.Results) []string {
+func notRun(r *results.Results) []string {
 	type key struct{ kind, broker, reason string }
 	var keys []key
 	what := map[key][]string{}
@@ -387,7 +391,7 @@ func notRun(r *bench.Results) []string {
 	var out []string
 	for _, k := range keys {
 		ts := slices.DeleteFunc(what[k], func(t string) bool { return t == "" })
-		line := bench.KindLabel(k.kind)
+		line := results.KindLabel(k.kind)
 		if len(ts) > 0 {
 			line = joinNames(ts) + " on " + line
 		}
@@ -400,7 +404,7 @@ func notRun(r *bench.Results) []string {
 }
 
 // runTime is the wall time of the whole run, rounded to what a reader cares about.
-func runTime(r *bench.Results) time.Duration {
+func runTime(r *results.Results) time.Duration {
 	if r.Started.IsZero() || r.Finished.Before(r.Started) {
 		return 0
 	}
@@ -424,8 +428,8 @@ func nonEmpty(s, otherwise string) string {
 }
 
 // runsOf lists every run of r.
-func runsOf(r *bench.Results) []*bench.Run {
-	rs := make([]*bench.Run, len(r.Runs))
+func runsOf(r *results.Results) []*results.Run {
+	rs := make([]*results.Run, len(r.Runs))
 	for i := range r.Runs {
 		rs[i] = &r.Runs[i]
 	}
@@ -433,8 +437,8 @@ func runsOf(r *bench.Results) []*bench.Run {
 }
 
 // processesLine is each node's and each broker process's average CPU, when the run measured
-// several (bench.Run.Processes), else "".
-func processesLine(run *bench.Run) string {
+// several (results.Run.Processes), else "".
+func processesLine(run *results.Run) string {
 	parts := make([]string, len(run.Processes))
 	for i, p := range run.Processes {
 		parts[i] = p.Name + " " + fmtCPU(p.CPUPercentAvg) + "%"

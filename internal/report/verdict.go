@@ -7,13 +7,13 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // bestOf marks the runs holding the best value of m. It marks nothing when the figure has no
 // better direction, when fewer than two runs measured it, or when most runs share the best value:
 // a column of zeros with one red cell has no winner worth pointing at.
-func bestOf(m metric, runs []*bench.Run) []bool {
+func bestOf(m metric, runs []*results.Run) []bool {
 	marks := make([]bool, len(runs))
 	if m.better == neutral {
 		return marks
@@ -57,11 +57,11 @@ func bestOf(m metric, runs []*bench.Run) []bool {
 
 // clearlyBest reports whether runs[best] is apart from the runner-up by more than their own
 // spread, for figures that have a per-second series (latency, server CPU); others always are.
-func clearlyBest(m metric, runs []*bench.Run, best int) bool {
+func clearlyBest(m metric, runs []*results.Run, best int) bool {
 	if perSecond(m, runs[best]) == nil {
 		return true
 	}
-	figs := cellFigures(m, []*bench.Run{runs[best]})
+	figs := cellFigures(m, []*results.Run{runs[best]})
 	if len(figs) == 0 {
 		return true
 	}
@@ -70,7 +70,7 @@ func clearlyBest(m metric, runs []*bench.Run, best int) bool {
 		if i == best {
 			continue
 		}
-		for _, f := range cellFigures(m, []*bench.Run{r}) {
+		for _, f := range cellFigures(m, []*results.Run{r}) {
 			if !apart(b, f) {
 				return false
 			}
@@ -81,7 +81,7 @@ func clearlyBest(m metric, runs []*bench.Run, best int) bool {
 
 // failsThreshold says why a run fails the bar every transport must clear (empty when it does
 // not). These are the rows the report flags red.
-func failsThreshold(r *bench.Run) []string {
+func failsThreshold(r *results.Run) []string {
 	var why []string
 	if r.Delivery.Ratio < MinRatio {
 		why = append(why, "delivered "+fmtRatio(r.Delivery.Ratio)+" % < 99.9 %")
@@ -102,23 +102,23 @@ func failsThreshold(r *bench.Run) []string {
 }
 
 // label is a run's transport as a reader says it.
-func label(r *bench.Run) string { return transportLabel(r.Key()) }
+func label(r *results.Run) string { return transportLabel(r.Key()) }
 
 // verdict sums up one user level in one sentence built from the figures, so the reader gets the
 // answer before the tables: did every transport deliver, which was fastest, which cost most.
-func verdict(users int, runs []*bench.Run) string {
+func verdict(users int, runs []*results.Run) string {
 	if len(runs) == 0 {
 		return ""
 	}
 	var parts []string
 
-	var bad []*bench.Run
+	var bad []*results.Run
 	for _, r := range runs {
 		if r.Delivery.Ratio < MinRatio {
 			bad = append(bad, r)
 		}
 	}
-	ratioList := func(rs []*bench.Run) string {
+	ratioList := func(rs []*results.Run) string {
 		var s []string
 		for _, r := range rs {
 			s = append(s, label(r)+" "+fmtRatio(r.Delivery.Ratio)+" %")
@@ -166,7 +166,7 @@ func verdict(users int, runs []*bench.Run) string {
 
 	parts = append(parts, againstRTLab(runs)...)
 	parts = append(parts, againstMemory(runs, mP99, "")...)
-	if slices.ContainsFunc(runs, func(r *bench.Run) bool { return r.Delivery.Quiet != nil }) {
+	if slices.ContainsFunc(runs, func(r *results.Run) bool { return r.Delivery.Quiet != nil }) {
 		// The same question with the machine's neighbours taken out: on a shared virtual
 		// machine their bursts can decide a p99 on their own.
 		parts = append(parts, againstMemory(runs, mQuietP99, " on seconds free of steal")...)
@@ -206,7 +206,7 @@ func verdict(users int, runs []*bench.Run) string {
 
 // rankText says which cell had the lowest and the highest of m, but only when they are apart
 // by more than their own spread; else that there is no clear difference.
-func rankText(m metric, runs []*bench.Run, what, lower, lowest, highest string) string {
+func rankText(m metric, runs []*results.Run, what, lower, lowest, highest string) string {
 	figs := cellFigures(m, runs)
 	if len(figs) == 0 {
 		return ""
@@ -246,7 +246,7 @@ func timesText(lo, hi float64) string {
 }
 
 // cpuText says which cell cost the most server CPU and which the least, when that is clear.
-func cpuText(runs []*bench.Run) string {
+func cpuText(runs []*results.Run) string {
 	figs := cellFigures(mSrvCPU, runs)
 	if len(figs) == 0 {
 		return ""
@@ -265,7 +265,7 @@ func cpuText(runs []*bench.Run) string {
 
 // machineSaturation says during which runs the whole machine's CPU was saturated and whose CPU
 // it mostly was, since that decides whether the latency is the server's.
-func machineSaturation(runs []*bench.Run) string {
+func machineSaturation(runs []*results.Run) string {
 	var parts []string
 	for _, r := range runs {
 		s := r.Saturated
@@ -295,7 +295,7 @@ func machineSaturation(runs []*bench.Run) string {
 // broker is put against memory's run of its own round, and the verdict gives the median of
 // those ratios with their range: one round's ratio says little on a noisy machine. p99 is the
 // figure compared (mP99, or mQuietP99); where says which seconds it covers.
-func againstMemory(runs []*bench.Run, p99 metric, where string) []string {
+func againstMemory(runs []*results.Run, p99 metric, where string) []string {
 	type cell struct{ transport, kind, broker string }
 	ratios := map[cell][]float64{}
 	var cells []cell
@@ -379,17 +379,17 @@ func peerFigures() []struct {
 // targets are set in ("rtlab ≤ 0.5× Centrifugo's CPU per delivered message"). A peer that is
 // its own broker (no broker in its run) meets rtlab on memory. With several rounds each ratio is
 // the median of the rounds' ratios, with their range.
-func againstRTLab(runs []*bench.Run) []string {
+func againstRTLab(runs []*results.Run) []string {
 	type cell struct{ transport, kind, broker string }
 	ratios := map[cell][][]float64{} // per figure, one ratio per round
 	var cells []cell
 	rounds := map[cell]int{}
 	for _, base := range runs {
-		if base.ServerKind != bench.KindRTLab {
+		if base.ServerKind != results.KindRTLab {
 			continue
 		}
 		for _, r := range runs {
-			if r.ServerKind == "" || r.ServerKind == bench.KindRTLab || r.Transport != base.Transport || r.Round != base.Round {
+			if r.ServerKind == "" || r.ServerKind == results.KindRTLab || r.Transport != base.Transport || r.Round != base.Round {
 				continue
 			}
 			if r.Broker != base.Broker && !(r.Broker == "" && base.Broker == "memory") {
@@ -431,7 +431,7 @@ func againstRTLab(runs []*bench.Run) []string {
 		if c.broker != "" && c.broker != "memory" {
 			where += " on " + brokerLabel(c.broker)
 		}
-		head := fmt.Sprintf("%s, rtlab against %s", where, bench.KindLabel(c.kind))
+		head := fmt.Sprintf("%s, rtlab against %s", where, results.KindLabel(c.kind))
 		if n := rounds[c]; n > 1 {
 			head += fmt.Sprintf(" in the same round, median over %d rounds", n)
 		}
@@ -453,7 +453,7 @@ func median(xs []float64) float64 {
 }
 
 // warnings lists what a reader must know before trusting the figures, most general first.
-func warnings(r *bench.Results) []string {
+func warnings(r *results.Results) []string {
 	var ws []string
 	if r.Stopped {
 		ws = append(ws, "run stopped before it finished (interrupted): the figures cover only what ran")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 func TestVerdict(t *testing.T) {
@@ -25,7 +25,7 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 
-	one := []*bench.Run{l.runs[3]}
+	one := []*results.Run{l.runs[3]}
 	if got := verdict(1000, one); !strings.HasPrefix(got, "At 1,000 users WebSocket delivered 100 %; p99 12.6 ms; server CPU 22.0 % avg") {
 		t.Errorf("single-transport verdict = %q", got)
 	}
@@ -51,16 +51,16 @@ func TestLevelOrder(t *testing.T) {
 }
 
 func TestBestOf(t *testing.T) {
-	runs := func(p99s ...float64) []*bench.Run {
-		var rs []*bench.Run
+	runs := func(p99s ...float64) []*results.Run {
+		var rs []*results.Run
 		for _, v := range p99s {
-			rs = append(rs, &bench.Run{Delivery: bench.Delivery{Latency: bench.Latencies{Count: 1, P99: v}}})
+			rs = append(rs, &results.Run{Delivery: results.Delivery{Latency: results.Latencies{Count: 1, P99: v}}})
 		}
 		return rs
 	}
 	tests := []struct {
 		name string
-		runs []*bench.Run
+		runs []*results.Run
 		want []bool
 	}{
 		{"one winner", runs(10, 5, 20), []bool{false, true, false}},
@@ -83,11 +83,11 @@ func TestBestOf(t *testing.T) {
 }
 
 func TestVerdictAgainstMemory(t *testing.T) {
-	run := func(broker string, p99 float64) *bench.Run {
-		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2,
-			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}}}
+	run := func(broker string, p99 float64) *results.Run {
+		return &results.Run{Transport: "ws", Broker: broker, Nodes: 2,
+			Delivery: results.Delivery{Ratio: 1, Latency: results.Latencies{Count: 1, P99: p99}}}
 	}
-	runs := []*bench.Run{run("memory", 3), run("redis", 5.1), run("nats", 6), run("amqp", 12)}
+	runs := []*results.Run{run("memory", 3), run("redis", 5.1), run("nats", 6), run("amqp", 12)}
 	want := "WebSocket p99 against memory's: Redis 1.7×, NATS 2.0× and RabbitMQ 4.0×"
 	if got := verdict(5000, runs); !strings.Contains(got, want) {
 		t.Errorf("verdict lacks %q:\n%s", want, got)
@@ -105,15 +105,15 @@ func TestVerdictAgainstMemory(t *testing.T) {
 // of a run, the verdict also holds each broker against memory on the seconds free of it, and
 // that a run with nothing left out counts whole there.
 func TestVerdictAgainstMemoryWithoutSteal(t *testing.T) {
-	run := func(broker string, p99 float64, quiet *bench.QuietLatency) *bench.Run {
-		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2,
-			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}, Quiet: quiet}}
+	run := func(broker string, p99 float64, quiet *results.QuietLatency) *results.Run {
+		return &results.Run{Transport: "ws", Broker: broker, Nodes: 2,
+			Delivery: results.Delivery{Ratio: 1, Latency: results.Latencies{Count: 1, P99: p99}, Quiet: quiet}}
 	}
-	quiet := func(p99 float64) *bench.QuietLatency {
-		return &bench.QuietLatency{Seconds: 50, LeftOut: 10, Latency: bench.Latencies{Count: 1, P99: p99}}
+	quiet := func(p99 float64) *results.QuietLatency {
+		return &results.QuietLatency{Seconds: 50, LeftOut: 10, Latency: results.Latencies{Count: 1, P99: p99}}
 	}
 	// Memory was hit (9 ms; 3 ms without), Redis was not, NATS was (40 ms; 7.5 without).
-	runs := []*bench.Run{run("memory", 9, quiet(3)), run("redis", 6, nil), run("nats", 40, quiet(7.5))}
+	runs := []*results.Run{run("memory", 9, quiet(3)), run("redis", 6, nil), run("nats", 40, quiet(7.5))}
 	got := verdict(5000, runs)
 	for _, want := range []string{
 		"WebSocket p99 against memory's: Redis 0.67× and NATS 4.4×",
@@ -124,7 +124,7 @@ func TestVerdictAgainstMemoryWithoutSteal(t *testing.T) {
 		}
 	}
 	// Without steal in any run, the verdict says nothing of it.
-	runs = []*bench.Run{run("memory", 9, nil), run("redis", 6, nil)}
+	runs = []*results.Run{run("memory", 9, nil), run("redis", 6, nil)}
 	if got := verdict(5000, runs); strings.Contains(got, "steal") {
 		t.Errorf("verdict of runs without steal = %q", got)
 	}
@@ -133,11 +133,11 @@ func TestVerdictAgainstMemoryWithoutSteal(t *testing.T) {
 // TestVerdictAgainstMemoryOverRounds checks that with --rounds each broker is held against
 // memory's run of the same round, and that the verdict gives the median ratio and its range.
 func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
-	run := func(round int, broker string, p99 float64) *bench.Run {
-		return &bench.Run{Transport: "ws", Broker: broker, Nodes: 2, Round: round,
-			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 1, P99: p99}}}
+	run := func(round int, broker string, p99 float64) *results.Run {
+		return &results.Run{Transport: "ws", Broker: broker, Nodes: 2, Round: round,
+			Delivery: results.Delivery{Ratio: 1, Latency: results.Latencies{Count: 1, P99: p99}}}
 	}
-	runs := []*bench.Run{
+	runs := []*results.Run{
 		run(1, "memory", 2), run(1, "nats", 3), run(1, "amqp", 9),
 		run(2, "memory", 10), run(2, "nats", 30), run(2, "amqp", 10),
 		run(3, "memory", 4), run(3, "nats", 4), run(3, "amqp", 8),
@@ -156,8 +156,8 @@ func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
 	}
 	// A round whose memory run measured nothing puts nobody against it; a broker that measured
 	// nothing in a round says in how many it did.
-	runs[3].Delivery.Latency = bench.Latencies{}
-	runs[8].Delivery.Latency = bench.Latencies{}
+	runs[3].Delivery.Latency = results.Latencies{}
+	runs[8].Delivery.Latency = results.Latencies{}
 	want = "median over 2 rounds: NATS 1.2× (1.0–1.5×) and RabbitMQ 4.5× (1 round)"
 	if got := verdict(5000, runs); !strings.Contains(got, want) {
 		t.Errorf("verdict with round 2's memory and round 3's RabbitMQ unmeasured lacks %q:\n%s", want, got)
@@ -168,14 +168,14 @@ func TestVerdictAgainstMemoryOverRounds(t *testing.T) {
 // delivered message, RSS per connection and p99 over each peer's, paired within a round and
 // on the same transport, and a peer that is its own broker met on memory.
 func TestAgainstRTLab(t *testing.T) {
-	run := func(kind, transport, broker string, round int, cpuSec, perUser, p99 float64) *bench.Run {
-		return &bench.Run{
+	run := func(kind, transport, broker string, round int, cpuSec, perUser, p99 float64) *results.Run {
+		return &results.Run{
 			Transport: transport, ServerKind: kind, Broker: broker, Round: round, Peak: 1000,
-			Server:   bench.Usage{Available: true, CPUSeconds: cpuSec, BytesPerUser: perUser},
-			Delivery: bench.Delivery{Ratio: 1, Latency: bench.Latencies{Count: 100000, P99: p99}},
+			Server:   results.Usage{Available: true, CPUSeconds: cpuSec, BytesPerUser: perUser},
+			Delivery: results.Delivery{Ratio: 1, Latency: results.Latencies{Count: 100000, P99: p99}},
 		}
 	}
-	runs := []*bench.Run{
+	runs := []*results.Run{
 		run("rtlab", "ws", "memory", 1, 6, 8000, 18),
 		run("centrifugo", "ws", "memory", 1, 10, 30000, 28),
 		run("rtlab", "ws", "memory", 2, 7, 8000, 20),
@@ -211,7 +211,7 @@ func TestAgainstRTLab(t *testing.T) {
 }
 
 func TestNotRun(t *testing.T) {
-	r := &bench.Results{Skipped: []bench.Skip{
+	r := &results.Results{Skipped: []results.Skip{
 		{ServerKind: "centrifugo", Transport: "shortpoll", Reason: "no polling"},
 		{ServerKind: "centrifugo", Transport: "stomp", Reason: "no polling"},
 		{ServerKind: "centrifugo", Broker: "nats", Reason: "memory and Redis only"},
@@ -226,8 +226,8 @@ func TestNotRun(t *testing.T) {
 // short) has no delivery ratio: the verdict says so instead of "delivered 100 %", and the
 // summary's ratio cell is empty.
 func TestVerdictNothingExpected(t *testing.T) {
-	r := &bench.Run{Transport: "ws", Delivery: bench.Delivery{Ratio: 1}}
-	v := verdict(5, []*bench.Run{r})
+	r := &results.Run{Transport: "ws", Delivery: results.Delivery{Ratio: 1}}
+	v := verdict(5, []*results.Run{r})
 	if strings.Contains(v, "delivered 100") || !strings.Contains(v, "no publication was expected") {
 		t.Errorf("verdict %q; want it to say nothing was expected", v)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/results"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -119,7 +119,7 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 }
 
 // runLab runs the bench on the same workload against a fresh server.
-func runLab(t *testing.T, transport string) *bench.Run {
+func runLab(t *testing.T, transport string) *results.Run {
 	t.Helper()
 	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--http-pub-rate", "-1")
 	out := filepath.Join(t.TempDir(), "lab")
@@ -134,7 +134,7 @@ func runLab(t *testing.T, transport string) *bench.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r bench.Results
+	var r results.Results
 	if err := json.Unmarshal(b, &r); err != nil || len(r.Runs) != 1 {
 		t.Fatalf("results: %v, %d runs", err, len(r.Runs))
 	}

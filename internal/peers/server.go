@@ -1,12 +1,16 @@
-package bench
+// Package peers starts the servers the load lab measures side by side, each run on fresh
+// processes: rtlab itself, and its peers Centrifugo, RabbitMQ (Web-STOMP, a private node) and
+// the Spring STOMP peer (built once from the sources in the binary). A Server is one such
+// process: where clients dial it, its process id for sampling, and Stop.
+package peers
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,23 +19,25 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // readyTimeout bounds how long a spawned server may take to answer /readyz: a node on a
 // RabbitMQ broker replays the log first, for up to 60 s.
 const readyTimeout = 70 * time.Second
 
-// server is a server process the bench started: rtlab, or a peer (Centrifugo, RabbitMQ, the
+// Server is a server process the lab started: rtlab, or a peer (Centrifugo, RabbitMQ, the
 // Spring peer). Every run cell gets fresh ones, so memory per connection is measured from a
 // clean baseline.
-type server struct {
-	kind    string
+type Server struct {
+	Kind    string // results.KindRTLab, KindCentrifugo, …
+	Addr    string // 127.0.0.1:port the clients dial
+	STOMP   string // rtlab: 127.0.0.1:port of its STOMP over TCP listener (--stomp-addr)
+	Metrics string // host:port whose /metrics has go_goroutines; "" when the server has none
+	PID     string
 	cmd     *exec.Cmd
-	addr    string // 127.0.0.1:port the clients dial
-	stomp   string // rtlab: 127.0.0.1:port of its STOMP over TCP listener (--stomp-addr)
-	metrics string // host:port whose /metrics has go_goroutines; "" when the server has none
 	dir     string // working directory, removed after the process ends
-	pid     string
 	exited  chan struct{}
 	err     error // exit status; valid once exited is closed
 	log     *tailBuffer
@@ -43,10 +49,10 @@ type launch struct {
 	kind  string
 	bin   string
 	args  []string
-	env   []string // the whole environment; nil inherits the bench's
+	env   []string // the whole environment; nil inherits the lab's
 	dir   string   // working directory, made by the caller; removed when the server stops
 	addr  string   // what clients dial
-	ready func(ctx context.Context, s *server) error
+	ready func(ctx context.Context, s *Server) error
 	// readyTimeout bounds the start; zero means readyTimeout.
 	readyTimeout time.Duration
 	cleanup      []func()
@@ -54,7 +60,7 @@ type launch struct {
 
 // start starts l's process in its own process group, its output going to logw (if not nil)
 // and into a small tail for error messages, and waits until l.ready says it is ready.
-func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
+func (l launch) start(ctx context.Context, logw io.Writer) (*Server, error) {
 	cmd := exec.Command(l.bin, l.args...)
 	cmd.Dir = l.dir
 	cmd.Env = l.env
@@ -75,7 +81,7 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
 		}
 		return nil, fmt.Errorf("starting %s: %w", l.bin, err)
 	}
-	s := &server{kind: l.kind, cmd: cmd, addr: l.addr, dir: l.dir, pid: strconv.Itoa(cmd.Process.Pid),
+	s := &Server{Kind: l.kind, cmd: cmd, Addr: l.addr, dir: l.dir, PID: strconv.Itoa(cmd.Process.Pid),
 		exited: make(chan struct{}), log: tail, cleanup: l.cleanup}
 	go func() {
 		s.err = cmd.Wait()
@@ -86,30 +92,30 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*server, error) {
 		timeout = readyTimeout
 	}
 	if err := s.waitReady(ctx, timeout, l.ready); err != nil {
-		s.stop()
+		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-// labSockJSPath is where every rtlab server the lab starts serves SockJS (--sockjs-path).
-const labSockJSPath = "/sockjs"
+// SockJSPath is where every rtlab server the lab starts serves SockJS (--sockjs-path).
+const SockJSPath = "/sockjs"
 
-// startServer starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
+// StartRTLab starts `bin serve --addr 127.0.0.1:<free port> --broker broker extra...` and
 // waits until it answers GET /readyz with 200. Its output goes to logw (if not nil) and is
 // kept in a small tail for error messages.
-func startServer(ctx context.Context, bin, broker string, extra []string, secret string, logw io.Writer) (*server, error) {
-	port, err := freePort()
+func StartRTLab(ctx context.Context, bin, broker string, extra []string, secret string, logw io.Writer) (*Server, error) {
+	port, err := FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	sport, err := freePort()
+	sport, err := FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
 	stompAddr := "127.0.0.1:" + strconv.Itoa(sport)
-	extra = append([]string{"--sockjs-path", labSockJSPath}, extra...) // the sockjs transport's endpoint
+	extra = append([]string{"--sockjs-path", SockJSPath}, extra...) // the sockjs transport's endpoint
 	// The lab opens up to 10,000 connections from a few loopback addresses and publishes over
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).
@@ -136,22 +142,25 @@ func startServer(ctx context.Context, bin, broker string, extra []string, secret
 	if secret != "" {
 		env = append(env, "RTLAB_AUTH_SECRET="+secret)
 	}
-	s, err := launch{kind: KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
-		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
+	s, err := launch{kind: results.KindRTLab, bin: bin, args: args, env: env, dir: dir, addr: addr,
+		ready: func(ctx context.Context, s *Server) error { return ProbeReady(ctx, s.Addr) }}.start(ctx, logw)
 	if s != nil {
-		s.metrics, s.stomp = s.addr, stompAddr
+		s.Metrics, s.STOMP = s.Addr, stompAddr
 	}
 	return s, err
 }
 
+// AfterStop has f run once the server's process has ended (a log file to close, say).
+func (s *Server) AfterStop(f func()) { s.cleanup = append(s.cleanup, f) }
+
 // waitReady polls ready until it reports nil.
-func (s *server) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context, *server) error) error {
+func (s *Server) waitReady(ctx context.Context, timeout time.Duration, ready func(context.Context, *Server) error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("%s exited before it was ready (%v): %s", KindLabel(s.kind), s.err, s.log.firstLine())
+			return fmt.Errorf("%s exited before it was ready (%v): %s", results.KindLabel(s.Kind), s.err, s.log.firstLine())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -160,12 +169,12 @@ func (s *server) waitReady(ctx context.Context, timeout time.Duration, ready fun
 			return nil
 		}
 	}
-	return fmt.Errorf("%s at %s not ready after %s: %v; output: %s", KindLabel(s.kind), s.addr, timeout, last, s.log.firstLine())
+	return fmt.Errorf("%s at %s not ready after %s: %v; output: %s", results.KindLabel(s.Kind), s.Addr, timeout, last, s.log.firstLine())
 }
 
-// stop sends SIGTERM to the server's process group, waits for a graceful exit and kills the
+// Stop sends SIGTERM to the server's process group, waits for a graceful exit and kills the
 // group after 10 s.
-func (s *server) stop() {
+func (s *Server) Stop() {
 	defer func() {
 		_ = os.RemoveAll(s.dir)
 		for _, f := range s.cleanup {
@@ -192,65 +201,38 @@ func (s *server) stop() {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// probeReady asks GET /readyz once and wants 200.
-func probeReady(ctx context.Context, addr string) error { return probeStatus(ctx, addr, "/readyz") }
+// ProbeReady asks GET /readyz once and wants 200.
+func ProbeReady(ctx context.Context, addr string) error { return ProbeStatus(ctx, addr, "/readyz") }
 
-// probeStatus asks GET path once and wants 200.
-func probeStatus(ctx context.Context, addr, path string) error {
+// ProbeStatus asks GET path of addr once, within 2 s, and wants 200.
+func ProbeStatus(ctx context.Context, addr, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return err
 	}
-	hc := newHTTPConn(conn, addr, false)
-	defer hc.close()
-	dl, _ := ctx.Deadline()
-	req := appendRequest(nil, "GET", addr, []byte(path), "Connection: close\r\n", nil)
-	err = hc.roundTrip(req, dl, func(status int, body []byte) error {
-		if status != 200 {
-			return &StatusError{Code: status, Body: string(bytes.TrimSpace(body[:min(len(body), 200)]))}
-		}
-		return nil
-	})
-	if errors.Is(err, errConnClose) {
-		var se *StatusError
-		if errors.As(err, &se) {
-			return se
-		}
-		return nil
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
 	}
-	return err
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fmt.Errorf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port of 127.0.0.1 nobody listens on now.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// peerCache is where built and installed peers are kept.
-func (o *Options) peerCache() string {
-	if o.PeerCache != "" {
-		return o.PeerCache
-	}
-	return ".cache"
-}
-
-// serverBinary returns the executable to spawn.
-func (o *Options) serverBinary() (string, error) {
-	if o.ServerBinary != "" {
-		return o.ServerBinary, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding the rtlab executable to start the server: %w", err)
-	}
-	return exe, nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -1,4 +1,4 @@
-package report
+package results
 
 import (
 	"bytes"
@@ -6,28 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"github.com/rtlab/rtlab/internal/bench"
 )
 
 // Load reads a results.json written by `rtlab bench`. It refuses a file whose schema version
 // this build does not know rather than render zeros for fields it misreads, and every error
-// names the file, because a comparison reads two.
-func Load(path string) (*bench.Results, error) {
+// names the file (and no package: the caller says what it was doing), because a comparison
+// reads two.
+func Load(path string) (*Results, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("report: %w", err) // *PathError already names the file
+		return nil, err // *PathError names the file
 	}
 	r, err := decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("report: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
 }
 
 // decode parses and validates results. The schema field is checked on its own first, so a file
 // from a newer rtlab gets "schema 3" rather than a type error about a field that moved.
-func decode(data []byte) (*bench.Results, error) {
+func decode(data []byte) (*Results, error) {
 	var head struct {
 		Schema *int `json:"schema"`
 	}
@@ -37,12 +36,12 @@ func decode(data []byte) (*bench.Results, error) {
 	switch {
 	case head.Schema == nil:
 		return nil, errors.New("not an rtlab results file (no \"schema\" field)")
-	case *head.Schema < 1 || *head.Schema > bench.SchemaVersion:
+	case *head.Schema < 1 || *head.Schema > SchemaVersion:
 		// Version 1 lacks fields version 2 added (they read as 0) and its latency covered
 		// receipts outside the delivery windows too; it is still worth reading.
-		return nil, fmt.Errorf("results schema version %d, this rtlab reads versions 1 to %d", *head.Schema, bench.SchemaVersion)
+		return nil, fmt.Errorf("results schema version %d, this rtlab reads versions 1 to %d", *head.Schema, SchemaVersion)
 	}
-	var r bench.Results
+	var r Results
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, jsonError(data, err)
 	}

@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"bufio"
@@ -15,11 +15,11 @@ import (
 // defaultPorts are the ports a broker URL without one means.
 var defaultPorts = map[string]int{"redis": 6379, "rediss": 6379, "nats": 4222, "tls": 4222, "amqp": 5672, "amqps": 5671}
 
-// brokerPID returns the process of the broker server that rawURL names, when it listens on a
+// ListenerPID returns the process of the (broker) server that rawURL names, when it listens on a
 // loopback address of this machine: its port is looked up among the listening sockets of
 // /proc/net/tcp and tcp6, and the socket among the processes' open files. It returns "" for
 // memory, a remote host, or a process it may not read.
-func brokerPID(rawURL string) string {
+func ListenerPID(rawURL string) string {
 	if strings.ContainsAny(rawURL, " \t") {
 		return "" // several servers, topics sharded over them: one process would not be the broker's CPU
 	}
@@ -44,10 +44,16 @@ func brokerPID(rawURL string) string {
 	return socketOwner(inodes)
 }
 
-// brokerProcs returns the broker server processes of this machine that raw names: each of
+// Listener is a local process that listens on an address a URL names.
+type Listener struct {
+	Addr string // host:port
+	PID  string
+}
+
+// Listeners returns the (broker) server processes of this machine that raw names: each of
 // several space-separated URLs, and for a Redis Cluster URL its node and its addr nodes (the
 // masters it was given; others are not found).
-func brokerProcs(raw string) []brokerProc {
+func Listeners(raw string) []Listener {
 	var addrs []string
 	for _, u := range strings.Fields(raw) {
 		scheme, rest, ok := strings.Cut(u, "+cluster://")
@@ -63,14 +69,14 @@ func brokerProcs(raw string) []brokerProc {
 			addrs = append(addrs, scheme+"://"+a)
 		}
 	}
-	var ps []brokerProc
+	var ps []Listener
 	for _, a := range addrs {
-		if pid := brokerPID(a); pid != "" {
+		if pid := ListenerPID(a); pid != "" {
 			name := a
 			if u, err := url.Parse(a); err == nil {
 				name = u.Host
 			}
-			ps = append(ps, brokerProc{addr: name, pid: pid})
+			ps = append(ps, Listener{Addr: name, PID: pid})
 		}
 	}
 	return ps

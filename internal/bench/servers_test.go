@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/peers"
 )
 
 // TestCentrifugoBinaryIsAbsolute: a relative --peer-cache or --centrifugo-bin (the default is
@@ -12,7 +14,7 @@ func TestCentrifugoBinaryIsAbsolute(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	t.Setenv("PATH", "")
-	bin := filepath.Join("cache", "centrifugo-"+CentrifugoVersion, "centrifugo")
+	bin := filepath.Join("cache", "centrifugo-"+peers.CentrifugoVersion, "centrifugo")
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}

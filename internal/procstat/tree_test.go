@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"os/exec"
@@ -11,12 +11,12 @@ import (
 func TestParseStat(t *testing.T) {
 	// A command name with spaces and parentheses, as /proc writes it.
 	line := "4242 (java (main) x) S 4200 4242 4242 0 -1 4194560 1 0 0 0 250 75 0 0 20 0 37 0 100 1000000 5000 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
-	p, ok := parseStat([]byte(line))
-	if !ok || p.pid != 4242 || p.ppid != 4200 || p.cpu != 3250*time.Millisecond || p.threads != 37 || p.rss != 5000*pageSize {
+	p, ok := ParseStat([]byte(line))
+	if !ok || p.PID != 4242 || p.PPID != 4200 || p.CPU != 3250*time.Millisecond || p.Threads != 37 || p.RSS != 5000*pageSize {
 		t.Errorf("parsed %+v, %v", p, ok)
 	}
 	for _, bad := range []string{"", "4242 (x S 1", "x (y) S 1 2 3"} {
-		if _, ok := parseStat([]byte(bad)); ok {
+		if _, ok := ParseStat([]byte(bad)); ok {
 			t.Errorf("%q parsed", bad)
 		}
 	}
@@ -34,24 +34,24 @@ func TestProcTree(t *testing.T) {
 		_ = syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
 		_ = sh.Wait()
 	}()
-	pt := newProcTree(strconv.Itoa(sh.Process.Pid))
+	pt := NewTree(strconv.Itoa(sh.Process.Pid))
 	start := time.Now()
-	_, _, _, ok := pt.sample(procTable(), start)
+	_, _, _, ok := pt.Sample(Table(), start)
 	if !ok {
 		t.Fatal("the root is not in the table")
 	}
 	deadline := start.Add(30 * time.Second)
 	for {
-		tab := procTable()
-		cpu, rss, threads, ok := pt.sample(tab, time.Now())
+		tab := Table()
+		cpu, rss, threads, ok := pt.Sample(tab, time.Now())
 		if !ok {
 			t.Fatal("the root went away")
 		}
-		if n := len(pt.members(tab)); n >= 2 && pt.total > 0 && rss > 0 && threads >= 2 && cpu >= 0 {
+		if n := len(pt.Members(tab)); n >= 2 && pt.Total > 0 && rss > 0 && threads >= 2 && cpu >= 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %d processes, CPU %s, RSS %d, threads %d", len(pt.members(tab)), pt.total, rss, threads)
+			t.Fatalf("after 30 s: %d processes, CPU %s, RSS %d, threads %d", len(pt.Members(tab)), pt.Total, rss, threads)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -62,7 +62,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("4242 (java (main) x) S 4200 4242 4242 0 -1 4194560 1 0 0 0 250 75 0 0 20 0 37 0 100 1000000 5000 18446744073709551615 0 0 0 0\n"))
 	f.Add([]byte("1 () R 0"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if p, ok := parseStat(b); ok && (p.pid < 0 || p.threads < 0) {
+		if p, ok := ParseStat(b); ok && (p.PID < 0 || p.Threads < 0) {
 			t.Fatalf("%q parsed as %+v", b, p)
 		}
 	})

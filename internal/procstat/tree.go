@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"bytes"
@@ -14,20 +14,20 @@ import (
 // costs. Every server is sampled the same way, from /proc/<pid>/stat: utime + stime, RSS and
 // threads of each process of the tree, summed.
 
-// procStat is what /proc/<pid>/stat says about one process.
-type procStat struct {
-	pid, ppid int
-	cpu       time.Duration // utime + stime
-	rss       uint64        // bytes
-	threads   int64
+// Stat is what /proc/<pid>/stat says about one process.
+type Stat struct {
+	PID, PPID int
+	CPU       time.Duration // utime + stime
+	RSS       uint64        // bytes
+	Threads   int64
 }
 
 // pageSize converts stat's RSS in pages to bytes.
 var pageSize = uint64(os.Getpagesize())
 
-// parseStat reads one /proc/<pid>/stat line.
-func parseStat(b []byte) (procStat, bool) {
-	var p procStat
+// ParseStat reads one /proc/<pid>/stat line.
+func ParseStat(b []byte) (Stat, bool) {
+	var p Stat
 	i := bytes.IndexByte(b, '(')
 	j := bytes.LastIndexByte(b, ')')
 	if i < 1 || j < i {
@@ -47,51 +47,52 @@ func parseStat(b []byte) (procStat, bool) {
 		n, _ := strconv.ParseUint(string(f[k-3]), 10, 64)
 		return n
 	}
-	p.pid = pid
-	p.ppid = int(num(4))
-	p.cpu = time.Duration(num(14)+num(15)) * time.Second / clockTicks
-	p.threads = int64(min(num(20), 1<<31))
-	p.rss = num(24) * pageSize
+	p.PID = pid
+	p.PPID = int(num(4))
+	p.CPU = time.Duration(num(14)+num(15)) * time.Second / clockTicks
+	p.Threads = int64(min(num(20), 1<<31))
+	p.RSS = num(24) * pageSize
 	return p, true
 }
 
-// procTable reads /proc/[0-9]*/stat of every process once: one sample of the whole machine,
+// Table reads /proc/[0-9]*/stat of every process once: one sample of the whole machine,
 // from which each server's tree is summed.
-func procTable() map[int]procStat {
+func Table() map[int]Stat {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	t := make(map[int]procStat, len(dirs))
+	t := make(map[int]Stat, len(dirs))
 	for _, d := range dirs {
 		b, err := os.ReadFile(d + "/stat")
 		if err != nil {
 			continue // ended meanwhile
 		}
-		if p, ok := parseStat(b); ok {
-			t[p.pid] = p
+		if p, ok := ParseStat(b); ok {
+			t[p.PID] = p
 		}
 	}
 	return t
 }
 
-// procTree follows one server's process tree from sample to sample.
-type procTree struct {
+// Tree follows one server's process tree from sample to sample.
+type Tree struct {
 	root  int
 	last  map[int]time.Duration // cumulative CPU of each process at the last sample
 	at    time.Time
-	total time.Duration // CPU used by the tree since the first sample
+	Total time.Duration // CPU used by the tree since the first sample
 }
 
-func newProcTree(pid string) *procTree {
+// NewTree follows the tree of process pid.
+func NewTree(pid string) *Tree {
 	root, _ := strconv.Atoi(pid)
-	return &procTree{root: root}
+	return &Tree{root: root}
 }
 
-// members returns the processes of the tree in table t.
-func (pt *procTree) members(t map[int]procStat) []procStat {
+// Members returns the processes of the tree in table t.
+func (pt *Tree) Members(t map[int]Stat) []Stat {
 	children := map[int][]int{}
 	for pid, p := range t {
-		children[p.ppid] = append(children[p.ppid], pid)
+		children[p.PPID] = append(children[p.PPID], pid)
 	}
-	var out []procStat
+	var out []Stat
 	queue := []int{pt.root}
 	for len(queue) > 0 {
 		pid := queue[0]
@@ -106,10 +107,10 @@ func (pt *procTree) members(t map[int]procStat) []procStat {
 	return out
 }
 
-// sample sums the tree in table t: CPU percent of one core since the last sample (0 on the
+// Sample sums the tree in table t: CPU percent of one core since the last sample (0 on the
 // first), RSS and threads. ok is false when the root process is gone.
-func (pt *procTree) sample(t map[int]procStat, now time.Time) (cpu float64, rss uint64, threads int64, ok bool) {
-	ms := pt.members(t)
+func (pt *Tree) Sample(t map[int]Stat, now time.Time) (cpu float64, rss uint64, threads int64, ok bool) {
+	ms := pt.Members(t)
 	if len(ms) == 0 {
 		return 0, 0, 0, false
 	}
@@ -117,21 +118,21 @@ func (pt *procTree) sample(t map[int]procStat, now time.Time) (cpu float64, rss 
 	next := make(map[int]time.Duration, len(ms))
 	var used time.Duration
 	for _, p := range ms {
-		rss += p.rss
-		threads += p.threads
-		next[p.pid] = p.cpu
+		rss += p.RSS
+		threads += p.Threads
+		next[p.PID] = p.CPU
 		if first {
 			continue
 		}
 		// A process born since the last sample counts from its start; one that ended since
 		// takes its last interval with it (a helper's, too small to matter).
-		used += max(p.cpu-pt.last[p.pid], 0)
+		used += max(p.CPU-pt.last[p.PID], 0)
 	}
 	if !first {
 		if dt := now.Sub(pt.at); dt > 0 {
 			cpu = 100 * float64(used) / float64(dt)
 		}
-		pt.total += used
+		pt.Total += used
 	}
 	pt.last, pt.at = next, now
 	return cpu, rss, threads, true

@@ -1,4 +1,7 @@
-package bench
+// Package results is the schema of results.json, what `rtlab bench` writes and `rtlab report`
+// and the lab page read: the types, the schema version, and Load, which refuses a version it
+// does not know. It imports nothing of rtlab, so every reader shares these types.
+package results
 
 import (
 	"fmt"
@@ -328,18 +331,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		s, err := strconv.Unquote(string(b))
 		if err != nil {
-			return fmt.Errorf("bench: duration %s: %w", b, err)
+			return fmt.Errorf("results: duration %s: %w", b, err)
 		}
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("bench: duration %s: %w", b, err)
+			return fmt.Errorf("results: duration %s: %w", b, err)
 		}
 		*d = Duration(v)
 		return nil
 	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
-		return fmt.Errorf("bench: duration %s: want a string like \"30s\" or nanoseconds", b)
+		return fmt.Errorf("results: duration %s: want a string like \"30s\" or nanoseconds", b)
 	}
 	*d = Duration(n)
 	return nil
@@ -369,4 +372,33 @@ func (r *Run) Key() string {
 		k += "#" + strconv.Itoa(r.Round)
 	}
 	return k
+}
+
+// ThresholdResult is a threshold checked on one run.
+type ThresholdResult struct {
+	Expr     string  `json:"expr"`
+	Value    float64 `json:"value"`    // the run's figure, in the threshold's unit
+	Pass     bool    `json:"pass"`     // false also when the figure was not measured
+	Measured bool    `json:"measured"` // false when the run has no such figure (no deliveries)
+}
+
+// FailedShare is the share of the publishes sent that were refused or failed, 0..1.
+func (p Publish) FailedShare() float64 {
+	if p.Sent == 0 {
+		return 0
+	}
+	return float64(p.Failed) / float64(p.Sent)
+}
+
+// ThresholdsCrossed counts the threshold checks that failed over every run of r.
+func (r *Results) ThresholdsCrossed() int {
+	n := 0
+	for i := range r.Runs {
+		for _, t := range r.Runs[i].Thresholds {
+			if !t.Pass {
+				n++
+			}
+		}
+	}
+	return n
 }

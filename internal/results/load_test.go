@@ -1,4 +1,4 @@
-package report
+package results
 
 import (
 	"encoding/json"
@@ -16,6 +16,21 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// testResults is a small results file: two transports at two user levels, a minute each.
+func testResults() *Results {
+	r := &Results{Schema: SchemaVersion, Version: "v0.1.0-test", Config: Config{Scenario: "location", Interval: Duration(3 * time.Second)}}
+	for _, users := range []int{100, 1000} {
+		for _, t := range []string{"shortpoll", "ws"} {
+			run := Run{Transport: t, Peak: users, Duration: Duration(time.Minute)}
+			run.Delivery.Expected, run.Delivery.Received = int64(users)*20, int64(users)*20-1
+			run.Delivery.Ratio = float64(run.Delivery.Received) / float64(run.Delivery.Expected)
+			run.Series.ServerRSS = make([]uint64, 60)
+			r.Runs = append(r.Runs, run)
+		}
+	}
+	return r
 }
 
 func TestLoadRoundTrip(t *testing.T) {

@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"bytes"
@@ -15,7 +15,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rtlab/rtlab/tools/peers"
+	"github.com/rtlab/rtlab/internal/results"
+	peersrc "github.com/rtlab/rtlab/tools/peers"
 )
 
 // The Spring peer: tools/peers/spring-stomp, a Spring Boot application with the simple broker,
@@ -28,7 +29,7 @@ const springHeap = "1g"
 
 // springSources returns the embedded project and a hash of it, which names its build.
 func springSources() (fs.FS, string, error) {
-	src, err := fs.Sub(peers.SpringSTOMP, "spring-stomp")
+	src, err := fs.Sub(peersrc.SpringSTOMP, "spring-stomp")
 	if err != nil {
 		return nil, "", err
 	}
@@ -51,9 +52,9 @@ func springSources() (fs.FS, string, error) {
 	return src, hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// springVersion names the Spring Boot version the peer's pom.xml builds with.
-func springVersion() string {
-	pom, _ := fs.ReadFile(peers.SpringSTOMP, "spring-stomp/pom.xml")
+// SpringVersion names the Spring Boot version the peer's pom.xml builds with.
+func SpringVersion() string {
+	pom, _ := fs.ReadFile(peersrc.SpringSTOMP, "spring-stomp/pom.xml")
 	m := regexp.MustCompile(`spring-boot-starter-parent</artifactId>\s*<version>([^<]+)</version>`).FindSubmatch(pom)
 	if m == nil {
 		return "Spring Boot (simple broker)"
@@ -61,31 +62,32 @@ func springVersion() string {
 	return "Spring Boot " + string(m[1]) + " (simple broker)"
 }
 
-// springJar returns the Spring peer's jar: --spring-jar, or the one built from the embedded
-// sources in the peer cache, building it first when it is not there (mvn package, about half a
-// minute with Maven's repository filled, more the first time). status hears about a build.
-func (o *Options) springJar(ctx context.Context, status io.Writer) (string, error) {
-	if o.SpringJar != "" {
-		if _, err := os.Stat(o.SpringJar); err != nil {
-			return "", usageErr("--spring-jar", "%v", err)
+// SpringJar returns the Spring peer's jar: jar (--spring-jar), or the one built from the
+// embedded sources in the peer cache, building it first when it is not there (mvn package,
+// about half a minute with Maven's repository filled, more the first time). status hears about
+// a build.
+func SpringJar(ctx context.Context, jar, cache string, status io.Writer) (string, error) {
+	if jar != "" {
+		if _, err := os.Stat(jar); err != nil {
+			return "", setupErr("--spring-jar", "%v", err)
 		}
-		return o.SpringJar, nil
+		return jar, nil
 	}
 	src, hash, err := springSources()
 	if err != nil {
 		return "", err
 	}
-	dir, err := filepath.Abs(filepath.Join(o.peerCache(), "spring-stomp-"+hash))
+	dir, err := filepath.Abs(filepath.Join(cache, "spring-stomp-"+hash))
 	if err != nil {
 		return "", err
 	}
-	jar := filepath.Join(dir, "target", "spring-stomp.jar")
+	jar = filepath.Join(dir, "target", "spring-stomp.jar")
 	if _, err := os.Stat(jar); err == nil {
 		return jar, nil
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return "", usageErr("--server", "spring: the Spring peer is built with Maven, and mvn is not installed (apt-get install maven openjdk-17-jdk-headless), or give --spring-jar")
+		return "", setupErr("--server", "spring: the Spring peer is built with Maven, and mvn is not installed (apt-get install maven openjdk-17-jdk-headless), or give --spring-jar")
 	}
 	// Build in a directory of its own and move it into place, so that an interrupted or
 	// concurrent build never leaves a half-written jar where the next run looks.
@@ -116,17 +118,14 @@ func (o *Options) springJar(ctx context.Context, status io.Writer) (string, erro
 	return jar, nil
 }
 
-// startSpring starts the Spring peer on a free port of 127.0.0.1 and waits until /readyz answers.
-func (o *Options) startSpring(ctx context.Context, logw io.Writer) (*server, error) {
-	jar, err := o.springJar(ctx, o.statusW())
-	if err != nil {
-		return nil, err
-	}
+// StartSpring starts the Spring peer's jar on a free port of 127.0.0.1 and waits until /readyz
+// answers.
+func StartSpring(ctx context.Context, jar string, logw io.Writer) (*Server, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
-		return nil, usageErr("--server", "spring: java is not installed (apt-get install openjdk-17-jre-headless)")
+		return nil, setupErr("--server", "spring: java is not installed (apt-get install openjdk-17-jre-headless)")
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("finding a free port: %w", err)
 	}
@@ -136,8 +135,8 @@ func (o *Options) startSpring(ctx context.Context, logw io.Writer) (*server, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"-Xmx" + springHeap, "-jar", jar, "--server.port=" + strconv.Itoa(port), "--server.address=127.0.0.1"}
-	return launch{kind: KindSpring, bin: java, args: args, env: os.Environ(), dir: dir, addr: addr, readyTimeout: 90 * time.Second,
-		ready: func(ctx context.Context, s *server) error { return probeReady(ctx, s.addr) }}.start(ctx, logw)
+	return launch{kind: results.KindSpring, bin: java, args: args, env: os.Environ(), dir: dir, addr: addr, readyTimeout: 90 * time.Second,
+		ready: func(ctx context.Context, s *Server) error { return ProbeReady(ctx, s.Addr) }}.start(ctx, logw)
 }
 
 // lastLines returns the last n lines of s, joined by " | " for a one-line error.

@@ -1,7 +1,6 @@
-package bench
+package peers
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gobwas/ws"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // RabbitMQ's Web-STOMP, as the seeds' STOMP relay used it: each run cell starts a private node
@@ -25,35 +24,35 @@ import (
 // /usr/sbin would switch to the rabbitmq user).
 const rabbitScript = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
-// rabbitBinaries finds the start script and epmd, and checks that the Web-STOMP plugin is there.
-func rabbitBinaries() (script, epmd, version string, err error) {
+// RabbitBinaries finds the start script and epmd, and checks that the Web-STOMP plugin is there.
+func RabbitBinaries() (script, epmd, version string, err error) {
 	script = rabbitScript
 	if _, err := os.Stat(script); err != nil {
 		if script, err = exec.LookPath("rabbitmq-server"); err != nil {
-			return "", "", "", usageErr("--server", "rabbitmq: rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+			return "", "", "", setupErr("--server", "rabbitmq: rabbitmq-server is not installed (apt-get install rabbitmq-server)")
 		}
 	}
 	if epmd, err = exec.LookPath("epmd"); err != nil {
-		return "", "", "", usageErr("--server", "rabbitmq: epmd is not installed (it comes with rabbitmq-server's erlang-base)")
+		return "", "", "", setupErr("--server", "rabbitmq: epmd is not installed (it comes with rabbitmq-server's erlang-base)")
 	}
 	plugins, _ := filepath.Glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_web_stomp-*")
 	if len(plugins) == 0 {
-		return "", "", "", usageErr("--server", "rabbitmq: the rabbitmq_web_stomp plugin is not installed (Debian's rabbitmq-server ships it)")
+		return "", "", "", setupErr("--server", "rabbitmq: the rabbitmq_web_stomp plugin is not installed (Debian's rabbitmq-server ships it)")
 	}
 	version = "RabbitMQ " + strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(plugins[0]))), "rabbitmq_server-") + " (rabbitmq_web_stomp)"
 	return script, epmd, version, nil
 }
 
-// startRabbit starts a private RabbitMQ node with Web-STOMP on a free port of 127.0.0.1 and
-// waits until a STOMP session over it is CONNECTED.
-func startRabbit(ctx context.Context, logw io.Writer) (*server, error) {
-	script, epmd, _, err := rabbitBinaries()
+// StartRabbit starts a private RabbitMQ node with Web-STOMP on a free port of 127.0.0.1 and
+// waits until ready (a STOMP session over Web-STOMP's address) reports it CONNECTED.
+func StartRabbit(ctx context.Context, logw io.Writer, ready func(ctx context.Context, addr string) error) (*Server, error) {
+	script, epmd, _, err := RabbitBinaries()
 	if err != nil {
 		return nil, err
 	}
 	var ports [4]int // Web-STOMP, AMQP, distribution, epmd
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = FreePort(); err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 	}
@@ -95,57 +94,7 @@ func startRabbit(ctx context.Context, logw io.Writer) (*server, error) {
 		"ERL_EPMD_PORT="+strconv.Itoa(ports[3]),
 	)
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	return launch{kind: KindRabbitMQ, bin: script, env: env, dir: dir, addr: addr, readyTimeout: 90 * time.Second,
-		ready: func(ctx context.Context, s *server) error {
-			return probeSTOMP(ctx, s.addr, stompDialectFor(KindRabbitMQ, nil))
-		},
+	return launch{kind: results.KindRabbitMQ, bin: script, env: env, dir: dir, addr: addr, readyTimeout: 90 * time.Second,
+		ready:   func(ctx context.Context, s *Server) error { return ready(ctx, s.Addr) },
 		cleanup: []func(){stopEpmd}}.start(ctx, logw)
-}
-
-// probeSTOMP opens a STOMP session over WebSocket at addr as d says and waits for CONNECTED.
-func probeSTOMP(ctx context.Context, addr string, d stompDialect) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	conn, br, hs, err := ws.Dialer{Protocols: []string{"v12.stomp"}, Timeout: 3 * time.Second}.Dial(ctx, "ws://"+addr+d.path)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if br != nil {
-		ws.PutReader(br)
-		// The server wrote before we did: not a STOMP server waiting for CONNECT.
-		return fmt.Errorf("websocket: unexpected data after the handshake")
-	}
-	if hs.Protocol != "v12.stomp" {
-		return fmt.Errorf("websocket: server chose subprotocol %q, want v12.stomp", hs.Protocol)
-	}
-	f := "CONNECT\naccept-version:1.2\nhost:" + nonEmptyStr(d.host, addr) + "\n"
-	if d.login != "" {
-		f += "login:" + d.login + "\npasscode:" + d.passcode + "\n"
-	}
-	f += "\n\x00"
-	dl, _ := ctx.Deadline()
-	_ = conn.SetDeadline(dl)
-	if _, err := conn.Write(appendClientFrame(nil, ws.OpText, []byte(f))); err != nil {
-		return err
-	}
-	s := &wsStream{conn: conn}
-	s.br = bufio.NewReaderSize(conn, streamBufSize)
-	p, err := s.next(func([]byte) error { return nil })
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(string(p), "CONNECTED") {
-		line, _, _ := strings.Cut(string(p), "\n")
-		return fmt.Errorf("STOMP: %s instead of CONNECTED", line)
-	}
-	return nil
-}
-
-// nonEmptyStr returns s, or otherwise when s is empty.
-func nonEmptyStr(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }

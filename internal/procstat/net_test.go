@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"fmt"
@@ -23,8 +23,8 @@ func TestBrokerPID(t *testing.T) {
 		fmt.Sprintf("nats://localhost:%d", port),
 		fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", port),
 	} {
-		if got := brokerPID(u); got != self {
-			t.Errorf("brokerPID(%s) = %q, want %s", u, got, self)
+		if got := ListenerPID(u); got != self {
+			t.Errorf("ListenerPID(%s) = %q, want %s", u, got, self)
 		}
 	}
 	free, err := net.Listen("tcp", "127.0.0.1:0")
@@ -40,8 +40,8 @@ func TestBrokerPID(t *testing.T) {
 		"http://127.0.0.1:" + strconv.Itoa(port),
 		"redis://127.0.0.1:notaport/0",
 	} {
-		if got := brokerPID(u); got != "" {
-			t.Errorf("brokerPID(%s) = %q, want none", u, got)
+		if got := ListenerPID(u); got != "" {
+			t.Errorf("ListenerPID(%s) = %q, want none", u, got)
 		}
 	}
 }
@@ -69,9 +69,9 @@ func TestBrokerProcs(t *testing.T) {
 		fmt.Sprintf("redis://127.0.0.1:%d/0 redis://127.0.0.1:%d/0", ports[0], ports[1]),
 		fmt.Sprintf("redis+cluster://127.0.0.1:%d?addr=127.0.0.1:%d&addr=127.0.0.1:%d", ports[0], ports[1], freePort),
 	} {
-		ps := brokerProcs(u)
-		if len(ps) != 2 || ps[0].pid != self || ps[1].pid != self || ps[1].addr != fmt.Sprintf("127.0.0.1:%d", ports[1]) {
-			t.Errorf("brokerProcs(%s) = %+v, want both listeners, in order", u, ps)
+		ps := Listeners(u)
+		if len(ps) != 2 || ps[0].PID != self || ps[1].PID != self || ps[1].Addr != fmt.Sprintf("127.0.0.1:%d", ports[1]) {
+			t.Errorf("Listeners(%s) = %+v, want both listeners, in order", u, ps)
 		}
 	}
 }
