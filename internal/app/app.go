@@ -296,7 +296,11 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
 	go a.chat.sweep(ctx)
-	go returnMemory(ctx) // memreturn.go
+	var release func() error // the store's mapped pages, returned by memreturn.go
+	if a.store != nil {
+		release = a.store.ReleaseMapped
+	}
+	go returnMemory(ctx, release, a.log)
 	if err := a.hub.Run(ctx); err != nil {
 		return err
 	}

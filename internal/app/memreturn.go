@@ -1,9 +1,13 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"time"
 )
 
@@ -11,17 +15,25 @@ import (
 // heap's next goal: after a flood has been evicted (rooms' windows, topics, a burst of
 // connections), the process would hold that memory for many minutes. returnMemory looks every
 // memoryCheck and, when the free heap not yet returned is over memoryFreeFloor and twice what
-// is in use (more than a busy heap's collections leave free), returns it at once (a full collection, at most once per memoryCheck, and only
-// then: a server whose heap stays busy is left to the runtime).
+// is in use (more than a busy heap's collections leave free), returns it at once (a full
+// collection, at most once per memoryCheck, and only then: a server whose heap stays busy is
+// left to the runtime).
+//
+// The durable store's file is mapped, and every page of it a flood wrote or read stays in the
+// process's resident memory (file-backed) for as long as the mapping lives. When that part of
+// the RSS has grown by more than memoryFreeFloor since the last look that released, release
+// (the store's ReleaseMapped; nil without a store) drops the mapped pages, which stay in the
+// kernel's page cache; the reads that follow map back only what they use.
 const (
 	memoryCheck     = 30 * time.Second
 	memoryFreeFloor = 16 << 20
 )
 
-func returnMemory(ctx context.Context) {
+func returnMemory(ctx context.Context, release func() error, log *slog.Logger) {
 	t := time.NewTicker(memoryCheck)
 	defer t.Stop()
 	samples := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	fileBase, fileOK := rssFile()
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,5 +45,37 @@ func returnMemory(ctx context.Context) {
 		if free > memoryFreeFloor && free > 2*inUse {
 			debug.FreeOSMemory()
 		}
+		if release == nil || !fileOK {
+			continue
+		}
+		if file, ok := rssFile(); ok && file > fileBase+memoryFreeFloor {
+			if err := release(); err != nil {
+				log.Warn("returning the store's mapped pages failed", "err", err)
+			}
+			// What remains (the binary, other files) is not the store's: the next release
+			// waits for the store's part to grow again.
+			fileBase, _ = rssFile()
+		} else if ok && file < fileBase {
+			fileBase = file
+		}
 	}
+}
+
+// rssFile is the process's file-backed resident memory in bytes; false where /proc does not
+// tell it (not Linux).
+func rssFile() (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nRssFile:"))
+	if !ok {
+		return 0, false
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	kb, err := strconv.ParseUint(string(bytes.TrimSuffix(bytes.TrimSpace(line), []byte(" kB"))), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return kb << 10, true
 }
