@@ -296,11 +296,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
 	go a.chat.sweep(ctx)
-	var release func() error // the store's mapped pages, returned by memreturn.go
-	if a.store != nil {
-		release = a.store.ReleaseMapped
-	}
-	go returnMemory(ctx, release, a.log)
+	go returnMemory(ctx, a.mappedFiles(), a.log)
 	if err := a.hub.Run(ctx); err != nil {
 		return err
 	}

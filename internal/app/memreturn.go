@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -19,11 +20,11 @@ import (
 // collection, at most once per memoryCheck, and only then: a server whose heap stays busy is
 // left to the runtime).
 //
-// The durable store's file is mapped, and every page of it a flood wrote or read stays in the
-// process's resident memory (file-backed) for as long as the mapping lives. When that part of
-// the RSS has grown by more than memoryFreeFloor since the last look that released, release
-// (the store's ReleaseMapped; nil without a store) drops the mapped pages, which stay in the
-// kernel's page cache; the reads that follow map back only what they use.
+// The bbolt files under --data-dir are mapped, and every page of them a flood wrote or read
+// stays in the process's resident memory (file-backed) for as long as the mapping lives. When
+// that part of the RSS has grown by more than memoryFreeFloor since the last release, release
+// (mappedFiles; nil without files) drops the mapped pages, which stay in the kernel's page
+// cache; the reads that follow map back only what they use.
 const (
 	memoryCheck     = 30 * time.Second
 	memoryFreeFloor = 16 << 20
@@ -78,4 +79,32 @@ func rssFile() (uint64, bool) {
 		return 0, false
 	}
 	return kb << 10, true
+}
+
+// mapped is a file mapped into the process whose pages can be returned (a bbolt file).
+type mapped interface{ ReleaseMapped() error }
+
+// mappedFiles returns what releases the pages of the files under --data-dir the process maps
+// (the durable store, the embedded archive, the state); nil when there are none.
+func (a *App) mappedFiles() func() error {
+	var files []mapped
+	if a.store != nil {
+		files = append(files, a.store)
+	}
+	if a.archive != nil {
+		files = append(files, a.archive)
+	}
+	if m, ok := a.state.(mapped); ok {
+		files = append(files, m)
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	return func() error {
+		var errs []error
+		for _, f := range files {
+			errs = append(errs, f.ReleaseMapped())
+		}
+		return errors.Join(errs...)
+	}
 }

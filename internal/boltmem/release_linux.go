@@ -1,4 +1,4 @@
-package store
+package boltmem
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func dropMapped(addr uintptr, size int64) error {
 	// A uintptr, not a slice: the mapping is not Go memory, and the system call only needs
 	// the range.
 	if _, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, uintptr(size), unix.MADV_DONTNEED); errno != 0 {
-		return fmt.Errorf("store: release mapped pages: %w", errno)
+		return fmt.Errorf("boltmem: release mapped pages: %w", errno)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package store
+package boltmem
 
 // dropMapped does nothing where MADV_DONTNEED's semantics on a shared file mapping are not
 // those of Linux.
