@@ -21,10 +21,10 @@ import (
 // left to the runtime).
 //
 // The bbolt files under --data-dir are mapped, and every page of them a flood wrote or read
-// stays in the process's resident memory (file-backed) for as long as the mapping lives. When
-// that part of the RSS has grown by more than memoryFreeFloor since the last release, release
-// (mappedFiles; nil without files) drops the mapped pages, which stay in the kernel's page
-// cache; the reads that follow map back only what they use.
+// stays in the process's resident memory (file-backed) for as long as the mapping lives. At the
+// first look, and then when that part of the RSS has grown by more than memoryFreeFloor since
+// the last release, release (mappedFiles; nil without files) drops the mapped pages, which stay
+// in the kernel's page cache; the reads that follow map back only what they use.
 const (
 	memoryCheck     = 30 * time.Second
 	memoryFreeFloor = 16 << 20
@@ -34,7 +34,9 @@ func returnMemory(ctx context.Context, release func() error, log *slog.Logger) {
 	t := time.NewTicker(memoryCheck)
 	defer t.Stop()
 	samples := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
-	fileBase, fileOK := rssFile()
+	// The first look releases whatever the start mapped (opening the files, the archive's first
+	// sweep); after that, fileBase is what a release left (the binary, libraries).
+	var fileBase uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,15 +48,15 @@ func returnMemory(ctx context.Context, release func() error, log *slog.Logger) {
 		if free > memoryFreeFloor && free > 2*inUse {
 			debug.FreeOSMemory()
 		}
-		if release == nil || !fileOK {
+		if release == nil {
 			continue
 		}
 		if file, ok := rssFile(); ok && file > fileBase+memoryFreeFloor {
 			if err := release(); err != nil {
-				log.Warn("returning the store's mapped pages failed", "err", err)
+				log.Warn("returning the data files' mapped pages failed", "err", err)
 			}
-			// What remains (the binary, other files) is not the store's: the next release
-			// waits for the store's part to grow again.
+			// What remains (the binary, libraries) is not the data files': the next release
+			// waits for their part to grow again.
 			fileBase, _ = rssFile()
 		} else if ok && file < fileBase {
 			fileBase = file
