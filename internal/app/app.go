@@ -302,7 +302,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
 	go a.chat.sweep(ctx)
-	go returnMemory(ctx) // memreturn.go
+	go returnMemory(ctx, a.mappedFiles(), a.log)
 	if err := a.hub.Run(ctx); err != nil {
 		return err
 	}

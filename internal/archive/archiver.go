@@ -186,6 +186,15 @@ func (a *Archiver) Close(timeout time.Duration) error {
 	return errors.Join(err, a.cfg.Store.Close())
 }
 
+// ReleaseMapped takes the store's mapped file pages out of the process's resident memory when
+// it has any (the embedded bbolt file; see boltmem).
+func (a *Archiver) ReleaseMapped() error {
+	if r, ok := a.cfg.Store.(interface{ ReleaseMapped() error }); ok {
+		return r.ReleaseMapped()
+	}
+	return nil
+}
+
 // Page answers the hub from the store, for durable topics.
 func (a *Archiver) Page(ctx context.Context, topic, epoch string, before uint64, limit int) ([]*hub.Publication, error) {
 	if !a.cfg.Durable(topic) {

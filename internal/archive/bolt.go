@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/rtlab/rtlab/internal/boltmem"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -328,6 +329,10 @@ func (b *Bolt) pruneCountTx(tx *bolt.Tx, topic string, keep uint64) (int, error)
 
 // Close closes the file.
 func (b *Bolt) Close() error { return b.db.Close() }
+
+// ReleaseMapped takes the file's pages out of this process's resident memory (see boltmem):
+// a sweep after a flood reads and writes most of the file. A no-op after Close.
+func (b *Bolt) ReleaseMapped() error { return boltmem.Release(b.db) }
 
 // String names the store for logs.
 func (b *Bolt) String() string { return "bbolt " + strconv.Quote(b.db.Path()) }

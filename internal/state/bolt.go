@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/rtlab/rtlab/internal/boltmem"
 )
 
 // Bolt is a Store in a bbolt file of its own (the memory broker's, under --data-dir). A value
@@ -99,3 +101,6 @@ func (b *Bolt) List(_ context.Context, kind string, fn func(string, []byte)) err
 }
 
 func (b *Bolt) Close() error { return b.db.Close() }
+
+// ReleaseMapped takes the file's pages out of this process's resident memory (see boltmem).
+func (b *Bolt) ReleaseMapped() error { return boltmem.Release(b.db) }
