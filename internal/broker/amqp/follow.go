@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"time"
 
@@ -201,7 +202,20 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 		return hub.HistoryResult{}, ErrClosed
 	}
 	s := b.session.Load()
-	if (s != nil && s.sequencer.Load()) || b.seeded(topic) {
+	if s != nil && s.sequencer.Load() {
+		return b.rep.History(topic, since, limit, time.Now()), nil
+	}
+	if b.seeded(topic) {
+		hr := b.rep.History(topic, since, limit, time.Now())
+		if s == nil || !cutShort(hr, since) {
+			return hr, nil
+		}
+		// The cache lacks what the caller asks for: live copies can overtake a re-seed's answer
+		// after a reconnect (the cache then starts after a hole), or history was trimmed. The
+		// sequencer holds the topic's whole retained history: take it again.
+		if err := b.seed(ctx, s, topic); err != nil {
+			return hub.HistoryResult{}, err
+		}
 		return b.rep.History(topic, since, limit, time.Now()), nil
 	}
 	if s == nil {
@@ -216,6 +230,12 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 	}
 	a, err := b.ask(ctx, s, func(id string) []byte { return appendHistoryRequest(nil, id, s.replyQ, topic, since, limit) })
 	return a.hr, err
+}
+
+// cutShort reports whether hr, read from this node's cache after since, starts later than the
+// caller asked for while the topic holds more.
+func cutShort(hr hub.HistoryResult, since uint64) bool {
+	return since != math.MaxUint64 && hr.Top.Offset > since && hr.Oldest > since+1
 }
 
 // TopicsSince names the durable topics published to since since, for archive sweeps: the
