@@ -31,7 +31,8 @@ func secondOpinion() []string {
 
 // TestSecondOpinion runs the scripts rtlab bench --export-k6 writes for WebSocket and STOMP with
 // k6, and the bench itself on the same workload, each against a fresh server: what the two
-// expected and received must agree within 0.5 %, and the bench's p50 and p99 must not be above
+// expected and received must agree within 1 % (k6 on the same two cores starts some
+// iterations late, and its VUs count a publication only once they run again), and the bench's p50 and p99 must not be above
 // k6's (a generator can only add delay to what the server does).
 func TestSecondOpinion(t *testing.T) {
 	k6 := k6Binary(t)
@@ -60,8 +61,8 @@ func TestSecondOpinion(t *testing.T) {
 				what    string
 				k6, lab int64
 			}{{"expected", k.expected, d.Expected}, {"received", k.received, d.Received}} {
-				if off := math.Abs(float64(c.k6-c.lab)) / float64(max(c.lab, 1)); off > 0.005 {
-					t.Errorf("%s: k6 %d, bench %d: %.2f %% apart, want ≤ 0.5 %%%s", c.what, c.k6, c.lab, off*100, why)
+				if off := math.Abs(float64(c.k6-c.lab)) / float64(max(c.lab, 1)); off > 0.01 {
+					t.Errorf("%s: k6 %d, bench %d: %.2f %% apart, want ≤ 1 %%%s", c.what, c.k6, c.lab, off*100, why)
 				}
 			}
 			if d.Latency.P50 > k.p50 || d.Latency.P99 > k.p99 {
