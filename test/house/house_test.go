@@ -1,0 +1,84 @@
+// Package house checks rules the code keeps as it grows: no function outside tests over 100
+// lines, nor nested more than 5 deep, so each reads in one screen.
+package house
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	maxLines   = 100
+	maxNesting = 5
+)
+
+// nesting is the deepest run of blocks (if, for, switch, select, function literals) in body.
+func nesting(body ast.Node) int {
+	deepest := 0
+	var walk func(n ast.Node, depth int)
+	walk = func(n ast.Node, depth int) {
+		ast.Inspect(n, func(c ast.Node) bool {
+			if c == n {
+				return true
+			}
+			switch c.(type) {
+			case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt, *ast.SwitchStmt, *ast.TypeSwitchStmt, *ast.SelectStmt, *ast.FuncLit:
+				deepest = max(deepest, depth+1)
+				walk(c, depth+1)
+				return false
+			}
+			return true
+		})
+	}
+	walk(body, 0)
+	return deepest
+}
+
+func TestFunctionsStaySmall(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			lines := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
+			if lines > maxLines {
+				t.Errorf("%s:%d: %s is %d lines, over %d: split it into named steps", rel, fset.Position(fn.Pos()).Line, fn.Name.Name, lines, maxLines)
+			}
+			if n := nesting(fn.Body); n > maxNesting {
+				t.Errorf("%s:%d: %s nests %d deep, over %d", rel, fset.Position(fn.Pos()).Line, fn.Name.Name, n, maxNesting)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
