@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"strconv"
 	"time"
 
@@ -55,6 +54,15 @@ func (b *Broker) seeded(topic string) bool {
 	defer b.followMu.RUnlock()
 	f := b.follows[topic]
 	return f != nil && f.seeded
+}
+
+// unseed marks topic's history as to be taken again: its cache has a hole.
+func (b *Broker) unseed(topic string) {
+	b.followMu.Lock()
+	if f := b.follows[topic]; f != nil {
+		f.seeded = false
+	}
+	b.followMu.Unlock()
 }
 
 // unseedAll marks every followed topic's history as to be taken again (a new session).
@@ -154,8 +162,9 @@ func (b *Broker) seed(ctx context.Context, s *session, topic string) error {
 	if !b.following(topic) {
 		return nil // unsubscribed meanwhile
 	}
-	b.rep.Seed(topic, hr.hr.Publications)
-	b.markSeeded(topic)
+	if b.rep.Seed(topic, hr.hr.Publications) {
+		b.markSeeded(topic)
+	}
 	return nil
 }
 
@@ -202,20 +211,7 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 		return hub.HistoryResult{}, ErrClosed
 	}
 	s := b.session.Load()
-	if s != nil && s.sequencer.Load() {
-		return b.rep.History(topic, since, limit, time.Now()), nil
-	}
-	if b.seeded(topic) {
-		hr := b.rep.History(topic, since, limit, time.Now())
-		if s == nil || !cutShort(hr, since) {
-			return hr, nil
-		}
-		// The cache lacks what the caller asks for: live copies can overtake a re-seed's answer
-		// after a reconnect (the cache then starts after a hole), or history was trimmed. The
-		// sequencer holds the topic's whole retained history: take it again.
-		if err := b.seed(ctx, s, topic); err != nil {
-			return hub.HistoryResult{}, err
-		}
+	if (s != nil && s.sequencer.Load()) || b.seeded(topic) {
 		return b.rep.History(topic, since, limit, time.Now()), nil
 	}
 	if s == nil {
@@ -226,16 +222,13 @@ func (b *Broker) History(ctx context.Context, topic string, since uint64, limit 
 		if err := b.seed(ctx, s, topic); err != nil {
 			return hub.HistoryResult{}, err
 		}
-		return b.rep.History(topic, since, limit, time.Now()), nil
+		if b.seeded(topic) {
+			return b.rep.History(topic, since, limit, time.Now()), nil
+		}
+		// Live copies overtook the answer with a hole between them: ask for this read.
 	}
 	a, err := b.ask(ctx, s, func(id string) []byte { return appendHistoryRequest(nil, id, s.replyQ, topic, since, limit) })
 	return a.hr, err
-}
-
-// cutShort reports whether hr, read from this node's cache after since, starts later than the
-// caller asked for while the topic holds more.
-func cutShort(hr hub.HistoryResult, since uint64) bool {
-	return since != math.MaxUint64 && hr.Top.Offset > since && hr.Oldest > since+1
 }
 
 // TopicsSince names the durable topics published to since since, for archive sweeps: the

@@ -287,8 +287,14 @@ func (b *Broker) apply(s *session, e *entry) {
 		b.log.Error("amqp broker: skipping an undecodable publication", "topic", e.topic)
 		return
 	}
-	if !b.rep.ApplyNewer(p, 0) {
+	applied, jumped := b.rep.ApplyLive(p)
+	if !applied {
 		return
+	}
+	if jumped && following && !s.all.Load() {
+		// Live copies were missed (one overtook a re-seed after a reconnect): the cache now
+		// starts after a hole, so the topic's history is taken again at its next read.
+		b.unseed(e.topic)
 	}
 	b.recent.add(e.id)
 	if following {

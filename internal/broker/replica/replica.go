@@ -90,40 +90,51 @@ func (r *Replica) Reset() {
 // epoch already applied at or below its offset is not: it is a duplicate, or a stale writer's,
 // and every node that applies the same log ignores it alike. A jump in offsets (entries removed
 // from the log before this node read them) restarts the retained history at p.
-func (r *Replica) Apply(p *hub.Publication, seq uint64) bool { return r.apply(p, seq, false) }
+func (r *Replica) Apply(p *hub.Publication, seq uint64) bool {
+	applied, _ := r.apply(p, seq, false)
+	return applied
+}
 
 // ApplyNewer is Apply for a node that may read a topic's publications twice and from two
 // sources (a live copy, and the log it catches up from): a publication of another epoch than
 // the topic's is taken only if it is not older than the topic's latest. A topic's epochs
 // follow each other in time, so an older epoch read late is stale and ignored.
-func (r *Replica) ApplyNewer(p *hub.Publication, seq uint64) bool { return r.apply(p, seq, true) }
+func (r *Replica) ApplyNewer(p *hub.Publication, seq uint64) bool {
+	applied, _ := r.apply(p, seq, true)
+	return applied
+}
 
-func (r *Replica) apply(p *hub.Publication, seq uint64, newerOnly bool) bool {
+// ApplyLive is ApplyNewer for a live copy, which also reports whether p jumped over offsets of
+// its epoch that the topic lacks (copies were missed): its history then restarts at p.
+func (r *Replica) ApplyLive(p *hub.Publication) (applied, jumped bool) { return r.apply(p, 0, true) }
+
+func (r *Replica) apply(p *hub.Publication, seq uint64, newerOnly bool) (applied, jumped bool) {
 	sh := r.shard(p.Topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return r.applyLocked(sh, p, seq, newerOnly)
 }
 
-func (r *Replica) applyLocked(sh *shard, p *hub.Publication, seq uint64, newerOnly bool) bool {
+func (r *Replica) applyLocked(sh *shard, p *hub.Publication, seq uint64, newerOnly bool) (applied, jumped bool) {
 	t := sh.topics[p.Topic]
 	if t != nil && t.epoch == p.Epoch && p.Offset <= t.top {
-		return false
+		return false, false
 	}
 	if newerOnly && t != nil && t.epoch != p.Epoch && p.Time.Before(t.last) {
-		return false
+		return false, false
 	}
 	if t == nil {
 		pol := r.policy(p.Topic)
 		t = &topicLog{ring: history.NewRing(pol.Size), ttl: pol.TTL}
 		sh.topics[p.Topic] = t
 	}
-	if t.epoch != p.Epoch || p.Offset != t.top+1 {
+	jumped = t.epoch == p.Epoch && p.Offset != t.top+1
+	if t.epoch != p.Epoch || jumped {
 		t.ring.Clear()
 	}
 	t.epoch, t.top, t.seq, t.last = p.Epoch, p.Offset, seq, p.Time
 	t.ring.Append(p)
-	return true
+	return true, jumped
 }
 
 // Last returns what is known of topic's latest publication, and false when the topic is unknown.

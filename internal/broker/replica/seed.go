@@ -6,7 +6,9 @@ import "github.com/rtlab/rtlab/internal/hub"
 // replica, with what this one holds of the topic: a node that starts following a topic takes
 // its history from whoever holds it, while its own live copies may already have begun. Each
 // publication is applied as ApplyNewer would, the seed first, so the live copies extend it.
-func (r *Replica) Seed(topic string, pubs []*hub.Publication) {
+// whole is false when the live copies held start past the end of pubs: offsets between them
+// are missing, and the topic's history restarts after the hole.
+func (r *Replica) Seed(topic string, pubs []*hub.Publication) (whole bool) {
 	sh := r.shard(topic)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -18,9 +20,13 @@ func (r *Replica) Seed(topic string, pubs []*hub.Publication) {
 	for _, p := range pubs {
 		r.applyLocked(sh, p, 0, true)
 	}
+	whole = true
 	for _, p := range held {
-		r.applyLocked(sh, p, 0, true)
+		if _, jumped := r.applyLocked(sh, p, 0, true); jumped {
+			whole = false
+		}
 	}
+	return whole
 }
 
 // Retain forgets every topic for which keep is false.
