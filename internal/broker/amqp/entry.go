@@ -70,27 +70,25 @@ type entry struct {
 	rest []byte
 }
 
+// appendWords appends an entry's kind and its words, each followed by a space.
+func appendWords(dst []byte, kind byte, words ...string) []byte {
+	dst = append(dst, kind, ' ')
+	for _, w := range words {
+		dst = append(dst, w...)
+		dst = append(dst, ' ')
+	}
+	return dst
+}
+
 // appendRequest appends a request to publish, answered on queue reply.
 func appendRequest(dst []byte, id, reply, topic string, t time.Time, sender, typ string, data []byte) []byte {
-	dst = append(dst, kindRequest, ' ')
-	dst = append(dst, id...)
-	dst = append(dst, ' ')
-	dst = append(dst, reply...)
-	dst = append(dst, ' ')
-	dst = append(dst, topic...)
-	dst = append(dst, ' ')
+	dst = appendWords(dst, kindRequest, id, reply, topic)
 	return replica.AppendTail(dst, t, sender, typ, data)
 }
 
 // appendHistoryRequest appends a request for topic's history after since, at most limit.
 func appendHistoryRequest(dst []byte, id, reply, topic string, since uint64, limit int) []byte {
-	dst = append(dst, kindHistory, ' ')
-	dst = append(dst, id...)
-	dst = append(dst, ' ')
-	dst = append(dst, reply...)
-	dst = append(dst, ' ')
-	dst = append(dst, topic...)
-	dst = append(dst, ' ')
+	dst = appendWords(dst, kindHistory, id, reply, topic)
 	dst = strconv.AppendUint(dst, since, 10)
 	dst = append(dst, ' ')
 	return strconv.AppendInt(dst, int64(max(limit, 0)), 10)
@@ -98,22 +96,14 @@ func appendHistoryRequest(dst []byte, id, reply, topic string, since uint64, lim
 
 // appendListRequest appends a request for the durable topics published to since since.
 func appendListRequest(dst []byte, id, reply string, since time.Time) []byte {
-	dst = append(dst, kindList, ' ')
-	dst = append(dst, id...)
-	dst = append(dst, ' ')
-	dst = append(dst, reply...)
-	dst = append(dst, ' ')
+	dst = appendWords(dst, kindList, id, reply)
 	return strconv.AppendInt(dst, since.UnixMilli(), 10)
 }
 
 // appendReply appends the head of an answer to a history request: hr's top and oldest offset.
 // Its publications follow as publication entries.
 func appendReply(dst []byte, id, topic string, hr hub.HistoryResult) []byte {
-	dst = append(dst, kindReply, ' ')
-	dst = append(dst, id...)
-	dst = append(dst, ' ')
-	dst = append(dst, topic...)
-	dst = append(dst, ' ')
+	dst = appendWords(dst, kindReply, id, topic)
 	epoch := hr.Top.Epoch
 	if epoch == "" {
 		epoch = "-"
