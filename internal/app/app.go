@@ -161,29 +161,17 @@ func (c *Config) fill() (*tls.Certificate, error) {
 	if c.Broker == "" {
 		c.Broker = d.Broker
 	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = d.ShutdownTimeout
-	}
+	orDefault(&c.ShutdownTimeout, d.ShutdownTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
-	if c.DurableHistory <= 0 {
-		c.DurableHistory = d.DurableHistory
-	}
+	orDefault(&c.DurableHistory, d.DurableHistory)
 	c.Seed.fill()
-	if c.ChatMaxBytes <= 0 {
-		c.ChatMaxBytes = d.ChatMaxBytes
-	}
-	if c.ChatMaxMembers <= 0 {
-		c.ChatMaxMembers = d.ChatMaxMembers
-	}
-	if c.ChatMaxRooms <= 0 {
-		c.ChatMaxRooms = d.ChatMaxRooms
-	}
-	if c.ChatIdle <= 0 {
-		c.ChatIdle = d.ChatIdle
-	}
+	orDefault(&c.ChatMaxBytes, d.ChatMaxBytes)
+	orDefault(&c.ChatMaxMembers, d.ChatMaxMembers)
+	orDefault(&c.ChatMaxRooms, d.ChatMaxRooms)
+	orDefault(&c.ChatIdle, d.ChatIdle)
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	}

@@ -44,3 +44,10 @@ func Defaults() Config {
 		AppProxyTimeout: 5 * time.Second,
 	}
 }
+
+// orDefault sets *v to d when it is zero or less: a Config field left zero means its default.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}

@@ -23,18 +23,10 @@ type LocationLimits struct {
 
 func (l *LocationLimits) fill() {
 	d := Defaults().Location
-	if l.Groups <= 0 {
-		l.Groups = d.Groups
-	}
-	if l.Members <= 0 {
-		l.Members = d.Members
-	}
-	if l.Bytes <= 0 {
-		l.Bytes = d.Bytes
-	}
-	if l.MemberTTL <= 0 {
-		l.MemberTTL = d.MemberTTL
-	}
+	orDefault(&l.Groups, d.Groups)
+	orDefault(&l.Members, d.Members)
+	orDefault(&l.Bytes, d.Bytes)
+	orDefault(&l.MemberTTL, d.MemberTTL)
 }
 
 // locations keeps the latest position per member of each group someone asked about. A group

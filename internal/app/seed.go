@@ -32,9 +32,7 @@ type SeedConfig struct {
 
 func (c *SeedConfig) fill() {
 	d := Defaults().Seed
-	if c.LongTimeout <= 0 {
-		c.LongTimeout = d.LongTimeout
-	}
+	orDefault(&c.LongTimeout, d.LongTimeout)
 	if c.SSETimeout == 0 {
 		c.SSETimeout = d.SSETimeout
 	}
