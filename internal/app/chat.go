@@ -13,6 +13,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/shrink"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
 )
@@ -83,13 +84,13 @@ type chatRooms struct {
 	mu      sync.Mutex
 	entered map[string]map[string][]string // connection ID → topic → names it entered as; guarded by mu
 	online  map[[2]string]int              // {topic, name} → connections here that entered; guarded by mu
-	views   map[string]*roomView           // by topic; guarded by mu
+	views   shrink.Map[string, *roomView]  // by topic; guarded by mu
 	joins   [64]sync.Mutex                 // serialise implicit ENTERs by room and member (seedchat.go)
 }
 
 func newChatRooms(h *hub.Hub, st state.Store, n *notifications, cfg chatConfig, log *slog.Logger) *chatRooms {
 	return &chatRooms{hub: h, store: st, notify: n, cfg: cfg, log: log,
-		entered: make(map[string]map[string][]string), online: make(map[[2]string]int), views: make(map[string]*roomView)}
+		entered: make(map[string]map[string][]string), online: make(map[[2]string]int), views: shrink.NewMap[string, *roomView](shrink.Floor)}
 }
 
 // privateByPrefix reports whether --private-rooms makes topic members-only.

@@ -32,7 +32,7 @@ type roomView struct {
 // view returns the room's shared view, reading it from the store when the node has none.
 func (cr *chatRooms) view(ctx context.Context, topic string) (*roomView, error) {
 	cr.mu.Lock()
-	v := cr.views[topic]
+	v := cr.views.M[topic]
 	cr.mu.Unlock()
 	if v != nil {
 		v.used.Store(time.Now().UnixNano())
@@ -46,10 +46,10 @@ func (cr *chatRooms) view(ctx context.Context, topic string) (*roomView, error) 
 	v.used.Store(time.Now().UnixNano())
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
-	if old := cr.views[topic]; old != nil {
+	if old := cr.views.M[topic]; old != nil {
 		return old, nil
 	}
-	cr.views[topic] = v
+	cr.views.Set(topic, v)
 	return v, nil
 }
 
@@ -165,11 +165,12 @@ func (cr *chatRooms) sweep(ctx context.Context) {
 		case now := <-t.C:
 			cutoff := now.Add(-cr.cfg.idle).UnixNano()
 			cr.mu.Lock()
-			for topic, v := range cr.views {
+			for topic, v := range cr.views.M {
 				if v.used.Load() < cutoff {
-					delete(cr.views, topic)
+					cr.views.Delete(topic)
 				}
 			}
+			cr.views.Tidy()
 			cr.mu.Unlock()
 			cr.notify.sweep(now)
 		}
@@ -180,5 +181,5 @@ func (cr *chatRooms) sweep(ctx context.Context) {
 func (cr *chatRooms) viewCount() int {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
-	return len(cr.views)
+	return len(cr.views.M)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/shrink"
 )
 
 // Source is the broker's window, which a sweep catches up from.
@@ -60,16 +61,16 @@ type Archiver struct {
 	m   *metrics
 
 	mu      sync.Mutex
-	queue   []*hub.Publication  // waiting to be written; guarded by mu
-	seen    map[string]struct{} // topics added since the last sweep; guarded by mu
-	written map[string]struct{} // topics written since the last prune; guarded by mu
-	closed  bool                // guarded by mu
-	wake    chan struct{}       // cap 1: the writer has something to do
-	kick    chan time.Time      // cap 1: sweep now, from this time on
-	flushed chan struct{}       // closed when the writer has exited
+	queue   []*hub.Publication           // waiting to be written; guarded by mu
+	seen    shrink.Map[string, struct{}] // topics added since the last sweep; guarded by mu
+	written shrink.Map[string, struct{}] // topics written since the last prune; guarded by mu
+	closed  bool                         // guarded by mu
+	wake    chan struct{}                // cap 1: the writer has something to do
+	kick    chan time.Time               // cap 1: sweep now, from this time on
+	flushed chan struct{}                // closed when the writer has exited
 
 	// Owned by the sweeper goroutine.
-	verified map[string]hub.Position // per topic: archived up to here, as checked by a sweep
+	verified shrink.Map[string, hub.Position] // per topic: archived up to here, as checked by a sweep
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -112,9 +113,9 @@ func New(cfg Config) *Archiver {
 	}
 	a := &Archiver{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		seen: make(map[string]struct{}), written: make(map[string]struct{}),
+		seen: shrink.NewMap[string, struct{}](shrink.Floor), written: shrink.NewMap[string, struct{}](shrink.Floor),
 		wake: make(chan struct{}, 1), kick: make(chan time.Time, 1), flushed: make(chan struct{}),
-		verified: make(map[string]hub.Position),
+		verified: shrink.NewMap[string, hub.Position](shrink.Floor),
 	}
 	a.m.ready.Set(1)
 	return a
@@ -137,13 +138,13 @@ func (a *Archiver) Added(p *hub.Publication) {
 	}
 	a.mu.Lock()
 	if a.closed || len(a.queue) >= a.cfg.Queue {
-		a.seen[p.Topic] = struct{}{}
+		a.seen.Set(p.Topic, struct{}{})
 		a.mu.Unlock()
 		a.m.dropped.Inc()
 		return
 	}
 	a.queue = append(a.queue, p)
-	a.seen[p.Topic] = struct{}{}
+	a.seen.Set(p.Topic, struct{}{})
 	n := len(a.queue)
 	a.mu.Unlock()
 	a.m.queued.Set(float64(n))
@@ -236,6 +237,9 @@ func (a *Archiver) writeLoop(ctx context.Context) {
 			rest := copy(a.queue, a.queue[n:])
 			clear(a.queue[rest:])
 			a.queue = a.queue[:rest]
+			if rest == 0 {
+				a.queue = shrink.Slice(a.queue) // a drained burst gives its array back
+			}
 		}
 		closed, left := a.closed, len(a.queue)
 		a.mu.Unlock()
@@ -276,7 +280,7 @@ func (a *Archiver) writeLoop(ctx context.Context) {
 		a.m.written.WithLabelValues("live").Add(float64(n))
 		a.mu.Lock()
 		for _, p := range batch {
-			a.written[p.Topic] = struct{}{}
+			a.written.Set(p.Topic, struct{}{})
 		}
 		a.mu.Unlock()
 		clear(batch)
@@ -359,10 +363,10 @@ func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 		}
 	}
 	a.mu.Lock()
-	for t := range a.seen {
+	for t := range a.seen.M {
 		topics = append(topics, t)
 	}
-	clear(a.seen)
+	a.seen.Clear()
 	a.mu.Unlock()
 	cutoff := a.cfg.Now().Add(-a.cfg.Grace)
 	a.mu.Lock()
@@ -382,16 +386,19 @@ func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 		if err := a.catchUp(ctx, t, cutoff); err != nil {
 			errs = append(errs, err)
 			a.mu.Lock()
-			a.seen[t] = struct{}{} // try it again next time, whatever since says
+			a.seen.Set(t, struct{}{}) // try it again next time, whatever since says
 			a.mu.Unlock()
 		}
 	}
-	// Forget topics quiet for long: the map stays bounded by active topics.
-	for t := range a.verified {
-		if _, ok := done[t]; !ok && len(a.verified) > 10_000 {
-			delete(a.verified, t)
+	// Forget quiet topics beyond a few: the map stays bounded by active topics, and gives its
+	// memory back after a burst of them (forgetting costs a quiet topic's next sweep a read of
+	// its whole window).
+	for t := range a.verified.M {
+		if _, ok := done[t]; !ok && len(a.verified.M) > shrink.Floor {
+			a.verified.Delete(t)
 		}
 	}
+	a.verified.Tidy()
 	return errors.Join(errs...)
 }
 
@@ -400,7 +407,7 @@ func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v := a.verified[topic]
+	v := a.verified.M[topic]
 	hr, err := a.cfg.Source.History(ctx, topic, v.Offset, 0)
 	if err == nil && v.Offset > 0 && hr.Top.Epoch != v.Epoch {
 		hr, err = a.cfg.Source.History(ctx, topic, 0, 0) // a new epoch: all of its window
@@ -453,10 +460,10 @@ func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) 
 			}
 		}
 		a.mu.Lock()
-		a.written[topic] = struct{}{}
+		a.written.Set(topic, struct{}{})
 		a.mu.Unlock()
 	}
-	a.verified[topic] = hub.Position{Offset: last, Epoch: hr.Top.Epoch}
+	a.verified.Set(topic, hub.Position{Offset: last, Epoch: hr.Top.Epoch})
 	return nil
 }
 
@@ -464,16 +471,16 @@ func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) 
 func (a *Archiver) Sweep(ctx context.Context) error { return a.sweep(ctx, time.Time{}) }
 
 func (a *Archiver) prune(ctx context.Context) {
+	a.mu.Lock()
+	topics := make([]string, 0, len(a.written.M))
+	for t := range a.written.M {
+		topics = append(topics, t)
+	}
+	a.written.Clear()
+	a.mu.Unlock()
 	if a.cfg.Retention.IsZero() {
 		return
 	}
-	a.mu.Lock()
-	topics := make([]string, 0, len(a.written))
-	for t := range a.written {
-		topics = append(topics, t)
-	}
-	clear(a.written)
-	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	n, err := a.cfg.Store.Prune(ctx, a.cfg.Retention, a.cfg.Now(), topics)

@@ -43,7 +43,11 @@ func msMint(user string) string {
 }
 
 func msMetric(p *servertest.Proc, name string) float64 {
-	res, err := http.Get(p.URL() + "/metrics")
+	// Uncompressed: a gzip answer would leave the server holding a compressor (about 1 MiB)
+	// that only the measurement asked for.
+	req, _ := http.NewRequest("GET", p.URL()+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1
 	}
@@ -67,7 +71,19 @@ func msMem(p *servertest.Proc) string {
 	st := msStatus(p.PID())
 	return fmt.Sprintf("RSS %d MiB (anonymous %d, files %d), heap in use %.0f MiB, idle not released %.0f MiB",
 		st["VmRSS"]>>10, st["RssAnon"]>>10, st["RssFile"]>>10, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20),
-		(msMetric(p, "go_memstats_heap_idle_bytes")-msMetric(p, "go_memstats_heap_released_bytes"))/(1<<20))
+		(msMetric(p, "go_memstats_heap_idle_bytes")-msMetric(p, "go_memstats_heap_released_bytes"))/(1<<20)) + msRuntime(p, st)
+}
+
+// msRuntime is the Go runtime's own memory besides the heap, with RSS_DETAIL set.
+func msRuntime(p *servertest.Proc, st map[string]int64) string {
+	if os.Getenv("RSS_DETAIL") == "" {
+		return ""
+	}
+	s := fmt.Sprintf("; threads %d", st["Threads"])
+	for _, n := range []string{"heap_sys", "heap_released", "stack_inuse", "stack_sys", "mspan_sys", "mcache_sys", "gc_sys", "other_sys", "buck_hash_sys", "sys"} {
+		s += fmt.Sprintf(", %s %.1f", n, msMetric(p, "go_memstats_"+n+"_bytes")/(1<<20))
+	}
+	return s
 }
 
 // msStatus reads the kB figures of /proc/pid/status.
@@ -76,7 +92,7 @@ func msStatus(pid int) map[string]int64 {
 	m := map[string]int64{}
 	for _, l := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(l, ":")
-		if f := strings.Fields(v); ok && len(f) == 2 && f[1] == "kB" {
+		if f := strings.Fields(v); ok && (len(f) == 2 && f[1] == "kB" || k == "Threads") {
 			m[k], _ = strconv.ParseInt(f[0], 10, 64)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/history"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/shrink"
 	"github.com/rtlab/rtlab/internal/store"
 )
 
@@ -86,8 +87,8 @@ var _ hub.Broker = (*Broker)(nil)
 
 type shard struct {
 	mu      sync.Mutex
-	streams map[string]*stream // guarded by mu
-	subs    map[string]bool    // topics this node's hub subscribed to; guarded by mu
+	streams shrink.Map[string, *stream] // guarded by mu
+	subs    map[string]bool             // topics this node's hub subscribed to; guarded by mu
 }
 
 // stream is one topic's offsets and history. Publishing and reading lock mu. Publications are
@@ -139,7 +140,7 @@ func New(cfg Config) *Broker {
 	}
 	b := &Broker{cfg: cfg, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	for i := range b.shards {
-		b.shards[i].streams = make(map[string]*stream)
+		b.shards[i].streams = shrink.NewMap[string, *stream](numShards)
 		b.shards[i].subs = make(map[string]bool)
 	}
 	return b
@@ -249,7 +250,7 @@ func (b *Broker) trim() {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for _, s := range sh.streams {
+		for _, s := range sh.streams.M {
 			if s.durable {
 				continue
 			}
@@ -305,7 +306,7 @@ func (b *Broker) makeRoom() bool {
 		for i := 0; i < numShards && looked < 32; i++ {
 			sh := &b.shards[(start+i)%numShards]
 			sh.mu.Lock()
-			for name, s := range sh.streams { // map order is random
+			for name, s := range sh.streams.M { // map order is random
 				if sh.subs[name] {
 					continue
 				}
@@ -324,7 +325,7 @@ func (b *Broker) makeRoom() bool {
 			return false // every topic has subscribers
 		}
 		vsh.mu.Lock()
-		ok := vsh.streams[vname] == victim && b.forgetLocked(vsh, vname, victim, false)
+		ok := vsh.streams.M[vname] == victim && b.forgetLocked(vsh, vname, victim, false)
 		vsh.mu.Unlock()
 		if ok {
 			b.forgotten.Add(1)
@@ -351,7 +352,7 @@ func (b *Broker) shedDurable() {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for name, s := range sh.streams {
+		for name, s := range sh.streams.M {
 			if s.durable {
 				s.mu.Lock()
 				hs = append(hs, held{name, s, sh, s.lastUsed})
@@ -368,7 +369,7 @@ func (b *Broker) shedDurable() {
 		}
 		h.sh.mu.Lock()
 		// Subscribed or not: a durable topic's window is in the store, read back when next used.
-		ok := h.sh.streams[h.name] == h.s && b.forgetLocked(h.sh, h.name, h.s, true)
+		ok := h.sh.streams.M[h.name] == h.s && b.forgetLocked(h.sh, h.name, h.s, true)
 		h.sh.mu.Unlock()
 		if ok {
 			b.forgotten.Add(1)
@@ -400,7 +401,7 @@ func (b *Broker) forgetLocked(sh *shard, name string, s *stream, force bool) boo
 	} else {
 		b.retained.Add(-s.ring.Bytes())
 	}
-	delete(sh.streams, name)
+	sh.streams.Delete(name)
 	b.topics.Add(-1)
 	return true
 }
@@ -527,7 +528,7 @@ func (b *Broker) History(_ context.Context, topic string, since uint64, limit in
 func (b *Broker) stream(topic string, now time.Time, create bool) (*stream, error) {
 	sh := b.shard(topic)
 	sh.mu.Lock()
-	s := sh.streams[topic]
+	s := sh.streams.M[topic]
 	sh.mu.Unlock()
 	if s != nil {
 		return s, nil
@@ -557,7 +558,7 @@ func (b *Broker) stream(topic string, now time.Time, create bool) (*stream, erro
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if cur := sh.streams[topic]; cur != nil {
+	if cur := sh.streams.M[topic]; cur != nil {
 		return cur, nil // made meanwhile by another caller
 	}
 	if !create {
@@ -566,7 +567,7 @@ func (b *Broker) stream(topic string, now time.Time, create bool) (*stream, erro
 	if s.epoch == "" {
 		s.epoch = NewEpoch()
 	}
-	sh.streams[topic] = s
+	sh.streams.Set(topic, s)
 	b.topics.Add(1)
 	if durable {
 		b.durBytes.Add(s.ring.Bytes())
@@ -582,7 +583,7 @@ func (b *Broker) TopicsSince(_ context.Context, since time.Time) ([]string, erro
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for name, s := range sh.streams {
+		for name, s := range sh.streams.M {
 			s.mu.Lock()
 			if !s.lastUsed.Before(since) {
 				out = append(out, name)
@@ -645,7 +646,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for name, s := range sh.streams {
+		for name, s := range sh.streams.M {
 			s.mu.Lock()
 			b.expireLocked(s, now)
 			idle := s.ring.Len() == 0 && now.Sub(s.lastUsed) > b.cfg.IdleTTL
@@ -656,6 +657,7 @@ func (b *Broker) sweepOnce(now time.Time) {
 				b.forgetLocked(sh, name, s, false)
 			}
 		}
+		sh.streams.Tidy()
 		sh.mu.Unlock()
 	}
 }
