@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -280,7 +281,7 @@ func (a *Archiver) writeLoop(ctx context.Context) {
 		a.m.written.WithLabelValues("live").Add(float64(n))
 		a.mu.Lock()
 		for _, p := range batch {
-			a.written.Set(p.Topic, struct{}{})
+			a.wroteLocked(p.Topic)
 		}
 		a.mu.Unlock()
 		clear(batch)
@@ -460,11 +461,24 @@ func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) 
 			}
 		}
 		a.mu.Lock()
-		a.written.Set(topic, struct{}{})
+		a.wroteLocked(topic)
 		a.mu.Unlock()
+	}
+	if _, ok := a.verified.M[topic]; !ok {
+		topic = strings.Clone(topic) // not the request's memory it may be a part of
 	}
 	a.verified.Set(topic, hub.Position{Offset: last, Epoch: hr.Top.Epoch})
 	return nil
+}
+
+// wroteLocked notes that topic was written, for the next prune; only when there is one to do.
+func (a *Archiver) wroteLocked(topic string) {
+	if a.cfg.Retention.IsZero() {
+		return
+	}
+	if _, ok := a.written.M[topic]; !ok {
+		a.written.Set(strings.Clone(topic), struct{}{})
+	}
 }
 
 // Sweep runs one sweep of every topic now, for tests and tools; it must not overlap Run's.
