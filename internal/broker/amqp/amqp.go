@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/reconnect"
 	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
@@ -87,6 +88,11 @@ type Config struct {
 	// trades latency for less load. Zero sends at once, and still joins the requests that
 	// queued while the previous one was being sent.
 	Linger time.Duration
+	// Roles, shared by the RabbitMQ shards of one node (each a Broker), spreads their sequencers
+	// over the nodes: a node that holds its share of them, ceil(shards/nodes), leaves the next
+	// to another node (sequencer.go, claim). Nil: this node becomes the sequencer whenever
+	// RabbitMQ makes it the active consumer.
+	Roles *broker.Roles
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
 	Heartbeat time.Duration

@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	*brokermetrics.Metrics
 	sequencer prometheus.Gauge     // 1 while this node assigns offsets
+	declined  prometheus.Counter   // times this node left the sequencer's role to another
 	malformed prometheus.Counter   // entries skipped
 	batch     prometheus.Histogram // publications per message the sequencer sent
 	requests  prometheus.Histogram // requests per message this node sent the sequencer
@@ -25,6 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		Metrics:   common,
 		sequencer: common.Gauge("rtlab_broker_sequencer", "1 while this node is the sequencer: it gives every publication its offset."),
+		declined:  common.Counter("rtlab_broker_sequencer_declined_total", "Times this node, made the sequencer queue's active consumer, left the role to another node, holding its share of the shards' sequencers."),
 		malformed: common.Counter("rtlab_broker_log_malformed_total", "Entries skipped because they could not be parsed."),
 	}
 	m.batch = common.Histogram("rtlab_broker_log_batch_size", "Publications of one topic the sequencer sent in one message (to the log and the nodes following the topic).",
@@ -35,6 +37,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.retried = common.Counter("rtlab_broker_direct_retries_total", "Requests sent to the sequencer queue again because the link to the sequencer's node broke before their publication came back.")
 	m.received = common.Counter("rtlab_broker_received_total", "Publications this node's queue received live: those of the topics it follows, every topic's while it is the sequencer.")
 	m.followed = common.Gauge("rtlab_broker_followed_topics", "Topics this node follows: its queue is bound to them.")
-	common.Register(reg, m.sequencer, m.malformed, m.batch, m.requests, m.direct, m.retried, m.received, m.followed)
+	common.Register(reg, m.sequencer, m.declined, m.malformed, m.batch, m.requests, m.direct, m.retried, m.received, m.followed)
 	return m
 }

@@ -26,10 +26,16 @@ type outMsg struct {
 	entries [][]byte
 }
 
+// declineWindow is how soon after declining the sequencer queue this node takes it whatever
+// its share: it came back because every other node declined it too, or the count of consumers
+// the share was worked out from was stale (a node gone and not yet noticed by RabbitMQ).
+const declineWindow = 10 * time.Second
+
 // sequencer assigns offsets. It is owned by the goroutine running sequence.
 type sequencer struct {
 	b        *Broker
 	s        *session
+	c        seqConsumer
 	topics   map[string]seqTopic // topics assigned in this session; the replica knows the rest
 	assigned recentIDs           // ids of the latest requests assigned in this session
 	// out are the messages to send, by exchange and routing key (msgs indexes them); n counts
@@ -42,97 +48,225 @@ type sequencer struct {
 	byQ   map[string]*outMsg
 	buf   []byte
 	batch []entry
+	// tag is the latest delivery taken in this round, acked with all before it; size is what
+	// the round took.
+	tag  uint64
+	size int
+	// held is true while this node counts the role in Config.Roles; declined is when it last
+	// declined the role.
+	held     bool
+	declined time.Time
 	// token and addr are where this sequencer takes requests directly, once it is the
 	// sequencer and listens (Config.Direct).
 	token, addr string
 }
 
+// seqConsumer is this node's consumer of the sequencer queue, on a channel of its own. The
+// sequencer sends its publications and acks the requests on it, so a request is acked after
+// what it produced; and closing it hands every request delivered and not acked back to the
+// queue, in order, before RabbitMQ makes the next consumer active.
+type seqConsumer struct {
+	ch     *amqp.Channel
+	reqs   <-chan amqp.Delivery
+	closed chan *amqp.Error
+}
+
+// consumeSequencer registers this node as a consumer of the sequencer queue, after those
+// already registered.
+func (b *Broker) consumeSequencer(s *session) (seqConsumer, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return seqConsumer{}, fmt.Errorf("open a channel for %s: %w", b.seqQ, err)
+	}
+	c := seqConsumer{ch: ch, closed: ch.NotifyClose(make(chan *amqp.Error, 1))}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return seqConsumer{}, fmt.Errorf("prefetch of %s: %w", b.seqQ, err)
+	}
+	if c.reqs, err = ch.Consume(b.seqQ, "", false, false, false, false, nil); err != nil {
+		_ = ch.Close()
+		return seqConsumer{}, fmt.Errorf("consume %s: %w", b.seqQ, err)
+	}
+	return c, nil
+}
+
 // sequence runs the sequencer: RabbitMQ delivers the sequencer queue to one node at a time,
 // and this node's own requests join once it is that node.
-func (b *Broker) sequence(s *session, reqs <-chan amqp.Delivery) error {
-	q := &sequencer{b: b, s: s, topics: make(map[string]seqTopic), msgs: make(map[[2]string]*outMsg), byQ: make(map[string]*outMsg)}
+func (b *Broker) sequence(s *session, c seqConsumer) error {
+	q := &sequencer{b: b, s: s, c: c, topics: make(map[string]seqTopic), msgs: make(map[[2]string]*outMsg), byQ: make(map[string]*outMsg)}
 	q.assigned.init(recentSize)
+	defer func() {
+		if q.held {
+			b.cfg.Roles.Release()
+		}
+	}()
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	announce := time.NewTicker(announceEvery)
 	defer announce.Stop()
-	// becomeSequencer makes this node the sequencer, and opens and announces its listener for
-	// requests.
-	becomeSequencer := func() error {
-		if err := b.takeOver(s); err != nil {
+	for {
+		if err := q.round(sweep.C, announce.C); err != nil {
 			return err
 		}
-		if q.token, q.addr = b.listenDirect(s); q.token != "" {
-			return b.announce(s, q.token, q.addr)
-		}
-		return nil
 	}
-	for {
-		var (
-			tag  uint64 // the latest delivery taken, acked with all before it
-			size int
-		)
-		// take takes a request from the queue (ok false: its consumer closed).
-		take := func(d amqp.Delivery, ok bool) error {
-			if !ok {
-				return errors.New("sequencer queue consumer closed")
-			}
-			if !s.sequencer.Load() {
-				if err := becomeSequencer(); err != nil {
-					return err
-				}
-			}
-			q.request(d.Body)
-			tag, size = d.DeliveryTag, size+len(d.Body)
+}
+
+// round waits for one request, takes those already waiting up to a batch, sends what they
+// produced, and acks the requests taken from the queue.
+func (q *sequencer) round(sweep, announce <-chan time.Time) error {
+	q.tag, q.size = 0, 0
+	select {
+	case d, ok := <-q.c.reqs:
+		if taken, err := q.first(d, ok); err != nil || !taken {
+			return err
+		}
+	case body := <-q.s.local:
+		q.takeLocal(body)
+	case now := <-sweep:
+		q.sweep(now)
+		return nil
+	case <-announce:
+		if q.token == "" {
 			return nil
 		}
-		takeLocal := func(body []byte) {
-			q.request(body)
-			size += len(body)
-		}
-		// Wait for one request, then take those already waiting, up to a batch.
-		var err error
+		return q.b.announce(q.s, q.token, q.addr)
+	case <-q.s.ctx.Done():
+		return q.s.ctx.Err()
+	}
+	// Take those already waiting, up to a batch.
+	for more := true; more && q.n < maxBatch && q.size < maxBatchBytes; {
 		select {
-		case d, ok := <-reqs:
-			err = take(d, ok)
-		case body := <-s.local:
-			takeLocal(body)
-		case now := <-sweep.C:
-			q.sweep(now)
-			continue
-		case <-announce.C:
-			if q.token != "" {
-				if err := b.announce(s, q.token, q.addr); err != nil {
-					return err
-				}
+		case d, ok := <-q.c.reqs:
+			if err := q.take(d, ok); err != nil {
+				return err
 			}
-			continue
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		}
-		for more := err == nil; more && q.n < maxBatch && size < maxBatchBytes; {
-			select {
-			case d, ok := <-reqs:
-				err = take(d, ok)
-				more = err == nil
-			case body := <-s.local:
-				takeLocal(body)
-			default:
-				more = false
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if err := q.send(); err != nil {
-			return err
-		}
-		if tag > 0 {
-			if err := s.pub.Ack(tag, true); err != nil {
-				return fmt.Errorf("ack %s: %w", b.seqQ, err)
-			}
+		case body := <-q.s.local:
+			q.takeLocal(body)
+		default:
+			more = false
 		}
 	}
+	if err := q.send(); err != nil {
+		return err
+	}
+	if q.tag > 0 {
+		if err := q.c.ch.Ack(q.tag, true); err != nil {
+			return fmt.Errorf("ack %s: %w", q.b.seqQ, err)
+		}
+	}
+	return nil
+}
+
+// first takes a request delivered while waiting. The first one of the session makes this node
+// the sequencer, unless it declines the role (claim); it reports false then.
+func (q *sequencer) first(d amqp.Delivery, ok bool) (bool, error) {
+	if ok && !q.s.sequencer.Load() {
+		now := time.Now()
+		if !q.claim(now) {
+			return false, q.decline(now)
+		}
+		if err := q.become(); err != nil {
+			return false, err
+		}
+	}
+	return true, q.take(d, ok)
+}
+
+// take takes a request from the queue (ok false: its consumer closed).
+func (q *sequencer) take(d amqp.Delivery, ok bool) error {
+	if !ok {
+		select {
+		case e := <-q.c.closed:
+			if e != nil {
+				return fmt.Errorf("sequencer queue consumer closed: %w", e)
+			}
+		default:
+		}
+		return errors.New("sequencer queue consumer closed")
+	}
+	q.request(d.Body)
+	q.tag, q.size = d.DeliveryTag, q.size+len(d.Body)
+	return nil
+}
+
+func (q *sequencer) takeLocal(body []byte) {
+	q.request(body)
+	q.size += len(body)
+}
+
+// become makes this node the sequencer, and opens and announces its listener for requests.
+func (q *sequencer) become() error {
+	if err := q.b.takeOver(q.s); err != nil {
+		return err
+	}
+	if q.token, q.addr = q.b.listenDirect(q.s); q.token != "" {
+		return q.b.announce(q.s, q.token, q.addr)
+	}
+	return nil
+}
+
+// claim decides whether this node, made the active consumer of the sequencer queue, takes the
+// sequencer's role. With one shard (no Config.Roles) it does. With S shards, RabbitMQ's
+// single active consumer being the first registered, the node that started first would order
+// every shard; so a node takes a shard's role while it holds fewer than ceil(S/N), N being the
+// consumers of the queue (every node consumes it), and declines otherwise, unless it declined
+// this queue within declineWindow.
+func (q *sequencer) claim(now time.Time) bool {
+	r := q.b.cfg.Roles
+	if r == nil {
+		return true
+	}
+	if !q.declined.IsZero() && now.Sub(q.declined) < declineWindow {
+		r.Force()
+		q.held = true
+		return true
+	}
+	n, err := q.b.consumers(q.s)
+	if err != nil {
+		q.b.log.Warn("amqp broker: cannot count the sequencer queue's consumers; taking the role", "err", err)
+		r.Force()
+		q.held = true
+		return true
+	}
+	share := (r.Shards() + n - 1) / n
+	q.held = r.Take(share)
+	if !q.held {
+		q.b.log.Info("amqp broker: leaving the sequencer's role to another node", "held", r.Held(), "shards", r.Shards(), "nodes", n)
+	}
+	return q.held
+}
+
+// consumers asks RabbitMQ how many consumers the sequencer queue has, at least 1.
+func (b *Broker) consumers(s *session) (int, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	sq, err := ch.QueueDeclarePassive(b.seqQ, false, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("count the consumers of %s: %w", b.seqQ, err)
+	}
+	return max(sq.Consumers, 1), nil
+}
+
+// decline leaves the sequencer's role to the next consumer. This node consumes again first,
+// so that it stays counted, last; then closing the active consumer's channel hands what
+// RabbitMQ delivered to it back to the queue, in order, and makes the next consumer active,
+// before RabbitMQ answers the close.
+func (q *sequencer) decline(now time.Time) error {
+	q.declined = now
+	q.b.m.declined.Inc()
+	c, err := q.b.consumeSequencer(q.s)
+	if err != nil {
+		return fmt.Errorf("decline the sequencer's role: %w", err)
+	}
+	old := q.c
+	q.c = c
+	if err := old.ch.Close(); err != nil {
+		return fmt.Errorf("decline the sequencer's role: %w", err)
+	}
+	return nil
 }
 
 // takeOver makes this node the sequencer. It has followed only its own topics so far: it
@@ -294,7 +428,7 @@ func (q *sequencer) publish(m *outMsg) error {
 		q.buf = appendBatch(q.buf[:0], m.entries)
 		body = q.buf
 	}
-	if err := q.s.pub.PublishWithContext(q.s.ctx, m.x, m.key, false, false, amqp.Publishing{Body: body}); err != nil {
+	if err := q.c.ch.PublishWithContext(q.s.ctx, m.x, m.key, false, false, amqp.Publishing{Body: body}); err != nil {
 		return fmt.Errorf("send to %s: %w", m.x, err)
 	}
 	return nil

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
@@ -188,4 +192,149 @@ func counterOf(tb testing.TB, reg *prometheus.Registry, name, node string) float
 	}
 	tb.Fatalf("%s not found for node %s", name, node)
 	return 0
+}
+
+// TestSequencersSpread: three nodes over three vhost shards, all started before anything is
+// published. The node that started first is every shard queue's first consumer, yet each
+// node ends up the sequencer of exactly one shard, the others declining what is over their
+// share; publications of every node to topics of every shard reach every node in order, with
+// consecutive offsets, and each node's own in the order it published them.
+func TestSequencersSpread(t *testing.T) {
+	const shards, nodes, each = 3, 3, 40
+	srv := brokertest.StartRabbitVhosts(t, shards)
+	reg := prometheus.NewRegistry()
+	ns := brokertest.Namespace()
+	topics := shardTopics(shards, 2)
+	var (
+		bs   [nodes]*shard.Broker
+		recs [nodes]*brokertest.Recorder
+	)
+	for n := range nodes {
+		bs[n], recs[n] = spreadNode(t, srv, ns, shards, n+1, reg)
+	}
+	// Subscribing asks each shard's sequencer for history: the first requests.
+	for n := range nodes {
+		for _, topic := range topics {
+			if err := bs[n].Subscribe(context.Background(), topic); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Every node publishes to every topic at once, each topic in its own order.
+	var wg sync.WaitGroup
+	acks := make([][][]*hub.Publication, nodes)
+	for n := range nodes {
+		acks[n] = make([][]*hub.Publication, len(topics))
+		for ti, topic := range topics {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					p, err := bs[n].Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: json.RawMessage(fmt.Sprintf(`{"node":%d,"i":%d}`, n, i))})
+					if err != nil {
+						t.Errorf("node %d publish %s #%d: %v", n+1, topic, i, err)
+						return
+					}
+					acks[n][ti] = append(acks[n][ti], p)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	checkSpread(t, reg, shards, nodes)
+	for n := range nodes {
+		for ti, topic := range topics {
+			recs[n].WaitCount(t, topic, nodes*each, 15*time.Second)
+			got := recs[n].Get(topic)
+			if err := recs[n].CheckOrder(topic); err != nil || len(got) != nodes*each || got[0].Offset != 1 {
+				t.Fatalf("node %d received %d publications of %s from offset %d, want %d from 1 in order: %v", n+1, len(got), topic, got[0].Offset, nodes*each, err)
+			}
+			for i := 1; i < each; i++ {
+				if a, b := acks[n][ti][i-1], acks[n][ti][i]; b.Offset <= a.Offset || b.Epoch != a.Epoch {
+					t.Fatalf("node %d's publications to %s acknowledged as %d then %d", n+1, topic, a.Offset, b.Offset)
+				}
+			}
+		}
+	}
+	t.Logf("declined %v times", counter(t, reg, "rtlab_broker_sequencer_declined_total"))
+}
+
+// shardTopics returns per topics on each of shards shards.
+func shardTopics(shards, per int) []string {
+	var topics []string
+	count := make([]int, shards)
+	for i := 0; len(topics) < shards*per; i++ {
+		topic := fmt.Sprintf("spread/%d", i)
+		if s := shard.Index(topic, shards); count[s] < per {
+			count[s]++
+			topics = append(topics, topic)
+		}
+	}
+	return topics
+}
+
+// spreadNode starts node n over the first shards vhosts of srv, as rtlab serve does with
+// several URLs: one Roles for its shards, metrics labelled node and shard.
+func spreadNode(tb testing.TB, srv *brokertest.Server, ns string, shards, n int, reg prometheus.Registerer) (*shard.Broker, *brokertest.Recorder) {
+	tb.Helper()
+	roles := broker.NewRoles(shards)
+	var bs []hub.Broker
+	for i := 1; i <= shards; i++ {
+		labels := prometheus.Labels{"node": strconv.Itoa(n), "shard": strconv.Itoa(i)}
+		b, err := amqp.New(context.Background(), srv.VhostURL(i), amqp.Config{Name: ns, MaxBytes: 64 << 20, Direct: direct.Direct, Roles: roles,
+			Logger: brokertest.Logger(), Registerer: prometheus.WrapRegistererWith(labels, reg)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	sb, err := shard.New(bs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec := brokertest.NewRecorder()
+	if err := sb.Run(context.Background(), rec); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sb.Close() })
+	return sb, rec
+}
+
+// checkSpread checks that each shard has one sequencer and each node is the sequencer of at most
+// ceil(shards/nodes) of them.
+func checkSpread(tb testing.TB, reg *prometheus.Registry, shards, nodes int) {
+	tb.Helper()
+	perNode := map[string]int{}
+	perShard := map[string]int{}
+	for _, m := range named(tb, reg, "rtlab_broker_sequencer") {
+		if m.GetGauge().GetValue() != 1 {
+			continue
+		}
+		var node, sh string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "node":
+				node = l.GetValue()
+			case "shard":
+				sh = l.GetValue()
+			}
+		}
+		perNode[node]++
+		perShard[sh]++
+	}
+	tb.Logf("sequencers per node %v, per shard %v", perNode, perShard)
+	share := (shards + nodes - 1) / nodes
+	for n, k := range perNode {
+		if k > share {
+			tb.Errorf("node %s is the sequencer of %d shards, want at most %d", n, k, share)
+		}
+	}
+	for i := 1; i <= shards; i++ {
+		if k := perShard[strconv.Itoa(i)]; k != 1 {
+			tb.Errorf("shard %d has %d sequencers, want 1", i, k)
+		}
+	}
 }
