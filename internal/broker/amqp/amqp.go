@@ -8,7 +8,9 @@
 //   - The sequencer queue (<name>.sequencer) is a classic queue with a single active consumer.
 //     Every node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to
 //     another when that one's connection goes. A node publishes a request there, unless it is
-//     the sequencer itself or can send it straight to the sequencer's node (direct.go).
+//     the sequencer itself or can send it straight to the sequencer's node (direct.go). With
+//     several RabbitMQ shards (vhosts or servers), each has its sequencer, and a node that
+//     holds its share of them declines another (Config.Roles), so no node orders every shard.
 //   - The sequencer assigns offsets in the order it takes requests and sends each topic's
 //     publications to the live exchange (<name>.topics, a topic exchange) with the topic's
 //     routing key. RabbitMQ copies each message to the log (bound to every key) and to the

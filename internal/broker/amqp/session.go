@@ -41,8 +41,9 @@ type session struct {
 	requests chan []byte
 	// local queues this node's requests straight to its own sequencer, once it is the one.
 	local chan []byte
-	// sequencer is true once this node's sequencer received a request: RabbitMQ keeps a single
-	// active consumer until its channel closes, so it stays true for the session.
+	// sequencer is true once this node took the sequencer's role, at the first request RabbitMQ
+	// delivered it (unless it declined: sequencer.go, claim): RabbitMQ keeps a single active
+	// consumer until its channel closes, so it stays true for the session.
 	sequencer atomic.Bool
 	// all is true once this node, taking over as the sequencer, applies every topic.
 	all atomic.Bool
