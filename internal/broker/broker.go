@@ -64,6 +64,19 @@ func (r *Roles) Take(share int) bool {
 	}
 }
 
+// Leave gives a role up if the node holds more than share, and reports whether it did.
+func (r *Roles) Leave(share int) bool {
+	for {
+		n := r.held.Load()
+		if n <= int64(share) {
+			return false
+		}
+		if r.held.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 // Force takes a role whatever the node holds.
 func (r *Roles) Force() { r.held.Add(1) }
 

@@ -1,9 +1,11 @@
 package amqp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -31,6 +33,17 @@ type outMsg struct {
 // the share was worked out from was stale (a node gone and not yet noticed by RabbitMQ).
 const declineWindow = 10 * time.Second
 
+const (
+	// balanceEvery is how often a sequencer checks that its node holds no more than its share
+	// of the shards' sequencers (Config.Roles), a node having started since.
+	balanceEvery = 5 * time.Second
+	// forcedHold is how long a role taken whatever the share is kept before it may be handed
+	// over: it came back because no other node would take it.
+	forcedHold = time.Minute
+	// confirmWait bounds waiting for the log to confirm what a sequencer handing over sent.
+	confirmWait = 10 * time.Second
+)
+
 // sequencer assigns offsets. It is owned by the goroutine running sequence.
 type sequencer struct {
 	b        *Broker
@@ -53,9 +66,15 @@ type sequencer struct {
 	tag  uint64
 	size int
 	// held is true while this node counts the role in Config.Roles; declined is when it last
-	// declined the role.
-	held     bool
-	declined time.Time
+	// declined or handed over the role, forced when it last took it whatever the share.
+	held             bool
+	declined, forced time.Time
+	// stopRole ends what the role runs beside the session (the direct listener); handedOver is
+	// true once this node handed a role over in this session, and answering counts the history
+	// answers under way.
+	stopRole   context.CancelFunc
+	handedOver bool
+	answering  sync.WaitGroup
 	// token and addr are where this sequencer takes requests directly, once it is the
 	// sequencer and listens (Config.Direct).
 	token, addr string
@@ -104,8 +123,10 @@ func (b *Broker) sequence(s *session, c seqConsumer) error {
 	defer sweep.Stop()
 	announce := time.NewTicker(announceEvery)
 	defer announce.Stop()
+	balance := time.NewTicker(balanceEvery)
+	defer balance.Stop()
 	for {
-		if err := q.round(sweep.C, announce.C); err != nil {
+		if err := q.round(sweep.C, announce.C, balance.C); err != nil {
 			return err
 		}
 	}
@@ -113,7 +134,7 @@ func (b *Broker) sequence(s *session, c seqConsumer) error {
 
 // round waits for one request, takes those already waiting up to a batch, sends what they
 // produced, and acks the requests taken from the queue.
-func (q *sequencer) round(sweep, announce <-chan time.Time) error {
+func (q *sequencer) round(sweep, announce, balance <-chan time.Time) error {
 	q.tag, q.size = 0, 0
 	select {
 	case d, ok := <-q.c.reqs:
@@ -121,7 +142,12 @@ func (q *sequencer) round(sweep, announce <-chan time.Time) error {
 			return err
 		}
 	case body := <-q.s.local:
+		if !q.s.sequencer.Load() {
+			return q.forward(body)
+		}
 		q.takeLocal(body)
+	case <-balance:
+		return q.balance()
 	case now := <-sweep:
 		q.sweep(now)
 		return nil
@@ -196,10 +222,18 @@ func (q *sequencer) takeLocal(body []byte) {
 
 // become makes this node the sequencer, and opens and announces its listener for requests.
 func (q *sequencer) become() error {
+	if q.handedOver {
+		// What this node kept of the topics it does not follow stopped at the hand-over: forget
+		// it, once the answers taken from it are sent, and take it again from the log.
+		q.answering.Wait()
+		q.b.rep.Retain(q.b.following)
+	}
 	if err := q.b.takeOver(q.s); err != nil {
 		return err
 	}
-	if q.token, q.addr = q.b.listenDirect(q.s); q.token != "" {
+	ctx, cancel := context.WithCancel(q.s.ctx)
+	q.stopRole = cancel
+	if q.token, q.addr = q.b.listenDirect(q.s, ctx); q.token != "" {
 		return q.b.announce(q.s, q.token, q.addr)
 	}
 	return nil
@@ -218,14 +252,14 @@ func (q *sequencer) claim(now time.Time) bool {
 	}
 	if !q.declined.IsZero() && now.Sub(q.declined) < declineWindow {
 		r.Force()
-		q.held = true
+		q.held, q.forced = true, now
 		return true
 	}
 	n, err := q.b.consumers(q.s)
 	if err != nil {
 		q.b.log.Warn("amqp broker: cannot count the sequencer queue's consumers; taking the role", "err", err)
 		r.Force()
-		q.held = true
+		q.held, q.forced = true, now
 		return true
 	}
 	share := (r.Shards() + n - 1) / n
@@ -257,16 +291,52 @@ func (b *Broker) consumers(s *session) (int, error) {
 func (q *sequencer) decline(now time.Time) error {
 	q.declined = now
 	q.b.m.declined.Inc()
-	c, err := q.b.consumeSequencer(q.s)
-	if err != nil {
-		return fmt.Errorf("decline the sequencer's role: %w", err)
-	}
-	old := q.c
-	q.c = c
-	if err := old.ch.Close(); err != nil {
+	if err := q.requeue(); err != nil {
 		return fmt.Errorf("decline the sequencer's role: %w", err)
 	}
 	return nil
+}
+
+// requeue consumes the sequencer queue again and closes the channel of the consumer before.
+func (q *sequencer) requeue() error {
+	c, err := q.b.consumeSequencer(q.s)
+	if err != nil {
+		return err
+	}
+	old := q.c
+	q.c = c
+	return old.ch.Close()
+}
+
+// forward sends a request that came for this node's sequencer after it handed the role over
+// to the queue, as any node's.
+func (q *sequencer) forward(body []byte) error {
+	select {
+	case q.s.requests <- body:
+		return nil
+	case <-q.s.ctx.Done():
+		return q.s.ctx.Err()
+	}
+}
+
+// balance hands the role over when this node holds more than its share of the shards'
+// sequencers, ceil(S/N): a node started since, or back from a restart, holds fewer. A role
+// taken whatever the share is kept forcedHold first.
+func (q *sequencer) balance() error {
+	r := q.b.cfg.Roles
+	if r == nil || !q.s.sequencer.Load() || time.Since(q.forced) < forcedHold {
+		return nil
+	}
+	n, err := q.b.consumers(q.s)
+	if err != nil {
+		q.b.log.Warn("amqp broker: cannot count the sequencer queue's consumers", "err", err)
+		return nil
+	}
+	if !r.Leave((r.Shards() + n - 1) / n) {
+		return nil
+	}
+	q.held = false
+	return q.handOver()
 }
 
 // takeOver makes this node the sequencer. It has followed only its own topics so far: it
@@ -318,7 +388,11 @@ func (q *sequencer) request(body []byte) {
 		case kindHistory:
 			since, limit, _ := e.historyRequest() // checked by parseEntry
 			// Answered once this node applied everything assigned before the request.
-			go q.b.answerHistory(q.s, e.id, e.reply, e.topic, since, limit, q.topics[e.topic])
+			q.answering.Add(1)
+			go func(id, reply, topic string, after seqTopic) {
+				defer q.answering.Done()
+				q.b.answerHistory(q.s, id, reply, topic, since, limit, after)
+			}(e.id, e.reply, e.topic, q.topics[e.topic])
 			continue
 		case kindList:
 			ms, _ := strconv.ParseInt(string(e.rest), 10, 64)
@@ -442,4 +516,67 @@ func (q *sequencer) sweep(now time.Time) {
 			delete(q.topics, name)
 		}
 	}
+}
+
+// handOver gives the sequencer's role to the next consumer of the queue, so that its takeover
+// finds everything this node sent: this node stops taking requests (its own, and those that
+// reach it, go to the queue as any node's; its listener closes, so other nodes send what they
+// wait for through the queue again, and the next sequencer skips what it finds assigned in the
+// log), waits until the log confirms what it sent, consumes again, last, and closes the
+// channel it sequenced on, which hands the requests not taken back to the queue in order;
+// RabbitMQ makes the next consumer active only then. Then it stops applying every topic.
+func (q *sequencer) handOver() error {
+	q.s.sequencer.Store(false)
+	q.b.m.sequencer.Set(0)
+	if q.stopRole != nil {
+		q.stopRole()
+	}
+	q.token, q.addr = "", ""
+	if err := q.confirmSent(); err != nil {
+		return fmt.Errorf("hand the sequencer's role over: %w", err)
+	}
+	q.declined, q.handedOver = time.Now(), true
+	if err := q.requeue(); err != nil {
+		return fmt.Errorf("hand the sequencer's role over: %w", err)
+	}
+	clear(q.topics)
+	q.s.all.Store(false)
+	for _, x := range []string{q.b.liveX, q.b.dliveX} {
+		if err := q.s.unbind(x, "#"); err != nil {
+			return fmt.Errorf("hand the sequencer's role over: unbind from every topic: %w", err)
+		}
+	}
+	q.b.m.handedOver.Inc()
+	q.b.log.Info("amqp broker: handed the sequencer's role over, holding more than this node's share", "held", q.b.cfg.Roles.Held(), "shards", q.b.cfg.Roles.Shards())
+	return nil
+}
+
+// confirmSent waits until both logs confirm a marker sent after everything this sequencer
+// sent on its channel: RabbitMQ writes a channel's messages to a log in order.
+func (q *sequencer) confirmSent() error {
+	ch := q.c.ch
+	if err := ch.Confirm(false); err != nil {
+		return fmt.Errorf("confirm mode: %w", err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 2))
+	for _, logQ := range []string{q.b.dlogQ, q.b.logQ} {
+		if err := ch.PublishWithContext(q.s.ctx, "", logQ, false, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: appendMarker(newID())}); err != nil {
+			return fmt.Errorf("append a marker to %s: %w", logQ, err)
+		}
+	}
+	timeout := time.NewTimer(confirmWait)
+	defer timeout.Stop()
+	for range 2 {
+		select {
+		case c, ok := <-confirms:
+			if !ok || !c.Ack {
+				return errors.New("the log did not confirm what the sequencer sent")
+			}
+		case <-timeout.C:
+			return fmt.Errorf("the log did not confirm what the sequencer sent within %v", confirmWait)
+		case <-q.s.ctx.Done():
+			return q.s.ctx.Err()
+		}
+	}
+	return nil
 }

@@ -397,3 +397,65 @@ func TestSequencerComesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSequencerHandOver: a node alone over two vhost shards orders both; a second node starts
+// while both publish to topics of both shards, and the first hands one shard's role over to
+// it. Every publication is acknowledged, once, and every node receives every topic in order
+// with consecutive offsets from 1.
+func TestSequencerHandOver(t *testing.T) {
+	const shards, each = 2, 150
+	srv := brokertest.StartRabbitVhosts(t, shards)
+	reg := prometheus.NewRegistry()
+	ns := brokertest.Namespace()
+	topics := shardTopics(shards, 2)
+	a, recA := spreadNode(t, srv, ns, shards, 1, reg)
+	for _, topic := range topics {
+		if err := a.Subscribe(context.Background(), topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSpread(t, reg, shards, 1) // a node alone orders both
+	b, recB := spreadNode(t, srv, ns, shards, 2, reg)
+	for _, topic := range topics {
+		if err := b.Subscribe(context.Background(), topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Publish for longer than a balance check takes to notice the second node.
+	var wg sync.WaitGroup
+	for _, n := range []*shard.Broker{a, b} {
+		for _, topic := range topics {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last uint64
+				for i := range each {
+					p, err := n.Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+					if err != nil {
+						t.Errorf("publish %s #%d: %v", topic, i, err)
+						return
+					}
+					if p.Offset <= last {
+						t.Errorf("%s #%d acknowledged at offset %d after %d", topic, i, p.Offset, last)
+					}
+					last = p.Offset
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if h := counter(t, reg, "rtlab_broker_sequencer_handovers_total"); h != 1 {
+		t.Errorf("%v roles handed over, want 1", h)
+	}
+	checkSpread(t, reg, shards, 2)
+	for i, rec := range []*brokertest.Recorder{recA, recB} {
+		for _, topic := range topics {
+			rec.WaitCount(t, topic, 2*each, 15*time.Second)
+			got := rec.Get(topic)
+			if err := rec.CheckOrder(topic); err != nil || len(got) != 2*each || got[0].Offset != 1 || got[len(got)-1].Offset != 2*each {
+				t.Fatalf("node %d received %d publications of %s from offset %d, want %d from 1 in order: %v", i+1, len(got), topic, got[0].Offset, 2*each, err)
+			}
+		}
+	}
+}
