@@ -458,4 +458,19 @@ func TestSequencerHandOver(t *testing.T) {
 			}
 		}
 	}
+
+	// The second node goes: the first takes the role it handed over back, and goes on.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range topics {
+		p, err := a.Publish(context.Background(), hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{"after":1}`)})
+		if err != nil || p.Offset != 2*each+1 {
+			t.Fatalf("publish to %s after the second node went: %+v, %v; want offset %d", topic, p, err, 2*each+1)
+		}
+		if hr, err := a.History(context.Background(), topic, 0, 0); err != nil || hr.Top.Offset != 2*each+1 {
+			t.Fatalf("history of %s after the second node went: top %+v, %v", topic, hr.Top, err)
+		}
+	}
+	checkSpread(t, reg, shards, 1)
 }
