@@ -10,7 +10,8 @@
 //     another when that one's connection goes. A node publishes a request there, unless it is
 //     the sequencer itself or can send it straight to the sequencer's node (direct.go). With
 //     several RabbitMQ shards (vhosts or servers), each has its sequencer, and a node that
-//     holds its share of them declines another (Config.Roles), so no node orders every shard.
+//     holds its share of them declines another, or hands one over when it holds more
+//     (Config.Roles), so no node orders every shard.
 //   - The sequencer assigns offsets in the order it takes requests and sends each topic's
 //     publications to the live exchange (<name>.topics, a topic exchange) with the topic's
 //     routing key. RabbitMQ copies each message to the log (bound to every key) and to the
@@ -92,8 +93,9 @@ type Config struct {
 	Linger time.Duration
 	// Roles, shared by the RabbitMQ shards of one node (each a Broker), spreads their sequencers
 	// over the nodes: a node that holds its share of them, ceil(shards/nodes), leaves the next
-	// to another node (sequencer.go, claim). Nil: this node becomes the sequencer whenever
-	// RabbitMQ makes it the active consumer.
+	// to another node (sequencer.go, claim), and one that holds more hands one over (balance).
+	// Nil: this node becomes the sequencer whenever RabbitMQ makes it the active consumer, and
+	// stays it for the session.
 	Roles *broker.Roles
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.

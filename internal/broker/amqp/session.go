@@ -41,9 +41,10 @@ type session struct {
 	requests chan []byte
 	// local queues this node's requests straight to its own sequencer, once it is the one.
 	local chan []byte
-	// sequencer is true once this node took the sequencer's role, at the first request RabbitMQ
-	// delivered it (unless it declined: sequencer.go, claim): RabbitMQ keeps a single active
-	// consumer until its channel closes, so it stays true for the session.
+	// sequencer is true while this node holds the sequencer's role: from the first request
+	// RabbitMQ delivered it (unless it declined: sequencer.go, claim) until it hands the role
+	// over (handOver) or the session ends. RabbitMQ keeps a single active consumer until its
+	// channel closes.
 	sequencer atomic.Bool
 	// all is true once this node, taking over as the sequencer, applies every topic.
 	all atomic.Bool
