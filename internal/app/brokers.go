@@ -121,6 +121,8 @@ func openShared(ctx context.Context, cfg Config, policy func(string) hub.History
 		}
 		return opened{}, err
 	}
+	// RabbitMQ shards spread their sequencers over the nodes by this count.
+	o.Roles = broker.NewRoles(len(urls))
 	first, _, _ := strings.Cut(urls[0], "://")
 	for i, u := range urls {
 		if scheme, _, _ := strings.Cut(u, "://"); scheme != first {

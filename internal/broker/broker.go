@@ -6,6 +6,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,9 +27,61 @@ type Options struct {
 	// AMQPLinger and AMQPDirect are RabbitMQ's (--amqp-linger, --amqp-direct).
 	AMQPLinger time.Duration
 	AMQPDirect string
+	// Roles is shared by the shards of one node, to spread the roles that order topics over
+	// nodes (RabbitMQ's sequencers); nil with one URL.
+	Roles      *Roles
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
+
+// Roles counts the shards whose topics a node orders, out of the shards it was opened with, so
+// that a shard's broker can leave its role to another node once this one holds its share. It
+// is safe for concurrent use.
+type Roles struct {
+	shards int
+	held   atomic.Int64
+}
+
+// NewRoles returns the count for a node of shards shards, holding none.
+func NewRoles(shards int) *Roles { return &Roles{shards: shards} }
+
+// Shards is how many shards the node has.
+func (r *Roles) Shards() int { return r.shards }
+
+// Held is how many roles the node holds.
+func (r *Roles) Held() int { return int(r.held.Load()) }
+
+// Take takes a role if the node holds fewer than share, and reports whether it did.
+func (r *Roles) Take(share int) bool {
+	for {
+		n := r.held.Load()
+		if n >= int64(share) {
+			return false
+		}
+		if r.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Leave gives a role up if the node holds more than share, and reports whether it did.
+func (r *Roles) Leave(share int) bool {
+	for {
+		n := r.held.Load()
+		if n <= int64(share) {
+			return false
+		}
+		if r.held.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// Force takes a role whatever the node holds.
+func (r *Roles) Force() { r.held.Add(1) }
+
+// Release gives a role up.
+func (r *Roles) Release() { r.held.Add(-1) }
 
 // Opened is an open broker and, when Options.State asked for it, its state store. Close the
 // store before the broker: the broker owns the connection they share.

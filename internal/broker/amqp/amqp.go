@@ -8,7 +8,10 @@
 //   - The sequencer queue (<name>.sequencer) is a classic queue with a single active consumer.
 //     Every node consumes it; RabbitMQ delivers to one of them, the sequencer, and moves to
 //     another when that one's connection goes. A node publishes a request there, unless it is
-//     the sequencer itself or can send it straight to the sequencer's node (direct.go).
+//     the sequencer itself or can send it straight to the sequencer's node (direct.go). With
+//     several RabbitMQ shards (vhosts or servers), each has its sequencer, and a node that
+//     holds its share of them declines another, or hands one over when it holds more
+//     (Config.Roles), so no node orders every shard.
 //   - The sequencer assigns offsets in the order it takes requests and sends each topic's
 //     publications to the live exchange (<name>.topics, a topic exchange) with the topic's
 //     routing key. RabbitMQ copies each message to the log (bound to every key) and to the
@@ -43,6 +46,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/reconnect"
 	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
@@ -87,6 +91,12 @@ type Config struct {
 	// trades latency for less load. Zero sends at once, and still joins the requests that
 	// queued while the previous one was being sent.
 	Linger time.Duration
+	// Roles, shared by the RabbitMQ shards of one node (each a Broker), spreads their sequencers
+	// over the nodes: a node that holds its share of them, ceil(shards/nodes), leaves the next
+	// to another node (sequencer.go, claim), and one that holds more hands one over (balance).
+	// Nil: this node becomes the sequencer whenever RabbitMQ makes it the active consumer, and
+	// stays it for the session.
+	Roles *broker.Roles
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
 	Heartbeat time.Duration

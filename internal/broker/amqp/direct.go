@@ -53,10 +53,11 @@ func (b *Broker) hello(token string) string {
 	return "rtlab-sequencer " + b.cfg.Name + " " + token + "\n"
 }
 
-// listenDirect starts taking requests on Config.Direct for the session's sequencer, and
-// announces where. It returns the token and the listener's address; a listener that cannot be
-// opened is logged, and requests keep coming through the queue.
-func (b *Broker) listenDirect(s *session) (token, addr string) {
+// listenDirect starts taking requests on Config.Direct for the session's sequencer, until ctx
+// ends (the role or the session), and announces where. It returns the token and the
+// listener's address; a listener that cannot be opened is logged, and requests keep coming
+// through the queue.
+func (b *Broker) listenDirect(s *session, ctx context.Context) (token, addr string) {
 	if b.cfg.Direct == "" {
 		return "", ""
 	}
@@ -65,7 +66,7 @@ func (b *Broker) listenDirect(s *session) (token, addr string) {
 		b.log.Warn("amqp broker: cannot take requests directly; they go through the sequencer queue", "direct", b.cfg.Direct, "err", err)
 		return "", ""
 	}
-	context.AfterFunc(s.ctx, func() { _ = l.Close() })
+	context.AfterFunc(ctx, func() { _ = l.Close() })
 	if a, ok := l.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
 		// Announced as is, it names every node's own machine.
 		b.log.Warn("amqp broker: --amqp-direct has no host; nodes on other machines will send requests through the queue", "direct", b.cfg.Direct)
@@ -77,7 +78,7 @@ func (b *Broker) listenDirect(s *session) (token, addr string) {
 			if err != nil {
 				return // closed with the session
 			}
-			go b.serveDirect(s, c, token)
+			go b.serveDirect(s, ctx, c, token)
 		}
 	}()
 	return token, l.Addr().String()
@@ -102,10 +103,10 @@ func (b *Broker) announce(s *session, token, addr string) error {
 	return nil
 }
 
-// serveDirect takes request messages from one link until it or the session ends.
-func (b *Broker) serveDirect(s *session, c net.Conn, token string) {
+// serveDirect takes request messages from one link until it or ctx ends.
+func (b *Broker) serveDirect(s *session, ctx context.Context, c net.Conn, token string) {
 	defer c.Close()
-	stop := context.AfterFunc(s.ctx, func() { _ = c.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	r := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(directHandshake))

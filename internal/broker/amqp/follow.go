@@ -129,10 +129,13 @@ func (b *Broker) Unsubscribe(_ context.Context, topic string) error {
 	b.m.followed.Set(float64(len(b.follows)))
 	b.followMu.Unlock()
 	s := b.session.Load()
-	if s == nil || s.all.Load() {
-		return nil // the sequencer keeps every topic
+	if s == nil {
+		return nil
 	}
-	b.rep.Forget(topic)
+	if !s.all.Load() {
+		b.rep.Forget(topic) // the sequencer keeps every topic
+	}
+	// Unbound even by the sequencer, bound to every topic: it may hand its role over.
 	key := routingKey(topic)
 	b.followMu.RLock()
 	for t := range b.follows {

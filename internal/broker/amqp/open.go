@@ -10,7 +10,7 @@ import (
 // store, on one connection (each on channels of its own). Close the store first: the broker
 // closes the connection.
 func Open(ctx context.Context, url string, o broker.Options) (broker.Opened, error) {
-	b, err := New(ctx, url, Config{Policy: o.Policy, DurableSize: o.DurableSize, Linger: o.AMQPLinger, Direct: o.AMQPDirect, Logger: o.Logger, Registerer: o.Registerer})
+	b, err := New(ctx, url, Config{Policy: o.Policy, DurableSize: o.DurableSize, Linger: o.AMQPLinger, Direct: o.AMQPDirect, Roles: o.Roles, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return broker.Opened{}, err
 	}

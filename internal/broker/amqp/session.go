@@ -25,7 +25,7 @@ const (
 // session is one AMQP connection and what runs on it.
 type session struct {
 	conn  *amqp.Connection
-	pub   *amqp.Channel // requests, the sequencer's publications and acks, markers
+	pub   *amqp.Channel // requests, markers, announcements, answers
 	ctx   context.Context
 	close context.CancelFunc
 	// liveQ is this node's queue: the live copies of the topics it follows (all of them while
@@ -41,8 +41,10 @@ type session struct {
 	requests chan []byte
 	// local queues this node's requests straight to its own sequencer, once it is the one.
 	local chan []byte
-	// sequencer is true once this node's sequencer received a request: RabbitMQ keeps a single
-	// active consumer until its channel closes, so it stays true for the session.
+	// sequencer is true while this node holds the sequencer's role: from the first request
+	// RabbitMQ delivered it (unless it declined: sequencer.go, claim) until it hands the role
+	// over (handOver) or the session ends. RabbitMQ keeps a single active consumer until its
+	// channel closes.
 	sequencer atomic.Bool
 	// all is true once this node, taking over as the sequencer, applies every topic.
 	all atomic.Bool
@@ -118,14 +120,11 @@ func (b *Broker) runSession(onReady func()) error {
 	if err := b.startBroadcast(s, run); err != nil {
 		return err
 	}
-	if err := pub.Qos(prefetch, 0, false); err != nil {
+	seq, err := b.consumeSequencer(s)
+	if err != nil {
 		return err
 	}
-	reqs, err := pub.Consume(b.seqQ, "", false, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", b.seqQ, err)
-	}
-	run(func() error { return b.sequence(s, reqs) })
+	run(func() error { return b.sequence(s, seq) })
 	if err := b.followAll(s); err != nil {
 		return fmt.Errorf("follow this node's topics again: %w", err)
 	}

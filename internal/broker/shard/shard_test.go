@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/broker/nats"
@@ -20,9 +21,11 @@ import (
 	"github.com/rtlab/rtlab/internal/hub"
 )
 
-// open makes a node on the space-separated URLs, as --broker does.
+// open makes a node on the space-separated URLs, as --broker does: RabbitMQ shards spread
+// their sequencers over the nodes.
 func open(urls, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
 	var shards []hub.Broker
+	roles := broker.NewRoles(len(strings.Fields(urls)))
 	for _, u := range strings.Fields(urls) {
 		var (
 			b   hub.Broker
@@ -34,7 +37,7 @@ func open(urls, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, e
 		case strings.HasPrefix(u, "nats://"):
 			b, err = nats.New(context.Background(), u, nats.Config{Stream: ns, Policy: policy, Logger: brokertest.Logger()})
 		default:
-			b, err = amqp.New(context.Background(), u, amqp.Config{Name: ns, Policy: policy, MaxBytes: 64 << 20, Logger: brokertest.Logger()})
+			b, err = amqp.New(context.Background(), u, amqp.Config{Name: ns, Policy: policy, MaxBytes: 64 << 20, Roles: roles, Logger: brokertest.Logger()})
 		}
 		if err != nil {
 			for _, s := range shards {

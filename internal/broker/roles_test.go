@@ -1,0 +1,41 @@
+package broker_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rtlab/rtlab/internal/broker"
+)
+
+// TestRolesShare: shards racing to take a role get no more than the share between them;
+// releasing one lets the next in, and Force goes over the share.
+func TestRolesShare(t *testing.T) {
+	r := broker.NewRoles(5)
+	var took atomic.Int32
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.Take(2) {
+				took.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if took.Load() != 2 || r.Held() != 2 {
+		t.Fatalf("took %d roles, held %d, want 2 of a share of 2", took.Load(), r.Held())
+	}
+	if r.Take(2) {
+		t.Fatal("took a role over the share")
+	}
+	r.Release()
+	if !r.Take(2) {
+		t.Fatal("a released role was not taken again")
+	}
+	r.Force()
+	if r.Held() != 3 || r.Shards() != 5 {
+		t.Fatalf("held %d of %d shards after Force, want 3 of 5", r.Held(), r.Shards())
+	}
+}
