@@ -3,6 +3,7 @@ package hostile
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -69,8 +70,8 @@ func msMetric(p *servertest.Proc, name string) float64 {
 // the runtime holds but has not returned to the system.
 func msMem(p *servertest.Proc) string {
 	st := msStatus(p.PID())
-	return fmt.Sprintf("RSS %d MiB (anonymous %d, files %d), heap in use %.0f MiB, idle not released %.0f MiB",
-		st["VmRSS"]>>10, st["RssAnon"]>>10, st["RssFile"]>>10, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20),
+	return fmt.Sprintf("RSS %.1f MiB (anonymous %.1f, files %.1f), heap in use %.0f MiB, idle not released %.0f MiB",
+		float64(st["VmRSS"])/1024, float64(st["RssAnon"])/1024, float64(st["RssFile"])/1024, msMetric(p, "go_memstats_heap_inuse_bytes")/(1<<20),
 		(msMetric(p, "go_memstats_heap_idle_bytes")-msMetric(p, "go_memstats_heap_released_bytes"))/(1<<20)) + msRuntime(p, st)
 }
 
@@ -102,6 +103,17 @@ func msStatus(pid int) map[string]int64 {
 func msFrom(addr string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16}}
+}
+
+// msGet reads url to its end and returns the status.
+func msGet(hc *http.Client, url string) int {
+	res, err := hc.Get(url)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
 }
 
 func msPost(hc *http.Client, url, body, token string) int {
@@ -162,6 +174,19 @@ func msP99(t *testing.T, p *servertest.Proc, token string, n int) time.Duration 
 func TestMeasureRooms(t *testing.T) {
 	p := servertest.Start(t, measured(t), "--http-pub-rate", "-1")
 	t.Logf("start: %s", msMem(p))
+	if os.Getenv("RTLAB_MEASURE_WAIT") != "" {
+		// The baseline is a server in service: a fresh process has not yet paged in what any
+		// request needs (the runtime's first spans, the chat and archive code, the metrics).
+		bc := msFrom("127.0.0.1")
+		for i := range 220 {
+			msPost(bc, fmt.Sprintf("%s/api/publish/chat/ok%d", p.URL(), i%20), `{"type":"TALK","sender":"bob","text":"hello"}`, "")
+		}
+		for i := range 20 {
+			msGet(bc, fmt.Sprintf("%s/api/poll/chat/ok%d?since=0", p.URL(), i))
+		}
+		time.Sleep(35 * time.Second) // a memory check
+		t.Logf("in service (220 publications, 20 history reads, 35 s): %s", msMem(p))
+	}
 	hc := msFrom("127.0.0.2")
 	pad := strings.Repeat("x", 3900)
 	start := time.Now()
