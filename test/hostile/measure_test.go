@@ -3,7 +3,6 @@ package hostile
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -105,17 +104,6 @@ func msFrom(addr string) *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16}}
 }
 
-// msGet reads url to its end and returns the status.
-func msGet(hc *http.Client, url string) int {
-	res, err := hc.Get(url)
-	if err != nil {
-		return 0
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
-}
-
 func msPost(hc *http.Client, url, body, token string) int {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -182,7 +170,7 @@ func TestMeasureRooms(t *testing.T) {
 			msPost(bc, fmt.Sprintf("%s/api/publish/chat/ok%d", p.URL(), i%20), `{"type":"TALK","sender":"bob","text":"hello"}`, "")
 		}
 		for i := range 20 {
-			msGet(bc, fmt.Sprintf("%s/api/poll/chat/ok%d?since=0", p.URL(), i))
+			get(t, bc, fmt.Sprintf("%s/api/poll/chat/ok%d?since=0", p.URL(), i))
 		}
 		time.Sleep(35 * time.Second) // a memory check
 		t.Logf("in service (220 publications, 20 history reads, 35 s): %s", msMem(p))
