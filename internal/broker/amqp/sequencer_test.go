@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/amqp"
@@ -101,15 +102,21 @@ func testFailover(t *testing.T, srv *brokertest.Server, cfg amqp.Config) {
 // gauge returns the value of gauge name labelled node="node" in reg.
 func gauge(tb testing.TB, reg *prometheus.Registry, name, node string) float64 {
 	tb.Helper()
+	return ofNode(tb, reg, name, node).GetGauge().GetValue()
+}
+
+// ofNode returns the series of metric name labelled node="node" in reg.
+func ofNode(tb testing.TB, reg *prometheus.Registry, name, node string) *dto.Metric {
+	tb.Helper()
 	for _, m := range named(tb, reg, name) {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "node" && l.GetValue() == node {
-				return m.GetGauge().GetValue()
+				return m
 			}
 		}
 	}
 	tb.Fatalf("%s not found for node %s", name, node)
-	return 0
+	return nil
 }
 
 // TestIdleNodeReceivesNothing: a node that follows no topic and is not the sequencer receives
@@ -183,15 +190,7 @@ func TestIdleNodeReceivesNothing(t *testing.T) {
 // counterOf returns counter name labelled node="node" in reg.
 func counterOf(tb testing.TB, reg *prometheus.Registry, name, node string) float64 {
 	tb.Helper()
-	for _, m := range named(tb, reg, name) {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "node" && l.GetValue() == node {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	tb.Fatalf("%s not found for node %s", name, node)
-	return 0
+	return ofNode(tb, reg, name, node).GetCounter().GetValue()
 }
 
 // TestSequencersSpread: three nodes over three vhost shards, all started before anything is
