@@ -48,6 +48,9 @@ func NewRoles(shards int) *Roles { return &Roles{shards: shards} }
 // Shards is how many shards the node has.
 func (r *Roles) Shards() int { return r.shards }
 
+// Share is the most roles one of nodes nodes should hold: ceil(shards/nodes).
+func (r *Roles) Share(nodes int) int { return (r.shards + nodes - 1) / nodes }
+
 // Held is how many roles the node holds.
 func (r *Roles) Held() int { return int(r.held.Load()) }
 

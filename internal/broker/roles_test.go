@@ -38,4 +38,9 @@ func TestRolesShare(t *testing.T) {
 	if r.Held() != 3 || r.Shards() != 5 {
 		t.Fatalf("held %d of %d shards after Force, want 3 of 5", r.Held(), r.Shards())
 	}
+	for nodes, want := range map[int]int{1: 5, 2: 3, 3: 2, 5: 1, 9: 1} {
+		if got := r.Share(nodes); got != want {
+			t.Fatalf("share of 5 shards over %d nodes: %d, want %d", nodes, got, want)
+		}
+	}
 }

@@ -251,23 +251,25 @@ func (q *sequencer) claim(now time.Time) bool {
 		return true
 	}
 	if !q.declined.IsZero() && now.Sub(q.declined) < declineWindow {
-		r.Force()
-		q.held, q.forced = true, now
-		return true
+		return q.force(now)
 	}
 	n, err := q.b.consumers(q.s)
 	if err != nil {
 		q.b.log.Warn("amqp broker: cannot count the sequencer queue's consumers; taking the role", "err", err)
-		r.Force()
-		q.held, q.forced = true, now
-		return true
+		return q.force(now)
 	}
-	share := (r.Shards() + n - 1) / n
-	q.held = r.Take(share)
+	q.held = r.Take(r.Share(n))
 	if !q.held {
 		q.b.log.Info("amqp broker: leaving the sequencer's role to another node", "held", r.Held(), "shards", r.Shards(), "nodes", n)
 	}
 	return q.held
+}
+
+// force takes the sequencer's role whatever this node's share, and reports true.
+func (q *sequencer) force(now time.Time) bool {
+	q.b.cfg.Roles.Force()
+	q.held, q.forced = true, now
+	return true
 }
 
 // consumers asks RabbitMQ how many consumers the sequencer queue has, at least 1.
@@ -332,7 +334,7 @@ func (q *sequencer) balance() error {
 		q.b.log.Warn("amqp broker: cannot count the sequencer queue's consumers", "err", err)
 		return nil
 	}
-	if !r.Leave((r.Shards() + n - 1) / n) {
+	if !r.Leave(r.Share(n)) {
 		return nil
 	}
 	q.held = false
