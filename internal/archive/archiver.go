@@ -354,6 +354,10 @@ func (a *Archiver) sweepLoop(ctx context.Context) {
 	}
 }
 
+// quietVerified bounds the verified positions held: a sweep forgets those of topics it did
+// not look at while more than this many are held.
+const quietVerified = 1024
+
 // sweep catches up every durable topic published to since since.
 func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 	var topics []string
@@ -395,7 +399,7 @@ func (a *Archiver) sweep(ctx context.Context, since time.Time) error {
 	// memory back after a burst of them (forgetting costs a quiet topic's next sweep a read of
 	// its whole window).
 	for t := range a.verified.M {
-		if _, ok := done[t]; !ok && len(a.verified.M) > shrink.Floor {
+		if _, ok := done[t]; !ok && len(a.verified.M) > quietVerified {
 			a.verified.Delete(t)
 		}
 	}
@@ -464,11 +468,17 @@ func (a *Archiver) catchUp(ctx context.Context, topic string, cutoff time.Time) 
 		a.wroteLocked(topic)
 		a.mu.Unlock()
 	}
-	if _, ok := a.verified.M[topic]; !ok {
-		topic = strings.Clone(topic) // not the request's memory it may be a part of
-	}
-	a.verified.Set(topic, hub.Position{Offset: last, Epoch: hr.Top.Epoch})
+	setTopic(&a.verified, topic, hub.Position{Offset: last, Epoch: hr.Top.Epoch})
 	return nil
+}
+
+// setTopic stores v under topic in m, a copy of topic when it is new there: a topic name may
+// be cut from a request's memory, which a long-lived map would otherwise keep whole.
+func setTopic[V any](m *shrink.Map[string, V], topic string, v V) {
+	if _, ok := m.M[topic]; !ok {
+		topic = strings.Clone(topic)
+	}
+	m.Set(topic, v)
 }
 
 // wroteLocked notes that topic was written, for the next prune; only when there is one to do.
@@ -476,9 +486,7 @@ func (a *Archiver) wroteLocked(topic string) {
 	if a.cfg.Retention.IsZero() {
 		return
 	}
-	if _, ok := a.written.M[topic]; !ok {
-		a.written.Set(strings.Clone(topic), struct{}{})
-	}
+	setTopic(&a.written, topic, struct{}{})
 }
 
 // Sweep runs one sweep of every topic now, for tests and tools; it must not overlap Run's.
