@@ -57,7 +57,7 @@ func (b *Broker) hello(token string) string {
 // ends (the role or the session), and announces where. It returns the token and the
 // listener's address; a listener that cannot be opened is logged, and requests keep coming
 // through the queue.
-func (b *Broker) listenDirect(s *session, ctx context.Context) (token, addr string) {
+func (b *Broker) listenDirect(ctx context.Context, s *session) (token, addr string) {
 	if b.cfg.Direct == "" {
 		return "", ""
 	}
@@ -78,7 +78,7 @@ func (b *Broker) listenDirect(s *session, ctx context.Context) (token, addr stri
 			if err != nil {
 				return // closed with the session
 			}
-			go b.serveDirect(s, ctx, c, token)
+			go b.serveDirect(ctx, s, c, token)
 		}
 	}()
 	return token, l.Addr().String()
@@ -104,7 +104,7 @@ func (b *Broker) announce(s *session, token, addr string) error {
 }
 
 // serveDirect takes request messages from one link until it or ctx ends.
-func (b *Broker) serveDirect(s *session, ctx context.Context, c net.Conn, token string) {
+func (b *Broker) serveDirect(ctx context.Context, s *session, c net.Conn, token string) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()

@@ -233,7 +233,7 @@ func (q *sequencer) become() error {
 	}
 	ctx, cancel := context.WithCancel(q.s.ctx)
 	q.stopRole = cancel
-	if q.token, q.addr = q.b.listenDirect(q.s, ctx); q.token != "" {
+	if q.token, q.addr = q.b.listenDirect(ctx, q.s); q.token != "" {
 		return q.b.announce(q.s, q.token, q.addr)
 	}
 	return nil
