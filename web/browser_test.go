@@ -149,7 +149,9 @@ func TestBrowserLiveGap(t *testing.T) {
 // loads older messages until the room's beginning, each message once, in order.
 func TestBrowserOlderMessages(t *testing.T) {
 	env := newBrowserEnv(t)
-	s := env.durableServer(t, "node-older.log", "--durable-history", "100", "--msg-rate", "-1")
+	// 301 publications as fast as the machine sends them: over the default HTTP publish rate
+	// on a fast machine, which is not what this test is about.
+	s := env.durableServer(t, "node-older.log", "--durable-history", "100", "--msg-rate", "-1", "--http-pub-rate", "-1")
 	const room, count = "archive", 300
 	publish := func(typ, body string) {
 		t.Helper()

@@ -41,7 +41,7 @@ func unlimitedOrAtLeast(n int64) rule {
 }
 
 // rateRule is a per-second rate: -1 for "no limit", else above 0.
-var rateRule = rule{func(v any) bool { f := v.(float64); return f == -1 || f > 0 }, "-1 (unlimited) or a number of publishes per second above 0"}
+var rateRule = rule{func(v any) bool { f := v.(float64); return f == -1 || f > 0 }, "-1 (unlimited) or a number per second above 0"}
 
 // notNegative is the rule of every duration flag unless it says otherwise: 0 means the
 // documented default.

@@ -52,7 +52,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--queue-bytes", "1MiB"}, `--queue-bytes "1MiB": want a whole number, at least 1`},
 		{[]string{"--history-size", "2000000"}, `--history-size "2000000": want a whole number from 1 to 1000000`},
 		{[]string{"--max-conns", "-2"}, `--max-conns "-2": want -1 (unlimited) or a whole number, at least 1`},
-		{[]string{"--msg-rate", "0"}, `--msg-rate "0": want -1 (unlimited) or a number of publishes per second above 0`},
+		{[]string{"--msg-rate", "0"}, `--msg-rate "0": want -1 (unlimited) or a number per second above 0`},
 		{[]string{"--msg-burst", "-1"}, `--msg-burst "-1": want a whole number, at least 0`},
 		{[]string{"--presence=maybe"}, `--presence "maybe": want true or false`},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},

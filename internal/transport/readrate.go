@@ -8,17 +8,16 @@ import (
 
 // readLimits are the rates of HTTP reads (short and long polls, history pages, presence,
 // member lists): a user's take --op-rate, as a connection's messages do; an address's (the
-// only one of anonymous requests) allow as many reads per second as --max-conns-per-ip
-// connections, an address standing for as many clients as it may hold connections (a NAT, or
-// a load test's host).
+// only one of anonymous requests) take --read-rate-per-ip, an address standing for many
+// clients (a NAT, or a load test's host).
 type readLimits struct {
 	user, addr *keyedLimiter
 }
 
 func newReadLimits(l Limits) readLimits {
 	addrRate, addrBurst := -1.0, 0
-	if l.MaxConnsPerIP >= 0 {
-		addrRate, addrBurst = float64(max(l.MaxConnsPerIP, 1)), 2*max(l.MaxConnsPerIP, 1)
+	if l.ReadRatePerIP > 0 {
+		addrRate, addrBurst = l.ReadRatePerIP, max(2*int(l.ReadRatePerIP), 10)
 	}
 	return readLimits{user: newKeyedLimiter(l.OpRate, l.OpBurst), addr: newKeyedLimiter(addrRate, addrBurst)}
 }
@@ -31,7 +30,7 @@ func (s *Server) allowRead(r *http.Request, user string) error {
 	addr := addrKey(s.clientIP(r))
 	var err error
 	if ok, wait := s.reads.addr.allow(addr, now); !ok {
-		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second from address %s (--max-conns-per-ip per second)", ErrRateLimited, s.reads.addr.rate, addr), wait}
+		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second from address %s (--read-rate-per-ip)", ErrRateLimited, s.reads.addr.rate, addr), wait}
 	} else if user == "" {
 		return nil
 	} else if ok, wait := s.reads.user.allow(user, now); !ok {

@@ -68,7 +68,7 @@ func TestLongPollsCountPerUser(t *testing.T) {
 // (or address) could make the server read history as fast as it could send requests. Each now
 // takes a token of the user's --op-rate; a user past it gets 429 rate_limited with a reason
 // (the answer held until it could retry), while another user on the same address, and the
-// bystander, are served. Anonymous reads take the address's, of --max-conns-per-ip per second.
+// bystander, are served. Anonymous reads take the address's, of --read-rate-per-ip per second.
 func TestHTTPReadsRateLimited(t *testing.T) {
 	p := authed(t, "--op-rate", "20", "--op-burst", "20")
 	b := servertest.StartBystander(t, p, "news/reads", mint(t, "bystander", time.Hour), 20*time.Millisecond)
@@ -114,14 +114,14 @@ func TestHTTPReadsRateLimited(t *testing.T) {
 	check(t, b, 20)
 
 	// Anonymous (open dev mode): the address's rate, here 10/s.
-	q := servertest.Start(t, bin, "--max-conns-per-ip", "10")
+	q := servertest.Start(t, bin, "--read-rate-per-ip", "10")
 	anon := httpFrom(attacker)
 	limited = 0
 	for i := 0; i < 60 && limited == 0; i++ {
 		st, _, ans := get(t, anon, q.URL()+"/api/topics/news/anon/history")
 		if st == http.StatusTooManyRequests {
 			limited++
-			if code, reason := refusal(t, ans); code != "rate_limited" || !strings.Contains(reason, "--max-conns-per-ip") {
+			if code, reason := refusal(t, ans); code != "rate_limited" || !strings.Contains(reason, "--read-rate-per-ip") {
 				t.Fatalf("anonymous reads over the address's rate: %s", ans)
 			}
 		}
