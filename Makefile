@@ -2,7 +2,7 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers
+.PHONY: run build test test-k6 test-deps vet fuzz bench-go bench-compare test-nats-current peers
 
 # COMMIT is the commit `rtlab version` and rtlab_build_info give beside the release.
 COMMIT ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
@@ -64,3 +64,12 @@ fuzz:
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+# bench-compare shows a hot-path change: REF's server against the work tree's, the same bench
+# in --target mode, alternating A B A B; prints median p99, CPU per delivery and RSS per user.
+REF ?= main
+TRANSPORTS ?= ws
+USERS ?= 10000
+ROUNDS ?= 2
+bench-compare:
+	./scripts/bench-compare.sh $(REF) $(TRANSPORTS) $(USERS) $(ROUNDS)

@@ -339,38 +339,6 @@ func (s *Server) connStats(transport string) *connStats {
 	}
 }
 
-// keepalive writes pings and heart-beats on idle connections. One loop for all connections
-// instead of a timer each keeps idle connections cheap.
-func (s *Server) keepalive() {
-	t := time.NewTicker(s.kaPeriod)
-	defer t.Stop()
-	var ws []*writer
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			ws = ws[:0]
-			s.mu.Lock()
-			for c := range s.conns {
-				if c.w != nil {
-					ws = append(ws, c.w)
-				}
-			}
-			s.mu.Unlock()
-			for _, w := range ws {
-				if ka, ok := w.f.(interface{ keepaliveDue(time.Duration) bool }); ok && !ka.keepaliveDue(w.idleFor(now)) {
-					continue
-				}
-				if b := w.f.keepalive(); b != nil {
-					w.sendRaw(b)
-				}
-			}
-			clear(ws) // a closed connection's writer must not stay reachable from here
-		}
-	}
-}
-
 // Shutdown tells every client to reconnect, flushes what is queued and waits for connections
 // to close, or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {

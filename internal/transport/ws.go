@@ -90,6 +90,7 @@ type wsConn struct {
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
 	pinged    atomic.Int64 // when the keepalive loop last pinged, in Unix ns (keepaliveDue)
+	heard     atomic.Int64 // when a frame was last read (at most touchEvery ago), in Unix ns
 }
 
 // wsSink delivers a subscription's publications to its connection.
@@ -148,12 +149,13 @@ func (c *wsConn) goodbye(r Reason) []byte {
 
 func (c *wsConn) keepalive() []byte { return wsPing }
 
-// keepaliveDue pings a connection nothing was written to for PingInterval, and any connection
-// not pinged for that long: a client that only receives answers nothing but pings, and its
-// reader drops it after two intervals without a frame.
+// keepaliveDue pings a connection nothing was written to for PingInterval, and one whose
+// client sent nothing for that long and was not pinged since: a client that only receives
+// answers nothing but pings, and its reader drops it after two intervals without a frame. A
+// client that sends is heard from already, and is spared a ping per interval.
 func (c *wsConn) keepaliveDue(idle time.Duration) bool {
-	now := time.Now().UnixNano()
-	if idle < c.s.lim.PingInterval && now-c.pinged.Load() < int64(c.s.lim.PingInterval) {
+	now, every := time.Now().UnixNano(), int64(c.s.lim.PingInterval)
+	if idle < c.s.lim.PingInterval && (now-c.heard.Load() < every || now-c.pinged.Load() < every) {
 		return false
 	}
 	c.pinged.Store(now)
@@ -183,7 +185,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
 	// A client is dropped after two ping intervals without a frame; pongs count.
 	readTimeout := 2*s.lim.PingInterval + 10*time.Second
-	touch := func() { _ = conn.SetReadDeadline(time.Now().Add(readTimeout)) }
+	touch := func() {
+		now := time.Now()
+		c.heard.Store(now.UnixNano())
+		_ = conn.SetReadDeadline(now.Add(readTimeout))
+	}
 	touch()
 	go c.run(conn, newMessageReader(br, s.lim.MaxFrame, c.pongPaced, touch, &c.published))
 }
