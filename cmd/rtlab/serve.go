@@ -203,6 +203,9 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.DurationVar(&cfg.Limits.HTTPIdleTimeout, "http-idle-timeout", d.Limits.HTTPIdleTimeout, "close a keep-alive HTTP connection idle this long")
 	fs.Float64Var(&cfg.Limits.LoginRate, "login-rate", d.Limits.LoginRate, "password checks (POST /api/login with --login-users) per second per client address (before the body is read) and per user name, before bcrypt runs; a refusal is answered when it could be retried, at most 1 s later (-1 = unlimited)")
 	fs.IntVar(&cfg.Limits.LoginBurst, "login-burst", d.Limits.LoginBurst, "password check burst per address and per user")
+	fs.IntVar(&cfg.Limits.SockJSInput, "sockjs-input-bytes", d.Limits.SockJSInput, "input a SockJS session holds not yet read, and the largest xhr_send body, in bytes (at least 2 x max-frame); a send waits for room up to body-timeout, then 429")
+	fs.Float64Var(&cfg.Limits.SockJSMissRate, "sockjs-miss-rate", d.Limits.SockJSMissRate, "requests per second per client address naming a SockJS session that does not exist or is not theirs, burst twice that (at least 10); over it 429 (-1 = unlimited)")
+	fs.IntVar(&cfg.Limits.PollAnswerBytes, "poll-answer-bytes", d.Limits.PollAnswerBytes, "publication bytes in one POST /api/poll answer; the rest waits for the next poll (at least one publication per topic answered)")
 }
 
 // serveBrokerFlags defines the serve flags that are the broker and what it keeps in memory.
@@ -258,11 +261,12 @@ func serveFlagRules(fs *flags) {
 	// What each value must be; durations not named here must not be negative (0: the default).
 	fs.rule(atLeast(1), "max-frame", "queue-bytes", "max-subs", "stomp-tx-frames", "stomp-tx-bytes",
 		"stomp-tx-max", "stomp-unacked", "stomp-unacked-bytes", "location-groups", "location-members",
-		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "chat-max-rooms", "durable-history", "archive-queue")
+		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "chat-max-rooms", "durable-history", "archive-queue",
+		"sockjs-input-bytes", "poll-answer-bytes")
 	fs.rule(between(1, 1_000_000), "history-size")
 	fs.rule(atLeast(0), "msg-burst", "op-burst", "http-pub-burst", "login-burst", "auth-cache")
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")
-	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip")
+	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip", "sockjs-miss-rate")
 	fs.rule(anyDuration, "seed-sse-timeout")
 	fs.rule(hostPort(false), "addr")
 	fs.rule(hostPort(true), "admin-addr", "amqp-direct")

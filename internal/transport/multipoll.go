@@ -76,7 +76,11 @@ func (s *Server) HandleMultiPoll(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	writeMultiPoll(w, entries, r2)
+	more := capMultiPoll(entries, s.lim.PollAnswerBytes)
+	// A client that does not read its answer is let go after --write-timeout, and the answer
+	// with it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.lim.WriteTimeout))
+	writeMultiPoll(w, entries, r2, more)
 }
 
 func (s *Server) parseMultiPoll(w http.ResponseWriter, r *http.Request) (multiPollRequest, time.Duration, error) {
@@ -89,7 +93,7 @@ func (s *Server) parseMultiPoll(w http.ResponseWriter, r *http.Request) (multiPo
 		return req, 0, fmt.Errorf(`%w: body is required: {"topics":[{"topic":"a","since":0}],"wait":25}`, ErrBadRequest)
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return req, 0, fmt.Errorf("%w: body: %v", ErrBadRequest, err)
+		return req, 0, fmt.Errorf("%w: %s", ErrBadRequest, multiPollBodyError(err))
 	}
 	if len(req.Topics) == 0 {
 		return req, 0, fmt.Errorf("%w: topics is empty", ErrBadRequest)
@@ -113,6 +117,28 @@ func (s *Server) parseMultiPoll(w http.ResponseWriter, r *http.Request) (multiPo
 		wait = d
 	}
 	return req, wait, nil
+}
+
+// multiPollBodyError says for people what is wrong with a body that does not decode.
+func multiPollBodyError(err error) string {
+	const want = `want {"topics":[{"topic":"a","since":0,"epoch":"…"}],"wait":25,"limit":100}`
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "the body is not JSON: " + want
+	}
+	switch te.Field {
+	case "topics":
+		return `"topics" must be an array of {"topic","since","epoch"}`
+	case "topics.topic":
+		return `each topic's "topic" must be a string`
+	case "topics.since":
+		return `each topic's "since" must be an offset (a non-negative integer)`
+	case "topics.epoch":
+		return `each topic's "epoch" must be a string`
+	case "limit":
+		return `"limit" must be an integer 1..1000`
+	}
+	return "the body must be a JSON object: " + want
 }
 
 // multiPollEntries checks each topic on its own: the refused ones carry their error.
@@ -223,10 +249,46 @@ func (s *Server) multiPoll(ctx context.Context, entries []*multiPollEntry, wait 
 	return nil, nil
 }
 
+// capMultiPoll keeps the answer's publications within budget bytes (and at least one, so that a
+// client always gets ahead): a topic cut short answers up to its last publication kept, where
+// the client continues, and a topic left no room is left out, to be answered by the next poll
+// from the position the client still has. It reports whether anything was cut.
+func capMultiPoll(entries []*multiPollEntry, budget int) bool {
+	used, kept, more := 0, 0, false
+	for _, e := range entries {
+		if e.err != nil || !e.news || len(e.res.Publications) == 0 {
+			continue
+		}
+		pubs := e.res.Publications
+		n := 0
+		for ; n < len(pubs); n++ {
+			size := len(pubs[n].JSON()) + 1
+			if kept > 0 && used+size > budget {
+				break
+			}
+			used += size
+			kept++
+		}
+		if n == len(pubs) {
+			continue
+		}
+		more = true
+		if n == 0 {
+			e.news = false
+			continue
+		}
+		last := pubs[n-1]
+		e.res.Publications = pubs[:n]
+		e.res.Top = hub.Position{Offset: last.Offset, Epoch: last.Epoch}
+	}
+	return more
+}
+
 // writeMultiPoll answers {"topics":[...]}: each topic with news as a poll answers it, each
-// refused one as {"topic","error","reason"}; a poll ended by a disconnect has
+// refused one as {"topic","error","reason"}; with more, "more":true says the answer was cut at
+// --poll-answer-bytes and the next poll continues. A poll ended by a disconnect has
 // "disconnect":{"code","reason","reconnect"} and no topics.
-func writeMultiPoll(w http.ResponseWriter, entries []*multiPollEntry, bye *Reason) {
+func writeMultiPoll(w http.ResponseWriter, entries []*multiPollEntry, bye *Reason, more bool) {
 	b := make([]byte, 0, 256)
 	if bye != nil {
 		msg, _ := json.Marshal(map[string]any{"code": bye.Code, "reason": bye.Text, "reconnect": bye.Reconnect})
@@ -252,7 +314,11 @@ func writeMultiPoll(w http.ResponseWriter, entries []*multiPollEntry, bye *Reaso
 		}
 		b = appendReadResult(b, e.topic, e.res)
 	}
-	b = append(b, "]}\n"...)
+	b = append(b, ']')
+	if more {
+		b = append(b, `,"more":true`...)
+	}
+	b = append(b, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)

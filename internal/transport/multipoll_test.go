@@ -162,3 +162,76 @@ func TestMultiPollDisconnect(t *testing.T) {
 		t.Fatal("the waiting poll was not answered")
 	}
 }
+
+// TestMultiPollBadBody: a body that does not decode is refused with a reason written for
+// people, never a Go type.
+func TestMultiPollBadBody(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{})
+	for body, want := range map[string]string{
+		`{"topics":"x"}`:                         `"topics" must be an array of {"topic","since","epoch"}`,
+		`{"topics":[{"topic":1}]}`:               `"topic" must be a string`,
+		`{"topics":[{"topic":"a","since":-1}]}`:  `"since" must be an offset`,
+		`{"topics":[{"topic":"a"}],"limit":"x"}`: `"limit" must be an integer`,
+		`[1]`:                                    `the body must be a JSON object`,
+		`{"topics":`:                             `the body is not JSON`,
+	} {
+		var e struct{ Error, Reason string }
+		code := tt.Post(t, s.URL+"/api/poll", body, &e)
+		if code != 400 || e.Error != "bad_request" || !strings.Contains(e.Reason, want) || strings.Contains(e.Reason, "struct") || strings.Contains(e.Reason, "Go ") {
+			t.Errorf("body %s: %d %+v, want 400 with %q", body, code, e, want)
+		}
+	}
+}
+
+// TestMultiPollCapped: an answer holds at most --poll-answer-bytes of publications (at least
+// one); a topic cut short answers up to its last publication kept, a topic left no room is
+// left out, "more" says so, and a client polling on from the positions it got reads every
+// publication once, in order.
+func TestMultiPollCapped(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{Limits: transport.Limits{PollAnswerBytes: 4096}})
+	pad := strings.Repeat("x", 1000)
+	for i := range 20 {
+		for _, topic := range []string{"a", "b", "c"} {
+			s.Publish(t, topic, fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
+		}
+	}
+	since := map[string]uint64{"a": 0, "b": 0, "c": 0}
+	got := map[string]int{}
+	polls := 0
+	for got["a"]+got["b"]+got["c"] < 60 {
+		if polls++; polls > 100 {
+			t.Fatalf("100 polls and only %v", got)
+		}
+		body := fmt.Sprintf(`{"topics":[{"topic":"a","since":%d},{"topic":"b","since":%d},{"topic":"c","since":%d}]}`, since["a"], since["b"], since["c"])
+		var ans struct {
+			Topics []tt.PollAnswer `json:"topics"`
+			More   bool            `json:"more"`
+		}
+		if code := tt.Post(t, s.URL+"/api/poll", body, &ans); code != 200 {
+			t.Fatalf("poll %d: %d", polls, code)
+		}
+		size := 0
+		for _, a := range ans.Topics {
+			for _, p := range a.Publications {
+				if p.Offset != since[a.Topic]+1 {
+					t.Fatalf("topic %s: offset %d after %d", a.Topic, p.Offset, since[a.Topic])
+				}
+				since[a.Topic] = p.Offset
+				got[a.Topic]++
+				size += len(p.Data) + 100
+			}
+			if len(a.Publications) > 0 && a.Offset != since[a.Topic] {
+				t.Fatalf("topic %s: offset %d, last publication %d", a.Topic, a.Offset, since[a.Topic])
+			}
+		}
+		if size > 4096+1200 {
+			t.Fatalf("poll %d: about %d bytes of publications, cap 4096", polls, size)
+		}
+		if !ans.More && got["a"]+got["b"]+got["c"] < 60 {
+			t.Fatalf("poll %d: not all read (%v) and no \"more\"", polls, got)
+		}
+	}
+	if polls < 10 {
+		t.Fatalf("60 publications of 1 KB in %d polls under a 4 KiB cap", polls)
+	}
+}

@@ -58,6 +58,15 @@ type Limits struct {
 	// client address and per user name; zero means 2/s, burst 10; -1 unlimited.
 	LoginRate  float64
 	LoginBurst int
+	// SockJSInput bounds a SockJS session's input not yet read by its STOMP session, and one
+	// xhr_send body; zero means 256 KiB, and it is at least 2×MaxFrame.
+	SockJSInput int
+	// SockJSMissRate bounds requests per second per client address for SockJS sessions that
+	// do not exist or are not the client's (burst twice that, at least 10); zero means 10, -1
+	// unlimited.
+	SockJSMissRate float64
+	// PollAnswerBytes bounds one POST /api/poll answer's publications; zero means 1 MiB.
+	PollAnswerBytes int
 }
 
 // DefaultLimits are the limits' defaults, stated once: the serve flags show them and fill
@@ -71,6 +80,7 @@ func DefaultLimits() Limits {
 		FirstFrameTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
 		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 2000, ReadRatePerIP: 2000, MaxConnsPerUser: 500,
 		OpRate: 200, HTTPIdleTimeout: 30 * time.Second, LoginRate: 2, LoginBurst: 10,
+		SockJSInput: 256 << 10, SockJSMissRate: 10, PollAnswerBytes: 1 << 20,
 	}
 }
 
@@ -137,6 +147,12 @@ func (l *Limits) fill() {
 	if l.LoginBurst <= 0 {
 		l.LoginBurst = d.LoginBurst
 	}
+	zero(&l.SockJSInput, d.SockJSInput)
+	l.SockJSInput = max(l.SockJSInput, 2*l.MaxFrame)
+	if l.SockJSMissRate == 0 {
+		l.SockJSMissRate = d.SockJSMissRate
+	}
+	zero(&l.PollAnswerBytes, d.PollAnswerBytes)
 }
 
 // Identity is who a client is, as the Policy established it from its credentials.

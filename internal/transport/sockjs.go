@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 )
 
@@ -23,6 +25,11 @@ import (
 // and eventsource. The iframe-based transports (htmlfile, jsonp, the iframe page) are not
 // served; sockjs-client falls back past them. A session is a STOMP session as on /api/stomp
 // (same CONNECT tokens, limits, destinations and resume) whose bytes go through a sockjsConn.
+//
+// A session belongs to the address (an IPv6 /64) and the request identity (its token's user,
+// or anonymous) that opened it: sessions are found by owner and id together, so a request of
+// anyone else for that id meets no session, exactly as for an id nobody opened, and requests
+// for sessions that do not exist are limited per address (--sockjs-miss-rate).
 const (
 	sockjsHeartbeat     = 25 * time.Second // 'h' on an idle receiving request, as sockjs-node
 	sockjsDisconnect    = 5 * time.Second  // a session without a receiving request for this long ends
@@ -30,22 +37,34 @@ const (
 	sockjsPrelude       = 2048             // 'h' octets before xhr-streaming's first frame (browsers buffer)
 	sockjsGoAway        = `c[3000,"Go away!"]`
 	sockjsAnotherOpen   = `c[2010,"Another connection still open"]`
-	sockjsMaxSendBody   = 1 << 20 // xhr_send bodies; frames beyond --max-frame are refused by STOMP anyway
 	sockjsMaxSessionLen = 64
+	sockjsMaxAge        = "600" // seconds a browser keeps a preflight, as the other routes
 )
 
 // sockjsServer holds one SockJS endpoint's sessions.
 type sockjsServer struct {
 	*Server
+	misses   *keyedLimiter // requests for missing sessions, per address
 	mu       sync.Mutex
-	sessions map[string]*sockjsSession // by session id; guarded by mu
+	sessions map[sockjsKey]*sockjsSession // guarded by mu
+}
+
+// sockjsOwner is who a session belongs to: the address (addrKey) and the user (empty when
+// anonymous) of the request that opened it.
+type sockjsOwner struct{ addr, user string }
+
+// sockjsKey finds a session: its owner and the id the client chose.
+type sockjsKey struct {
+	owner sockjsOwner
+	id    string
 }
 
 // HandleSockJS serves the SockJS protocol under prefix (like "/ws"): register it for
 // prefix+"/" (and prefix itself answers with a greeting).
 func (srv *Server) HandleSockJS(prefix string) http.HandlerFunc {
 	prefix = strings.TrimSuffix(prefix, "/")
-	s := &sockjsServer{Server: srv, sessions: make(map[string]*sockjsSession)}
+	s := &sockjsServer{Server: srv, sessions: make(map[sockjsKey]*sockjsSession),
+		misses: newKeyedLimiter(srv.lim.SockJSMissRate, max(10, int(2*srv.lim.SockJSMissRate)))}
 	return func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 		if !ok {
@@ -81,50 +100,93 @@ func sockjsID(v string) bool {
 
 func (s *sockjsServer) sockjsTransport(w http.ResponseWriter, r *http.Request, id, transport string) {
 	if r.Method == http.MethodOptions {
-		sockjsCORS(w, r)
-		w.Header().Set("Access-Control-Allow-Methods", "OPTIONS, POST")
-		w.Header().Set("Cache-Control", "public, max-age=31536000")
-		w.Header().Set("Access-Control-Max-Age", "31536000")
-		w.WriteHeader(http.StatusNoContent)
+		s.sockjsPreflight(w, r, "OPTIONS, POST")
 		return
 	}
+	own, err := s.sockjsOwnerOf(r)
+	if err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	key := sockjsKey{owner: own, id: id}
+	s.sockjsCORS(w, r)
 	switch transport {
 	case "xhr_send":
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST expected", http.StatusMethodNotAllowed)
 			return
 		}
-		s.sockjsSend(w, r, id)
+		s.sockjsSend(w, r, key)
 	case "xhr", "xhr_streaming":
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST expected", http.StatusMethodNotAllowed)
 			return
 		}
-		s.sockjsReceive(w, r, id, transport)
+		s.sockjsReceive(w, r, key, transport)
 	case "eventsource":
-		s.sockjsReceive(w, r, id, transport)
+		s.sockjsReceive(w, r, key, transport)
 	case "websocket":
-		s.sockjsWebSocket(w, r, id)
+		s.sockjsWebSocket(w, r, key)
 	default:
 		s.WriteError(w, r, fmt.Errorf("%w: SockJS transport %q is not served (websocket, xhr_streaming, xhr, eventsource are)", ErrNotFound, transport))
 	}
 }
 
-// sockjsCORS answers a cross-origin request the way sockjs-client needs (credentials on), for
-// origins the server allows; others get no CORS headers and the browser refuses.
-func sockjsCORS(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+// sockjsOwnerOf is who a transport request comes from. A browser on an origin the server does
+// not allow, and a request with bad credentials, are refused whatever session they name.
+func (s *sockjsServer) sockjsOwnerOf(r *http.Request) (sockjsOwner, error) {
+	if err := s.checkOrigin(r); err != nil {
+		return sockjsOwner{}, err
+	}
+	ident, err := s.policy.Authenticate(r) // anonymous is fine: STOMP CONNECT may carry the token
+	if err != nil {
+		return sockjsOwner{}, err
+	}
+	return sockjsOwner{addr: addrKey(s.clientIP(r)), user: ident.User}, nil
+}
+
+// errSockJSNoSession is the answer to a request naming a session its client has not opened,
+// whether someone else has or nobody: the same status and body, so ids are no oracle.
+var errSockJSNoSession = fmt.Errorf("%w: no such SockJS session: open one with a receiving request (xhr, xhr_streaming, eventsource, websocket)", ErrNotFound)
+
+// sockjsMiss answers a request for a session the client does not have, counted against
+// --sockjs-miss-rate for its address: guessing ids is throttled.
+func (s *sockjsServer) sockjsMiss(w http.ResponseWriter, r *http.Request, own sockjsOwner) {
+	if ok, wait := s.misses.allow("a:"+own.addr, time.Now()); !ok {
+		err := &retryError{fmt.Errorf("%w: at most %g requests per second for SockJS sessions that do not exist from address %s (--sockjs-miss-rate)", ErrRateLimited, s.lim.SockJSMissRate, own.addr), wait}
+		Tarpit(r, err)
+		s.WriteError(w, r, err)
+		return
+	}
+	s.WriteError(w, r, errSockJSNoSession)
+}
+
+// sockjsCORS lets an allowed cross-origin browser read the answer with credentials, as
+// sockjs-client asks; other origins get no CORS headers (they are refused before anyway).
+func (s *sockjsServer) sockjsCORS(w http.ResponseWriter, r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		origin = "*"
-	} else {
-		h.Set("Access-Control-Allow-Credentials", "true")
+	if origin == "" || !s.origins.allowed(origin, r.Host) {
+		return false
 	}
+	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Add("Vary", "Origin")
-	if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
-		h.Set("Access-Control-Allow-Headers", rh)
+	h.Set("Access-Control-Allow-Credentials", "true")
+	if h.Get("Vary") == "" {
+		h.Add("Vary", "Origin")
 	}
+	return true
+}
+
+// sockjsPreflight answers an OPTIONS request (the ones CORS did not answer as a preflight).
+func (s *sockjsServer) sockjsPreflight(w http.ResponseWriter, r *http.Request, methods string) {
+	if s.sockjsCORS(w, r) {
+		w.Header().Set("Access-Control-Allow-Methods", methods)
+		w.Header().Set("Access-Control-Max-Age", sockjsMaxAge)
+		if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
+			w.Header().Set("Access-Control-Allow-Headers", rh)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *sockjsServer) sockjsInfo(w http.ResponseWriter, r *http.Request) {
@@ -132,13 +194,11 @@ func (s *sockjsServer) sockjsInfo(w http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
-	sockjsCORS(w, r)
 	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "OPTIONS, GET")
-		w.Header().Set("Cache-Control", "public, max-age=31536000")
-		w.WriteHeader(http.StatusNoContent)
+		s.sockjsPreflight(w, r, "OPTIONS, GET")
 		return
 	}
+	s.sockjsCORS(w, r)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
@@ -149,41 +209,38 @@ func (s *sockjsServer) sockjsInfo(w http.ResponseWriter, r *http.Request) {
 // sockjsSession is one SockJS session: a STOMP session on a sockjsConn, reached by the
 // requests that name its id.
 type sockjsSession struct {
-	id   string
-	conn *sockjsConn
+	key     sockjsKey
+	conn    *sockjsConn
+	sending chan struct{} // one xhr_send at a time reads its body and feeds it
 }
 
 // sockjsOpen returns the session id names, starting it when it does not exist and create is
 // set. A start is admitted like any streaming connection; a refusal has been answered.
-func (s *sockjsServer) sockjsOpen(w http.ResponseWriter, r *http.Request, id string, create bool) (*sockjsSession, bool) {
+func (s *sockjsServer) sockjsOpen(w http.ResponseWriter, r *http.Request, key sockjsKey, create bool) (*sockjsSession, bool) {
 	s.mu.Lock()
-	ss := s.sessions[id]
+	ss := s.sessions[key]
 	s.mu.Unlock()
 	if ss != nil || !create {
 		return ss, ss != nil
 	}
-	err := s.checkOrigin(r)
-	var release func()
-	if err == nil {
-		release, err = s.admit(r, "")
-	}
+	release, err := s.admit(r, "") // the user is counted at CONNECT, as on STOMP over TCP
 	if err != nil {
 		s.WriteError(w, r, err)
 		return nil, false
 	}
-	ss = &sockjsSession{id: id, conn: newSockJSConn(s.lim.QueueBytes, s.clientIP(r))}
+	ss = &sockjsSession{key: key, conn: newSockJSConn(s.lim, s.clientIP(r)), sending: make(chan struct{}, 1)}
 	s.mu.Lock()
-	if old := s.sessions[id]; old != nil { // another request started it meanwhile
+	if old := s.sessions[key]; old != nil { // another request started it meanwhile
 		s.mu.Unlock()
 		release()
 		return old, true
 	}
-	s.sessions[id] = ss
+	s.sessions[key] = ss
 	s.mu.Unlock()
 	ss.conn.onClose = func() {
 		s.mu.Lock()
-		if s.sessions[id] == ss {
-			delete(s.sessions, id)
+		if s.sessions[key] == ss {
+			delete(s.sessions, key)
 		}
 		s.mu.Unlock()
 	}
@@ -193,19 +250,42 @@ func (s *sockjsServer) sockjsOpen(w http.ResponseWriter, r *http.Request, id str
 	return ss, true
 }
 
-// sockjsSend takes a client's messages (a JSON array of strings) for its session.
-func (s *sockjsServer) sockjsSend(w http.ResponseWriter, r *http.Request, id string) {
-	sockjsCORS(w, r)
-	ss, ok := s.sockjsOpen(w, r, id, false)
+// sockjsSend takes a client's messages (a JSON array of strings) for its session. The
+// session's input not yet read is bounded (--sockjs-input-bytes): a send waits for room up to
+// --body-timeout, then is refused; one send at a time holds its body.
+func (s *sockjsServer) sockjsSend(w http.ResponseWriter, r *http.Request, key sockjsKey) {
+	ss, ok := s.sockjsOpen(w, r, key, false)
 	if !ok {
-		http.NotFound(w, r)
+		s.sockjsMiss(w, r, key.owner)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, sockjsMaxSendBody+1))
-	if err != nil || len(body) > sockjsMaxSendBody {
-		http.Error(w, "Payload too large or unreadable.", http.StatusRequestEntityTooLarge)
+	limit := s.lim.SockJSInput
+	tooLarge := fmt.Errorf("%w: an xhr_send body over %d bytes (--sockjs-input-bytes)", hub.ErrTooLarge, limit)
+	if r.ContentLength > int64(limit) {
+		s.WriteError(w, r, tooLarge)
 		return
 	}
+	select {
+	case ss.sending <- struct{}{}:
+		defer func() { <-ss.sending }()
+	case <-r.Context().Done():
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	switch {
+	case err != nil:
+		s.WriteError(w, r, fmt.Errorf("%w: reading the xhr_send body: %v", ErrTimeout, err))
+		return
+	case len(body) > limit:
+		s.WriteError(w, r, tooLarge)
+		return
+	}
+	s.sockjsFeed(w, r, ss, body)
+}
+
+// sockjsFeed hands an xhr_send body's messages to the session, answering as sockjs-node
+// does for bad bodies.
+func (s *sockjsServer) sockjsFeed(w http.ResponseWriter, r *http.Request, ss *sockjsSession, body []byte) {
 	if len(body) == 0 {
 		http.Error(w, "Payload expected.", http.StatusInternalServerError)
 		return
@@ -215,11 +295,15 @@ func (s *sockjsServer) sockjsSend(w http.ResponseWriter, r *http.Request, id str
 		http.Error(w, "Broken JSON encoding.", http.StatusInternalServerError)
 		return
 	}
-	for _, m := range msgs {
-		if !ss.conn.feed([]byte(m)) {
-			http.NotFound(w, r) // closed meanwhile
-			return
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), s.lim.BodyTimeout)
+	defer cancel()
+	switch err := ss.conn.feed(ctx, msgs); {
+	case errors.Is(err, net.ErrClosed):
+		s.WriteError(w, r, errSockJSNoSession) // closed meanwhile
+		return
+	case err != nil:
+		s.WriteError(w, r, &retryError{fmt.Errorf("%w: the SockJS session has not read its earlier input (at most %d bytes wait, --sockjs-input-bytes) within %s (--body-timeout)", ErrRateLimited, s.lim.SockJSInput, s.lim.BodyTimeout), time.Second})
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
 	w.WriteHeader(http.StatusNoContent)
@@ -246,22 +330,27 @@ var sockjsFramings = map[string]sockjsFraming{
 }
 
 // sockjsReceive serves a receiving request: xhr (one frame), xhr_streaming or eventsource.
-func (s *sockjsServer) sockjsReceive(w http.ResponseWriter, r *http.Request, id, transport string) {
+func (s *sockjsServer) sockjsReceive(w http.ResponseWriter, r *http.Request, key sockjsKey, transport string) {
 	fr := sockjsFramings[transport]
-	sockjsCORS(w, r)
-	ss, ok := s.sockjsOpen(w, r, id, true)
+	ss, ok := s.sockjsOpen(w, r, key, true)
 	if !ok {
 		return
 	}
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	write := func(b []byte) error { // a client that does not read is let go after --write-timeout
+		_ = rc.SetWriteDeadline(time.Now().Add(s.lim.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	w.Header().Set("Content-Type", fr.contentType)
 	w.Header().Set("Cache-Control", "no-store, no-cache, no-transform, must-revalidate, max-age=0")
 	w.WriteHeader(http.StatusOK)
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	c := ss.conn
 	var buf []byte
 	if !c.attach() {
-		_, _ = w.Write(fr.frame(append(buf, fr.prelude...), sockjsAnotherOpen))
+		_ = write(fr.frame(append(buf, fr.prelude...), sockjsAnotherOpen))
 		return
 	}
 	defer c.detach()
@@ -275,11 +364,8 @@ func (s *sockjsServer) sockjsReceive(w http.ResponseWriter, r *http.Request, id,
 			buf = fr.frame(buf, f)
 		}
 		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
+			if write(buf) != nil {
 				return
-			}
-			if fl != nil {
-				fl.Flush()
 			}
 			written += len(buf)
 			buf = buf[:0]
@@ -296,7 +382,7 @@ func (s *sockjsServer) sockjsReceive(w http.ResponseWriter, r *http.Request, id,
 		case <-hb.C:
 			buf = fr.frame(buf, "h")
 			if !fr.streaming {
-				_, _ = w.Write(buf)
+				_ = write(buf)
 				return
 			}
 		case <-r.Context().Done():
@@ -307,8 +393,8 @@ func (s *sockjsServer) sockjsReceive(w http.ResponseWriter, r *http.Request, id,
 
 // sockjsWebSocket serves the framed WebSocket transport: SockJS frames as WebSocket messages,
 // the client's messages as JSON arrays of strings.
-func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, id string) {
-	ss, ok := s.sockjsOpen(w, r, id, true)
+func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, key sockjsKey) {
+	ss, ok := s.sockjsOpen(w, r, key, true)
 	if !ok {
 		return
 	}
@@ -331,6 +417,7 @@ func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, i
 		return err
 	}
 	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() { // the client's messages
 		defer close(done)
 		rd := newMessageReader(br, s.lim.MaxFrame+64, func(p []byte) {
@@ -351,15 +438,14 @@ func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, i
 				}
 				msgs = []string{one}
 			}
-			for _, m := range msgs {
-				if !c.feed([]byte(m)) {
-					return
-				}
+			if c.feed(ctx, msgs) != nil { // waits for room: the socket is not read meanwhile
+				return
 			}
 		}
 	}()
 	defer func() {
 		_ = conn.Close()
+		cancel()
 		<-done
 		c.detach()
 		c.Close() // a WebSocket session ends with its socket
@@ -390,9 +476,12 @@ func (s *sockjsServer) sockjsWebSocket(w http.ResponseWriter, r *http.Request, i
 // send is fed in, what the session writes waits as messages for the next receiving request.
 type sockjsConn struct {
 	addr     sockjsAddr
-	limit    int           // bytes of messages waiting for a receiver before writes fail
+	limit    int           // bytes of messages waiting for a receiver before writes wait
+	inLimit  int           // bytes of input not yet read before feeds wait
 	outReady chan struct{} // signalled when messages or the close are ready
+	outSpace chan struct{} // signalled when a receiver took the messages, or on close
 	inReady  chan struct{} // signalled when input arrives or the read deadline changes
+	inSpace  chan struct{} // signalled when input was read, or on close
 	onClose  func()
 
 	mu        sync.Mutex
@@ -403,11 +492,14 @@ type sockjsConn struct {
 	receiving bool      // a receiving request is attached; guarded by mu
 	closed    bool      // guarded by mu
 	rdl       time.Time // read deadline; guarded by mu
+	wdl       time.Time // write deadline; guarded by mu
 	idle      *time.Timer
 }
 
-func newSockJSConn(limit int, ip string) *sockjsConn {
-	c := &sockjsConn{addr: sockjsAddr(ip), limit: limit, outReady: make(chan struct{}, 1), inReady: make(chan struct{}, 1)}
+func newSockJSConn(lim Limits, ip string) *sockjsConn {
+	c := &sockjsConn{addr: sockjsAddr(ip), limit: lim.QueueBytes, inLimit: lim.SockJSInput,
+		outReady: make(chan struct{}, 1), outSpace: make(chan struct{}, 1),
+		inReady: make(chan struct{}, 1), inSpace: make(chan struct{}, 1)}
 	c.idle = time.AfterFunc(sockjsDisconnect, c.expire)
 	return c
 }
@@ -474,6 +566,7 @@ func (c *sockjsConn) take() (frame string, closed bool) {
 		b, _ = appendJSONStrings(b, c.out)
 		clear(c.out)
 		c.out, c.outBytes = c.out[:0], 0
+		signal(c.outSpace)
 		return string(b), false
 	case c.closed:
 		// Every receiver of a closed session, one coming back included, gets the close
@@ -488,16 +581,33 @@ func appendJSONStrings(dst []byte, msgs []string) ([]byte, error) {
 	return append(dst, b...), err
 }
 
-// feed hands a client's message to the session's reader; false once the session is closed.
-func (c *sockjsConn) feed(p []byte) bool {
+// feed hands a client's messages to the session's reader, all or none. While the input not
+// yet read would go over inLimit it waits for the reader, until ctx ends (its error); once the
+// session is closed it fails with net.ErrClosed.
+func (c *sockjsConn) feed(ctx context.Context, msgs []string) error {
+	n := 0
+	for _, m := range msgs {
+		n += len(m)
+	}
 	c.mu.Lock()
+	for !c.closed && len(c.in) > 0 && len(c.in)+n > c.inLimit {
+		c.mu.Unlock()
+		select {
+		case <-c.inSpace:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return net.ErrClosed
 	}
-	c.in = append(c.in, p...)
+	for _, m := range msgs {
+		c.in = append(c.in, m...)
+	}
 	signal(c.inReady)
-	return true
+	return nil
 }
 
 func (c *sockjsConn) Read(p []byte) (int, error) {
@@ -510,6 +620,7 @@ func (c *sockjsConn) Read(p []byte) (int, error) {
 				c.in = nil
 			}
 			c.mu.Unlock()
+			signal(c.inSpace)
 			return n, nil
 		}
 		if c.closed {
@@ -538,17 +649,23 @@ func (c *sockjsConn) Read(p []byte) (int, error) {
 	}
 }
 
-// errSockJSBacklog fails a write when nobody has fetched the session's messages for too long.
-var errSockJSBacklog = errors.New("sockjs: messages not fetched by the client")
-
+// Write adds p to the messages waiting for a receiver. Over limit it waits until a receiver
+// takes them, as a socket write waits for the client to read: a resume of any size goes out
+// over several polls. A client that fetches nothing until the write deadline is cut off.
 func (c *sockjsConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for !c.closed && c.outBytes > 0 && c.outBytes+len(p) > c.limit {
+		dl := c.wdl
+		c.mu.Unlock()
+		err := waitSpace(c.outSpace, dl)
+		c.mu.Lock()
+		if err != nil {
+			return 0, err
+		}
+	}
 	if c.closed {
 		return 0, net.ErrClosed
-	}
-	if c.outBytes+len(p) > c.limit {
-		return 0, errSockJSBacklog
 	}
 	c.out = append(c.out, string(p))
 	c.outBytes += len(p)
@@ -569,7 +686,25 @@ func (c *sockjsConn) Close() error {
 	c.mu.Unlock()
 	signal(c.inReady)
 	signal(c.outReady)
+	signal(c.inSpace)
+	signal(c.outSpace)
 	return nil
+}
+
+// waitSpace waits for a signal on space until the deadline dl; without one it does not wait.
+func waitSpace(space chan struct{}, dl time.Time) error {
+	d := time.Until(dl)
+	if dl.IsZero() || d <= 0 {
+		return os.ErrDeadlineExceeded
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-space:
+		return nil
+	case <-t.C:
+		return os.ErrDeadlineExceeded
+	}
 }
 
 func (c *sockjsConn) LocalAddr() net.Addr  { return sockjsAddr("sockjs") }
@@ -585,8 +720,13 @@ func (c *sockjsConn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline does nothing: writes never block; a backlog fails them instead.
-func (c *sockjsConn) SetWriteDeadline(time.Time) error { return nil }
+// SetWriteDeadline bounds how long a Write waits for a receiver to take the messages.
+func (c *sockjsConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.wdl = t
+	c.mu.Unlock()
+	return nil
+}
 
 type sockjsAddr string
 
