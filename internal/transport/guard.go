@@ -54,14 +54,15 @@ func (s *Server) admit(r *http.Request, user string) (release func(), err error)
 	return s.admitAddr(addrKey(s.clientIP(r)), user)
 }
 
-// admitAddr is admit for a connection from ip, an address already keyed by addrKey.
+// admitAddr is admit for a connection from ip, an address already keyed by addrKey; empty for
+// a trusted proxy's connection (STOMP over TCP), which the per-address cap does not hold.
 func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 	s.mu.Lock()
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
 		s.mu.Unlock()
 		return nil, &retryError{fmt.Errorf("%w: %d connections open, at most %d (--max-conns)", ErrServerFull, s.lim.MaxConns, s.lim.MaxConns), 5 * time.Second}
-	case s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
+	case ip != "" && s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
 		s.mu.Unlock()
 		return nil, &retryError{fmt.Errorf("%w: %d connections from %s, at most %d per address (--max-conns-per-ip)", ErrTooManyConns, s.perIP[ip], ip, s.lim.MaxConnsPerIP), 5 * time.Second}
 	case user != "" && s.lim.MaxConnsPerUser >= 0 && s.perUser[user] >= s.lim.MaxConnsPerUser:
@@ -69,7 +70,9 @@ func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 		return nil, &retryError{fmt.Errorf("%w: %d connections of user %s, at most %d per user (--max-conns-per-user)", ErrTooManyConns, s.perUser[user], user, s.lim.MaxConnsPerUser), 5 * time.Second}
 	}
 	s.admitted++
-	s.perIP[ip]++
+	if ip != "" {
+		s.perIP[ip]++
+	}
 	if user != "" {
 		s.perUser[user]++
 	}
@@ -79,7 +82,7 @@ func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 		once.Do(func() {
 			s.mu.Lock()
 			s.admitted--
-			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+			if s.perIP[ip]--; ip == "" || s.perIP[ip] <= 0 {
 				delete(s.perIP, ip) // the map holds only addresses with open connections
 			}
 			if user != "" {

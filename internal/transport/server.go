@@ -240,6 +240,7 @@ type Server struct {
 	loginRate *keyedLimiter
 	checking  chan struct{}
 	reads     readLimits // HTTP reads per user and address (readrate.go)
+	door      *door      // the admission every listener shares (listen.go)
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -266,9 +267,12 @@ func New(cfg Config) *Server {
 		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		reads:     newReadLimits(cfg.Limits),
+		door:      newDoor(cfg.Limits.MaxConnsPerIP),
 		conns:     make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
-		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
+		// At least a millisecond: rtlab serve refuses shorter intervals; a library caller's tiny
+		// one must not stop the ticker with a panic.
+		kaPeriod: max(time.Millisecond, min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat)/2),
 	}
 	go s.keepalive()
 	return s
