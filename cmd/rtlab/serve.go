@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	berrors "go.etcd.io/bbolt/errors"
@@ -58,6 +59,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// sockJSPath reports whether p may be --sockjs-path: empty (off), or an absolute path of plain
+// segments other than / alone (which would take every route).
+func sockJSPath(v any) bool {
+	p := strings.TrimSuffix(v.(string), "/")
+	if v.(string) == "" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || len(p) < 2 {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsFunc(seg, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '~' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // commaList is a comma-separated flag's items, trimmed, without empty ones.
@@ -264,6 +285,9 @@ func serveFlagRules(fs *flags) {
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")
 	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip")
 	fs.rule(anyDuration, "seed-sse-timeout")
+	fs.rule(minDuration(100*time.Millisecond), "ping-interval", "sse-heartbeat", "stomp-heartbeat")
+	fs.rule(nonEmpty("a value; empty would start open dev mode (no auth): to run without auth, leave the setting out"), "auth-secret", "auth-public-key", "auth-jwks")
+	fs.rule(rule{sockJSPath, "empty (off), or a path such as /ws (not /)"}, "sockjs-path")
 	fs.rule(hostPort(false), "addr")
 	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
 	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")
