@@ -283,3 +283,70 @@ func TestSTOMPListenerSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("the STOMP listener stopped")
 	}
 }
+
+// hostCall makes one request from from with the given Host header and returns status and body.
+func hostCall(t *testing.T, p *servertest.Proc, method, path, host string, hdr http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL()+path, strings.NewReader(`{"user":"mallory"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	res, err := httpFrom(attacker).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s (Host %s): %v", method, path, host, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestDNSRebindingRefused: in open dev mode a page whose name the attacker points at 127.0.0.1
+// (Host = Origin = evil.example) got a login (200) and a WebSocket (101). Open dev mode now
+// serves only requests whose Host is this machine's; --dev, which serves everyone, does not
+// check it.
+func TestDNSRebindingRefused(t *testing.T) {
+	p, b := startWithBystander(t, "news/rebind")
+	_, port, _ := net.SplitHostPort(p.Addr)
+	evil := "evil.example:" + port
+	upgrade := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
+		"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Origin": {"http://" + evil}}
+	for _, tc := range []struct{ method, path string }{{"POST", "/api/login"}, {"GET", "/api/ws"}, {"GET", "/api/poll/news/rebind"}} {
+		code, body := hostCall(t, p, tc.method, tc.path, evil, upgrade)
+		if code != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
+			t.Errorf("%s %s with Host %s: %d %s; want 403 naming DNS rebinding", tc.method, tc.path, evil, code, body)
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "app.localhost:" + port} {
+		if code, body := hostCall(t, p, "POST", "/api/login", host, nil); code != http.StatusOK {
+			t.Errorf("login with Host %s: %d %s; want 200", host, code, body)
+		}
+	}
+	check(t, b, 10)
+	dev := servertest.Start(t, bin, "--dev")
+	if code, body := hostCall(t, dev, "POST", "/api/login", evil, nil); code != http.StatusOK {
+		t.Errorf("--dev: login with Host %s: %d %s; want 200 (--dev serves every name)", evil, code, body)
+	}
+}
+
+// TestOperatorEndpointsLoopbackOnly: /metrics answered a same-host proxy that forwarded with
+// X-Client-IP, True-Client-IP or CF-Connecting-IP, which the loopback guard did not know. Every
+// forwarding header now makes a request not "straight from loopback"; with --admin-addr the
+// endpoints answer there alone.
+func TestOperatorEndpointsLoopbackOnly(t *testing.T) {
+	p, b := startWithBystander(t, "news/operator")
+	host := p.Addr
+	if code, body := hostCall(t, p, "GET", "/metrics", host, nil); code != http.StatusOK {
+		t.Fatalf("/metrics straight from loopback: %d %s", code, body)
+	}
+	for _, h := range []string{"X-Forwarded-For", "X-Real-IP", "Forwarded", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP", "Via"} {
+		code, body := hostCall(t, p, "GET", "/metrics", host, http.Header{http.CanonicalHeaderKey(h): {"198.51.100.7"}})
+		if code != http.StatusForbidden {
+			t.Errorf("/metrics with %s: %d %s; want 403", h, code, firstLine(body, 1))
+		}
+	}
+	check(t, b, 10)
+}
