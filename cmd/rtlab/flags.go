@@ -47,6 +47,18 @@ var rateRule = rule{func(v any) bool { f := v.(float64); return f == -1 || f > 0
 // documented default.
 var notNegative = rule{func(v any) bool { return v.(time.Duration) >= 0 }, "a duration such as 500ms, 30s, 10m or 1h, not negative (0: the default)"}
 
+// minDuration is a duration of at least min, or 0 for the default.
+func minDuration(min time.Duration) rule {
+	return rule{func(v any) bool { d := v.(time.Duration); return d == 0 || d >= min },
+		fmt.Sprintf("a duration of at least %v, such as 1s or 30s (0: the default)", min)}
+}
+
+// nonEmpty is for settings whose absence means something else (no auth: open dev mode), so
+// that an empty value given on purpose, RTLAB_AUTH_SECRET= say, is refused, not taken as absent.
+func nonEmpty(what string) rule {
+	return rule{func(v any) bool { return v.(string) != "" }, what}
+}
+
 // anyDuration is for the few durations whose negative values mean something.
 var anyDuration = rule{func(any) bool { return true }, "a duration such as 500ms, 30s, 10m or 1h"}
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	berrors "go.etcd.io/bbolt/errors"
@@ -58,6 +59,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// sockJSPath reports whether p may be --sockjs-path: empty (off), or an absolute path of plain
+// segments other than / alone (which would take every route).
+func sockJSPath(v any) bool {
+	p := strings.TrimSuffix(v.(string), "/")
+	if v.(string) == "" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || len(p) < 2 {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.ContainsFunc(seg, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '~' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // commaList is a comma-separated flag's items, trimmed, without empty ones.
@@ -145,8 +166,8 @@ func serveFlagTable(fs *flags, cfg *app.Config) serveExtras {
 func serveListenFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
 	fs.StringVar(&cfg.Addr, "addr", d.Addr, "listen address (host:port)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve /metrics and /lab on this address instead (empty: on --addr, only to requests straight from loopback)")
-	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert); off when empty")
-	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws; off when empty")
+	fs.StringVar(&cfg.STOMPAddr, "stomp-addr", "", "serve STOMP over TCP on this address too (TLS with --tls-cert), admitted as --addr's clients; off when empty")
+	fs.StringVar(&cfg.SockJSPath, "sockjs-path", "", "serve SockJS (sockjs-client, Spring's withSockJS) carrying STOMP at this path, like /ws (not /); off when empty")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS and wss:// (with --tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key file of --tls-cert")
 	x.origins = fs.String("allowed-origins", "", "comma-separated browser origins besides the server's own host that may connect (scheme://host[:port], https://*.example.com, or *); open dev mode also allows localhost")
@@ -158,7 +179,7 @@ func serveListenFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) 
 
 // serveAuthFlags defines the serve flags that are how tokens are verified and issued.
 func serveAuthFlags(fs *flags, cfg *app.Config, d app.Config) {
-	fs.StringVar(&cfg.Auth.Secret, "auth-secret", "", "HMAC secret verifying HS256/384/512 tokens; with no secret, key or JWKS the server runs in open dev mode")
+	fs.StringVar(&cfg.Auth.Secret, "auth-secret", "", "HMAC secret verifying HS256/384/512 tokens; with no secret, key or JWKS the server runs in open dev mode (given empty: refused)")
 	fs.StringVar(&cfg.Auth.PublicKeyFile, "auth-public-key", "", "PEM file of public keys verifying RS256/384/512 and ES256/384 tokens")
 	fs.StringVar(&cfg.Auth.JWKSURL, "auth-jwks", "", "URL of a JWKS whose keys verify RS/ES tokens (fetched at start, cached, refetched for an unknown kid at most every 30s)")
 	fs.StringVar(&cfg.Auth.Issuer, "auth-issuer", "", "required iss of tokens (empty: not checked)")
@@ -182,9 +203,9 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.IntVar(&cfg.Limits.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
 	fs.Float64Var(&cfg.Limits.OpRate, "op-rate", d.Limits.OpRate, "messages of any kind (publish, subscribe, ping, history, refresh) per second per WebSocket or STOMP connection, a client sending faster being read no faster; and HTTP reads (polls, history, presence) per second per authenticated user, over it 429 (-1 = unlimited)")
 	fs.IntVar(&cfg.Limits.OpBurst, "op-burst", 0, "message burst per connection, and HTTP read burst per user (0 = 2 x op-rate, at least 10)")
-	fs.DurationVar(&cfg.Limits.PingInterval, "ping-interval", d.Limits.PingInterval, "WebSocket ping on every connection at least this often (idle or not); a client silent twice as long and 10 s is dropped")
-	fs.DurationVar(&cfg.Limits.SSEHeartbeat, "sse-heartbeat", d.Limits.SSEHeartbeat, "SSE heart-beat comment on idle streams")
-	fs.DurationVar(&cfg.Limits.StompHeartbeat, "stomp-heartbeat", d.Limits.StompHeartbeat, "STOMP heart-beat offered both ways")
+	fs.DurationVar(&cfg.Limits.PingInterval, "ping-interval", d.Limits.PingInterval, "WebSocket ping on every connection at least this often (idle or not); a client silent twice as long and 10 s is dropped; at least 100ms")
+	fs.DurationVar(&cfg.Limits.SSEHeartbeat, "sse-heartbeat", d.Limits.SSEHeartbeat, "SSE heart-beat comment on idle streams; at least 100ms")
+	fs.DurationVar(&cfg.Limits.StompHeartbeat, "stomp-heartbeat", d.Limits.StompHeartbeat, "STOMP heart-beat offered both ways; at least 100ms")
 	fs.DurationVar(&cfg.Limits.LongPollMax, "long-poll-max", d.Limits.LongPollMax, "longest wait a long poll may ask for")
 	fs.DurationVar(&cfg.Limits.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0: never)")
 	fs.IntVar(&cfg.Limits.StompTxFrames, "stomp-tx-frames", d.Limits.StompTxFrames, "SEND frames one STOMP transaction may hold")
@@ -201,7 +222,7 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.Float64Var(&cfg.Limits.ReadRatePerIP, "read-rate-per-ip", d.Limits.ReadRatePerIP, "HTTP reads (polls, history, presence, member lists) per second per client address, burst twice that; over it 429 (-1 = unlimited)")
 	fs.IntVar(&cfg.Limits.MaxConnsPerUser, "max-conns-per-user", d.Limits.MaxConnsPerUser, "streaming connections and waiting long polls per authenticated user (-1 = unlimited)")
 	fs.DurationVar(&cfg.Limits.HTTPIdleTimeout, "http-idle-timeout", d.Limits.HTTPIdleTimeout, "close a keep-alive HTTP connection idle this long")
-	fs.Float64Var(&cfg.Limits.LoginRate, "login-rate", d.Limits.LoginRate, "password checks (POST /api/login with --login-users) per second per client address (before the body is read) and per user name, before bcrypt runs; a refusal is answered when it could be retried, at most 1 s later (-1 = unlimited)")
+	fs.Float64Var(&cfg.Limits.LoginRate, "login-rate", d.Limits.LoginRate, "password checks (POST /api/login with --login-users) per second per client address (before the body is read), and failed ones per user name for addresses that failed for it, before bcrypt runs; a refusal is answered when it could be retried, at most 1 s later (-1 = unlimited)")
 	fs.IntVar(&cfg.Limits.LoginBurst, "login-burst", d.Limits.LoginBurst, "password check burst per address and per user")
 	fs.IntVar(&cfg.Limits.SockJSInput, "sockjs-input-bytes", d.Limits.SockJSInput, "input a SockJS session holds not yet read, and the largest xhr_send body, in bytes (at least 2 x max-frame); a send waits for room up to body-timeout, then 429")
 	fs.Float64Var(&cfg.Limits.SockJSMissRate, "sockjs-miss-rate", d.Limits.SockJSMissRate, "requests per second per client address naming a SockJS session that does not exist or is not theirs, burst twice that (at least 10); over it 429 (-1 = unlimited)")
@@ -268,6 +289,9 @@ func serveFlagRules(fs *flags) {
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")
 	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip", "sockjs-miss-rate")
 	fs.rule(anyDuration, "seed-sse-timeout")
+	fs.rule(minDuration(100*time.Millisecond), "ping-interval", "sse-heartbeat", "stomp-heartbeat")
+	fs.rule(nonEmpty("a value; empty would start open dev mode (no auth): to run without auth, leave the setting out"), "auth-secret", "auth-public-key", "auth-jwks")
+	fs.rule(rule{sockJSPath, "empty (off), or a path such as /ws (not /)"}, "sockjs-path")
 	fs.rule(hostPort(false), "addr")
 	fs.rule(hostPort(true), "admin-addr", "amqp-direct")
 	fs.rule(oneOf("debug", "info", "warn", "error"), "log-level")

@@ -57,6 +57,15 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--presence=maybe"}, `--presence "maybe": want true or false`},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": want debug, info, warn or error`},
 		{[]string{"--trusted-proxies", "10.0.0.0/33"}, `--trusted-proxies "10.0.0.0/33": want comma-separated CIDRs (10.0.0.0/8) or addresses (127.0.0.1)`},
+		{[]string{"--ping-interval", "1ns"}, `--ping-interval "1ns": want a duration of at least 100ms, such as 1s or 30s (0: the default)`},
+		{[]string{"--sse-heartbeat", "99ms"}, `--sse-heartbeat "99ms": want a duration of at least 100ms, such as 1s or 30s (0: the default)`},
+		{[]string{"--stomp-heartbeat", "1us"}, `--stomp-heartbeat "1us": want a duration of at least 100ms, such as 1s or 30s (0: the default)`},
+		{[]string{"--auth-secret", ""}, `--auth-secret "": want a value; empty would start open dev mode (no auth): to run without auth, leave the setting out`},
+		{[]string{"--auth-jwks="}, `--auth-jwks "": want a value; empty would start open dev mode (no auth): to run without auth, leave the setting out`},
+		{[]string{"--auth-public-key", ""}, `--auth-public-key "": want a value; empty would start open dev mode (no auth): to run without auth, leave the setting out`},
+		{[]string{"--sockjs-path", "/"}, `--sockjs-path "/": want empty (off), or a path such as /ws (not /)`},
+		{[]string{"--sockjs-path", "ws"}, `--sockjs-path "ws": want empty (off), or a path such as /ws (not /)`},
+		{[]string{"--sockjs-path", "/a{b}"}, `--sockjs-path "/a{b}": want empty (off), or a path such as /ws (not /)`},
 		{[]string{"--addr"}, `--addr needs a value: want host:port, such as 127.0.0.1:8080 or :8080`},
 		{[]string{"--no-such-flag"}, `unknown flag --no-such-flag (rtlab serve -h lists the flags)`},
 		{[]string{"stray"}, `unexpected argument "stray"; all settings are flags (rtlab serve -h)`},
@@ -132,6 +141,8 @@ func TestServeEnv(t *testing.T) {
 		{"RTLAB_QUEUE_BYTES", "1MiB", `$RTLAB_QUEUE_BYTES "1MiB": want a whole number, at least 1`},
 		{"RTLAB_LOG_LEVEL", "loud", `$RTLAB_LOG_LEVEL "loud": want debug, info, warn or error`},
 		{"RTLAB_DEV", "maybe", `$RTLAB_DEV "maybe": want true or false`},
+		{"RTLAB_AUTH_SECRET", "", `$RTLAB_AUTH_SECRET "": want a value; empty would start open dev mode (no auth): to run without auth, leave the setting out`},
+		{"RTLAB_PING_INTERVAL", "1ns", `$RTLAB_PING_INTERVAL "1ns": want a duration of at least 100ms, such as 1s or 30s (0: the default)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(tc.name, tc.value)

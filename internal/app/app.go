@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -378,6 +379,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close()
 			return fmt.Errorf("--admin-addr %s: %w", a.cfg.AdminAddr, err)
 		}
+		aln = a.tr.Listener(aln) // the admin address is a door like the others
 		asrv := &http.Server{Handler: a.admin, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
 		go func() { _ = asrv.Serve(aln) }()
 		defer asrv.Close()
@@ -390,6 +392,8 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			_ = srv.Close()
 			return err
 		}
+		// TCP cannot answer probes, so protected mode refuses other machines at the door.
+		sln = a.tr.Admit(sln, transport.Admission{STOMP: true, LoopbackOnly: a.protectedMode()})
 		defer sln.Close()
 	}
 	startc := make(chan error, 1)
@@ -671,14 +675,21 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	admin.Handle("GET /lab", guard(page))
 	admin.Handle("GET /lab/", guard(page))
 	public := a.tr.CORS(a.tr.BodyDeadline(a.metrics.Instrument(mux, requestRoute)))
-	if !a.policy.required && !a.cfg.Dev {
-		public = protected(public, fail)
-	}
 	if adminMux == nil {
+		if a.protectedMode() {
+			public = protected(public, fail, a.cfg.Addr)
+		}
 		return public, nil
+	}
+	if a.protectedMode() {
+		return protected(public, fail, a.cfg.Addr), protected(adminMux, fail, a.cfg.AdminAddr)
 	}
 	return public, adminMux
 }
+
+// protectedMode is open dev mode without --dev: only this machine's clients are served, on
+// every listener.
+func (a *App) protectedMode() bool { return !a.policy.required && !a.cfg.Dev }
 
 // localOnly serves h to requests straight from loopback and refuses others with 403 and
 // why (a format with the path).
@@ -693,16 +704,46 @@ func localOnly(h http.Handler, fail func(http.ResponseWriter, *http.Request, err
 }
 
 // protected is open dev mode without --dev: only requests straight from loopback are served,
-// besides the probes, which say nothing and take no identity.
-func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
+// besides the probes, which say nothing and take no identity. A request must also name this
+// machine in its Host (a loopback address or name, or the listen address addr): a page whose
+// name an attacker rebinds to 127.0.0.1 (DNS rebinding) is a loopback client too.
+func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, error), addr string) http.Handler {
 	refuse := localOnly(h, fail, "%s: open dev mode serves only requests straight from this machine; configure auth (--auth-secret, --auth-public-key or --auth-jwks), or start the server with --dev to let other machines in")
+	listenHost, _, _ := net.SplitHostPort(addr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			h.ServeHTTP(w, r)
 			return
 		}
+		if transport.LocalDirect(r) && !localHost(r.Host, listenHost) {
+			fail(w, r, fmt.Errorf("%w: Host %q is not this machine: open dev mode serves only localhost, loopback addresses and its listen address (against DNS rebinding); use http://localhost:PORT, or --dev", transport.ErrForbidden, r.Host))
+			return
+		}
 		refuse.ServeHTTP(w, r)
 	})
+}
+
+// localHost reports whether a request's Host names this machine: localhost (or a name under
+// .localhost, which browsers resolve to loopback themselves), a loopback address, or the
+// listen address's host when it is not the unspecified one.
+func localHost(hostport, listenHost string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	// No Host at all (HTTP/1.0) has no name to rebind.
+	if host == "" || host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return true
+	}
+	listenHost = strings.ToLower(strings.Trim(listenHost, "[]"))
+	if ip, err := netip.ParseAddr(listenHost); listenHost == "" || (err == nil && ip.IsUnspecified()) {
+		return false
+	}
+	return host == listenHost
 }
 
 func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {

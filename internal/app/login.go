@@ -21,8 +21,8 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 		a.tr.WriteError(w, r, fmt.Errorf("%w: login is off: tokens come from the application's backend (or configure --login-users)", transport.ErrNotFound))
 		return
 	}
-	// Attempts are limited per address before the body is read, per user name after; a
-	// refusal is answered once the client could retry (transport.Tarpit).
+	// Attempts are limited per address before the body is read, failed ones per user name
+	// after; a refusal is answered once the client could retry (transport.Tarpit).
 	if a.users != nil {
 		if err := a.tr.AllowLoginFrom(r); err != nil {
 			transport.Tarpit(r, err)
@@ -40,14 +40,14 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.users != nil {
 		// Password checks cost a bcrypt each: limited before it runs.
-		release, err := a.tr.AllowLogin(body.User)
+		done, err := a.tr.AllowLogin(r, body.User)
 		if err != nil {
 			transport.Tarpit(r, err)
 			a.tr.WriteError(w, r, err)
 			return
 		}
 		ok := niced(func() bool { return a.users.Check(body.User, body.Password) })
-		release()
+		done(ok)
 		if !ok {
 			a.tr.WriteError(w, r, fmt.Errorf("%w: wrong user or password", transport.ErrUnauthorized))
 			return

@@ -91,12 +91,14 @@ func remoteAddr(r *http.Request) netip.Addr {
 }
 
 // LocalDirect reports whether r came straight from this machine: its peer is a loopback
-// address and it carries no forwarding header, so no proxy relayed it from elsewhere.
+// address and it carries no forwarding header, so no proxy relayed it from elsewhere. The
+// headers are those proxies and CDNs add to say whom they relay.
 func LocalDirect(r *http.Request) bool {
 	if !remoteAddr(r).IsLoopback() {
 		return false
 	}
-	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
+	for _, h := range [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
+		"Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Original-Forwarded-For", "X-Forwarded", "Forwarded-For", "Via"} {
 		if len(r.Header.Values(h)) > 0 {
 			return false
 		}

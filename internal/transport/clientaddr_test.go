@@ -54,6 +54,10 @@ func TestLocalDirect(t *testing.T) {
 		{"127.0.0.1:1", "X-Forwarded-For", false},
 		{"127.0.0.1:1", "Forwarded", false},
 		{"127.0.0.1:1", "X-Real-IP", false},
+		{"127.0.0.1:1", "X-Client-IP", false},
+		{"127.0.0.1:1", "True-Client-IP", false},
+		{"127.0.0.1:1", "CF-Connecting-IP", false},
+		{"127.0.0.1:1", "Via", false},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = tc.peer

@@ -54,14 +54,15 @@ func (s *Server) admit(r *http.Request, user string) (release func(), err error)
 	return s.admitAddr(addrKey(s.clientIP(r)), user)
 }
 
-// admitAddr is admit for a connection from ip, an address already keyed by addrKey.
+// admitAddr is admit for a connection from ip, an address already keyed by addrKey; empty for
+// a trusted proxy's connection (STOMP over TCP), which the per-address cap does not hold.
 func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 	s.mu.Lock()
 	switch {
 	case s.lim.MaxConns >= 0 && s.admitted >= s.lim.MaxConns:
 		s.mu.Unlock()
 		return nil, &retryError{fmt.Errorf("%w: %d connections open, at most %d (--max-conns)", ErrServerFull, s.lim.MaxConns, s.lim.MaxConns), 5 * time.Second}
-	case s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
+	case ip != "" && s.lim.MaxConnsPerIP >= 0 && s.perIP[ip] >= s.lim.MaxConnsPerIP:
 		s.mu.Unlock()
 		return nil, &retryError{fmt.Errorf("%w: %d connections from %s, at most %d per address (--max-conns-per-ip)", ErrTooManyConns, s.perIP[ip], ip, s.lim.MaxConnsPerIP), 5 * time.Second}
 	case user != "" && s.lim.MaxConnsPerUser >= 0 && s.perUser[user] >= s.lim.MaxConnsPerUser:
@@ -69,7 +70,9 @@ func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 		return nil, &retryError{fmt.Errorf("%w: %d connections of user %s, at most %d per user (--max-conns-per-user)", ErrTooManyConns, s.perUser[user], user, s.lim.MaxConnsPerUser), 5 * time.Second}
 	}
 	s.admitted++
-	s.perIP[ip]++
+	if ip != "" {
+		s.perIP[ip]++
+	}
 	if user != "" {
 		s.perUser[user]++
 	}
@@ -79,7 +82,7 @@ func (s *Server) admitAddr(ip, user string) (release func(), err error) {
 		once.Do(func() {
 			s.mu.Lock()
 			s.admitted--
-			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+			if s.perIP[ip]--; ip == "" || s.perIP[ip] <= 0 {
 				delete(s.perIP, ip) // the map holds only addresses with open connections
 			}
 			if user != "" {
@@ -199,20 +202,70 @@ func (s *Server) AllowLoginFrom(r *http.Request) error {
 	return nil
 }
 
-// AllowLogin admits one password check of user, whose request AllowLoginFrom admitted: a token
-// of the user name's login rate (--login-rate), then a place among the checks running at once
-// (half the CPUs), so that bcrypt cannot take every core. release ends the check. A refusal
-// wraps ErrRateLimited and says when to retry.
-func (s *Server) AllowLogin(user string) (release func(), err error) {
-	if ok, wait := s.loginRate.allow("u:"+user, time.Now()); !ok {
-		return nil, &retryError{fmt.Errorf("%w: at most %g login attempts per second for user %q (--login-rate)", ErrRateLimited, s.lim.LoginRate, user), wait}
+// AllowLogin admits one password check of user, whose request r AllowLoginFrom admitted, and
+// returns done, to be called with the check's outcome. Only failed checks take a token of the
+// user name's login rate (--login-rate), and that rate refuses only addresses that failed for
+// the name within loginFailMemory: a flood of wrong passwords for ann from some addresses
+// cannot lock ann out from another, while the flood itself gets no more guesses than the rate.
+// Then the check waits for a place among those running at once (half the CPUs), so that
+// bcrypt cannot take every core. A refusal wraps ErrRateLimited and says when to retry.
+func (s *Server) AllowLogin(r *http.Request, user string) (done func(ok bool), err error) {
+	now := time.Now()
+	pair := user + "\x00" + addrKey(s.clientIP(r))
+	if s.loginFailed.failedWithin(pair, now) {
+		if ok, wait := s.loginRate.peek("u:"+user, now); !ok {
+			return nil, &retryError{fmt.Errorf("%w: at most %g failed login attempts per second for user %q (--login-rate)", ErrRateLimited, s.lim.LoginRate, user), wait}
+		}
 	}
+	t := time.NewTimer(maxLoginWait)
+	defer t.Stop()
 	select {
 	case s.checking <- struct{}{}:
-		return func() { <-s.checking }, nil
-	default:
+	case <-t.C:
 		return nil, &retryError{fmt.Errorf("%w: %d password checks running, try again", ErrRateLimited, cap(s.checking)), time.Second}
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
 	}
+	return func(ok bool) {
+		<-s.checking
+		if !ok {
+			now := time.Now()
+			s.loginRate.allow("u:"+user, now)
+			s.loginFailed.allow(pair, now)
+		}
+	}, nil
+}
+
+// maxLoginWait bounds how long a password check waits for a place among those running.
+const maxLoginWait = 5 * time.Second
+
+// loginFailMemory is how long an address that failed a login for a name is remembered as one.
+const loginFailMemory = time.Minute
+
+// failedWithin reports whether key's bucket (rate 1/loginFailMemory, burst 1) was taken from
+// within the last loginFailMemory.
+func (k *keyedLimiter) failedWithin(key string, now time.Time) bool {
+	ok, _ := k.peek(key, now)
+	return !ok
+}
+
+// peek reports whether key's bucket holds a token, without taking it, and if not how long
+// until it does.
+func (k *keyedLimiter) peek(key string, now time.Time) (bool, time.Duration) {
+	if k.rate < 0 {
+		return true, 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b := k.buckets[key]
+	if b == nil {
+		return true, 0
+	}
+	tokens := min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	if tokens >= 1 {
+		return true, 0
+	}
+	return false, time.Duration((1 - tokens) / b.rate * float64(time.Second))
 }
 
 // maxTarpit bounds how long a refused attempt's answer is held (Tarpit).

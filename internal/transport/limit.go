@@ -3,7 +3,6 @@ package transport
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"net"
 	"time"
@@ -38,20 +37,8 @@ func (r *rateLimiter) pace(ctx context.Context, conn net.Conn) bool {
 
 // setReadBuffer sets the receive buffer of the TCP connection under c's wrappers.
 func setReadBuffer(c net.Conn, n int) {
-	for {
-		switch x := c.(type) {
-		case *net.TCPConn:
-			_ = x.SetReadBuffer(n)
-			return
-		case *capConn:
-			c = x.Conn
-		case *prefixConn:
-			c = x.Conn
-		case *tls.Conn:
-			c = x.NetConn()
-		default:
-			return
-		}
+	if tc := tcpConn(c); tc != nil {
+		_ = tc.SetReadBuffer(n)
 	}
 }
 

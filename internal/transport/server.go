@@ -252,10 +252,13 @@ type Server struct {
 	// kaPeriod is how often the keepalive loop looks at idle connections: a connection that
 	// must hear from the server within some interval is written to one period early.
 	kaPeriod time.Duration
-	// loginRate: password checks per address and per user name; checking: those running.
-	loginRate *keyedLimiter
-	checking  chan struct{}
-	reads     readLimits // HTTP reads per user and address (readrate.go)
+	// loginRate: password checks per address and failed ones per user name; loginFailed:
+	// the (name, address) pairs that failed within loginFailMemory; checking: checks running.
+	loginRate   *keyedLimiter
+	loginFailed *keyedLimiter
+	checking    chan struct{}
+	reads       readLimits // HTTP reads per user and address (readrate.go)
+	door        *door      // the admission every listener shares (listen.go)
 
 	nextID   atomic.Uint64
 	closing  atomic.Bool
@@ -277,14 +280,18 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
-		proxies:   cfg.Proxies,
-		pubRate:   newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
-		loginRate: newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
-		checking:  make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
-		reads:     newReadLimits(cfg.Limits),
-		conns:     make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
+		proxies:     cfg.Proxies,
+		pubRate:     newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
+		loginRate:   newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
+		loginFailed: newKeyedLimiter(1/loginFailMemory.Seconds(), 1),
+		checking:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		reads:       newReadLimits(cfg.Limits),
+		door:        newDoor(cfg.Limits.MaxConnsPerIP),
+		conns:       make(map[*conn]struct{}), perIP: make(map[string]int), perUser: make(map[string]int),
 		draining: make(chan struct{}), stop: make(chan struct{}),
-		kaPeriod: min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat) / 2,
+		// At least a millisecond: rtlab serve refuses shorter intervals; a library caller's tiny
+		// one must not stop the ticker with a panic.
+		kaPeriod: max(time.Millisecond, min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat)/2),
 	}
 	go s.keepalive()
 	return s

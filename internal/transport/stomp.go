@@ -306,6 +306,7 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			return
 		}
 		c.published = false
+		beats := c.parser.HeartBeats()
 		c.parser.Feed(msg)
 		for {
 			f, ok, err := c.parser.Next()
@@ -319,6 +320,9 @@ func (c *stompConn) run(conn net.Conn, rd messageReader) {
 			if !c.ops.pace(ctx, c.w.conn) || !c.handle(ctx, &f) {
 				return
 			}
+		}
+		if !c.paceBeats(ctx, beats) {
+			return
 		}
 	}
 }

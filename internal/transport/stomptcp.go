@@ -2,8 +2,8 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
@@ -15,40 +15,62 @@ import (
 
 // ServeSTOMP serves STOMP over plain TCP (or TLS, when ln is a TLS listener) on ln: the same
 // sessions as /api/stomp, with the same limits, identities and resume, but frames on the
-// stream as they are. It returns when ln is closed; the sessions end with Shutdown.
+// stream as they are. ln should be wrapped by Admit, as every listener is. It returns when ln
+// is closed; the sessions end with Shutdown.
 func (s *Server) ServeSTOMP(ln net.Listener) error {
-	var delay time.Duration
+	var b acceptBackoff
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // out of descriptors and the like: back off
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
 			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return fmt.Errorf("stomp listener: %w", err)
+			// Out of descriptors (EMFILE, ENFILE), a connection reset before it was
+			// accepted and the like pass: back off and try again, as net/http does. The
+			// listener never stops for good.
+			b.wait(s, ln, err)
+			continue
 		}
-		delay = 0
+		b.reset(s, ln)
 		s.acceptSTOMP(conn)
 	}
+}
+
+// acceptBackoff is the wait between failed accepts: doubling from 5 ms to 1 s, logged once
+// per burst of failures (and once more when accepting works again).
+type acceptBackoff struct {
+	delay  time.Duration
+	failed int
+}
+
+func (b *acceptBackoff) wait(s *Server, ln net.Listener, err error) {
+	if b.failed == 0 {
+		s.log.Warn("STOMP over TCP: accept failed; retrying with back-off", "addr", ln.Addr().String(), "err", err)
+	}
+	b.failed++
+	b.delay = min(max(2*b.delay, 5*time.Millisecond), time.Second)
+	time.Sleep(b.delay)
+}
+
+func (b *acceptBackoff) reset(s *Server, ln net.Listener) {
+	if b.failed > 0 {
+		s.log.Info("STOMP over TCP: accepting again", "addr", ln.Addr().String(), "failed_accepts", b.failed)
+	}
+	b.delay, b.failed = 0, 0
 }
 
 // acceptSTOMP admits one TCP connection and starts its session. A refused one is told why in
 // an ERROR frame, as STOMP clients expect.
 func (s *Server) acceptSTOMP(conn net.Conn) {
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc := tcpConn(conn); tc != nil {
 		// Without heart-beats a dead peer is found by TCP keep-alive probes.
 		_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: s.lim.PingInterval, Interval: s.lim.PingInterval / 3, Count: 3})
 	}
-	host, _, err := net.SplitHostPort(conn.RemoteAddr().String())
-	if err != nil {
-		host = conn.RemoteAddr().String()
+	key, proxy, _ := s.peerKey(conn)
+	if proxy {
+		key = "" // a trusted proxy's clients share its address: only --max-conns holds them
 	}
-	release, err := s.admitAddr(addrKey(host), "")
+	release, err := s.admitAddr(key, "")
 	if err != nil {
 		code, _ := errorCode(err)
 		s.m.Refused.WithLabelValues(metrics.STOMPTCP, code).Inc()
@@ -59,6 +81,25 @@ func (s *Server) acceptSTOMP(conn net.Conn) {
 		return
 	}
 	s.startBareSTOMP(conn, metrics.STOMPTCP, release)
+}
+
+// beatsPerOp is how many heart-beats (bare EOLs between frames) cost one op beyond the first.
+const beatsPerOp = 1024
+
+// paceBeats charges the heart-beats the parser skipped since it counted seen against the op
+// rate: a read holding any costs one op, and one more per beatsPerOp, so that a flood of EOLs
+// (frames to no one, but bytes to read and scan) is read no faster than --op-rate allows.
+func (c *stompConn) paceBeats(ctx context.Context, seen uint64) bool {
+	n := c.parser.HeartBeats() - seen
+	if n == 0 {
+		return true
+	}
+	for i := uint64(0); i <= n/beatsPerOp; i++ {
+		if !c.ops.pace(ctx, c.w.conn) {
+			return false
+		}
+	}
+	return true
 }
 
 // streamReader hands a byte stream to the STOMP parser in the chunks it arrives in; the

@@ -462,3 +462,57 @@ func TestTrimSparesIdleTopics(t *testing.T) {
 	}
 	check(t, b, 20)
 }
+
+// TestLoginFloodLocksNobodyOut: wrong passwords for "ann" from 6 addresses took the name's
+// whole login rate, and ann's own logins from a seventh got 429 (5 of 6). Only failed attempts
+// take the name's rate now, and it holds back only addresses that failed for the name: the
+// flood is refused, ann logs in.
+func TestLoginFloodLocksNobodyOut(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("right-password"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("ann:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := authed(t, "--login-users", users)
+	b := servertest.StartBystander(t, p, "news/login-lockout", mint(t, "bystander", time.Hour), 20*time.Millisecond)
+	var limited atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range 6 {
+		hc := httpFrom(fmt.Sprintf("127.0.0.%d", 30+i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := hc.Post(p.URL()+"/api/login", "application/json", strings.NewReader(`{"user":"ann","password":"guess"}`))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode == http.StatusTooManyRequests {
+					limited.Add(1)
+				}
+			}
+		}()
+	}
+	eventually.True(t, 30*time.Second, "the flood refused with 429", func() bool { return limited.Load() >= 20 })
+	ann := httpFrom("127.0.0.40")
+	for i := range 6 {
+		code, _, body := post(t, ann, p.URL()+"/api/login", []byte(`{"user":"ann","password":"right-password"}`))
+		if code != http.StatusOK {
+			t.Errorf("ann's login %d from a seventh address during the flood: %d %s", i, code, body)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	check(t, b, 5)
+}

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -171,5 +172,57 @@ func TestTrustedProxies(t *testing.T) {
 	}
 	if code, body := open(untrusted, out, "203.0.113.2"); code != http.StatusTooManyRequests || !strings.Contains(body, out) {
 		t.Errorf("the same client claiming another address: %d %s; want 429 naming %s (its header is not believed)", code, body, out)
+	}
+}
+
+// freePort is a port free on every address of the machine.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// TestProtectedEveryDoor: in open dev mode HTTP refused another machine with 403, while STOMP
+// over TCP (--stomp-addr) served it anonymously: it read rooms and published as anyone. Every
+// listener now refuses other machines without --dev (STOMP with an ERROR frame naming --dev,
+// the admin address with 403) and serves this machine's clients.
+func TestProtectedEveryDoor(t *testing.T) {
+	host := newOutsideHost(t)
+	stompPort, adminPort := freePort(t), freePort(t)
+	port, _ := serveOn(t, "rtlab STOMP over TCP", "--stomp-addr", "0.0.0.0:"+stompPort, "--admin-addr", "0.0.0.0:"+adminPort)
+	remote, local := host.Client(10*time.Second), from("127.0.0.1")
+	if code, body := call(t, remote, "POST", "http://"+host.ServerIP+":"+port+"/api/login", nil); code != http.StatusForbidden {
+		t.Errorf("login from %s: %d %s; want 403", host.ClientIP, code, body)
+	}
+	if code, body := call(t, remote, "GET", "http://"+host.ServerIP+":"+adminPort+"/metrics", nil); code != http.StatusForbidden || !strings.Contains(body, "--dev") {
+		t.Errorf("admin /metrics from %s: %d %s; want 403 naming --dev", host.ClientIP, code, body)
+	}
+	if code, _ := call(t, local, "GET", "http://127.0.0.1:"+adminPort+"/metrics", nil); code != http.StatusOK {
+		t.Errorf("admin /metrics from loopback: %d; want 200", code)
+	}
+	stompConnect := func(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := dial(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %s: %v", addr, err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, "CONNECT\naccept-version:1.2\nhost:rtlab\n\n\x00")
+		f, _ := bufio.NewReader(c).ReadString(0)
+		return strings.TrimLeft(f, "\r\n")
+	}
+	if f := stompConnect(host.dial, host.ServerIP+":"+stompPort); !strings.HasPrefix(f, "ERROR\n") || !strings.Contains(f, "--dev") {
+		t.Errorf("STOMP over TCP from %s: %q; want an ERROR naming --dev", host.ClientIP, f)
+	}
+	var d net.Dialer
+	if f := stompConnect(d.DialContext, "127.0.0.1:"+stompPort); !strings.HasPrefix(f, "CONNECTED\n") {
+		t.Errorf("STOMP over TCP from loopback: %q; want CONNECTED", f)
 	}
 }
