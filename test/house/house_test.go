@@ -1,12 +1,16 @@
 // Package house checks rules the code keeps as it grows: no function outside tests over 100
-// lines, nor nested more than 5 deep, so each reads in one screen.
+// lines, nor nested more than 5 deep, so each reads in one screen; and the user docs within
+// their line budget.
 package house
 
 import (
+	"bytes"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,5 +84,39 @@ func TestFunctionsStaySmall(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// maxUserDocLines is the user docs' budget: what a user reads must stay short enough to read.
+const maxUserDocLines = 1800
+
+// TestUserDocsBudget counts the lines of the user docs (README.md, docs/*.md without
+// docs/notes, clients/js/README.md) and fails over maxUserDocLines, naming each file's count.
+func TestUserDocsBudget(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "clients", "js", "README.md")}, docs...)
+	total, counts := 0, ""
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := bytes.Count(b, []byte("\n"))
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			n++ // a last line without its newline still counts
+		}
+		rel, _ := filepath.Rel(root, path)
+		total += n
+		counts += fmt.Sprintf("\n%6d %s", n, rel)
+	}
+	if total > maxUserDocLines {
+		t.Errorf("user docs are %d lines, over %d: cut repetition (link instead), history and wordiness%s", total, maxUserDocLines, counts)
 	}
 }
