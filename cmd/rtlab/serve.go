@@ -203,7 +203,7 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.IntVar(&cfg.Limits.MsgBurst, "msg-burst", 0, "publish burst per connection (0 = 2 x msg-rate, at least 10)")
 	fs.Float64Var(&cfg.Limits.OpRate, "op-rate", d.Limits.OpRate, "messages of any kind (publish, subscribe, ping, history, refresh) per second per WebSocket or STOMP connection, a client sending faster being read no faster; and HTTP reads (polls, history, presence) per second per authenticated user, over it 429 (-1 = unlimited)")
 	fs.IntVar(&cfg.Limits.OpBurst, "op-burst", 0, "message burst per connection, and HTTP read burst per user (0 = 2 x op-rate, at least 10)")
-	fs.DurationVar(&cfg.Limits.PingInterval, "ping-interval", d.Limits.PingInterval, "WebSocket ping on every connection at least this often (idle or not); a client silent twice as long and 10 s is dropped; at least 100ms")
+	fs.DurationVar(&cfg.Limits.PingInterval, "ping-interval", d.Limits.PingInterval, "WebSocket ping to a connection written nothing or heard nothing from this long; a client silent twice as long and 10 s is dropped; at least 100ms")
 	fs.DurationVar(&cfg.Limits.SSEHeartbeat, "sse-heartbeat", d.Limits.SSEHeartbeat, "SSE heart-beat comment on idle streams; at least 100ms")
 	fs.DurationVar(&cfg.Limits.StompHeartbeat, "stomp-heartbeat", d.Limits.StompHeartbeat, "STOMP heart-beat offered both ways; at least 100ms")
 	fs.DurationVar(&cfg.Limits.LongPollMax, "long-poll-max", d.Limits.LongPollMax, "longest wait a long poll may ask for")
