@@ -4,15 +4,17 @@ FUZZEXECS ?= 100000x
 
 .PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers
 
-# COMMIT is the commit `rtlab version` and rtlab_build_info give beside the release.
-COMMIT ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# VERSION is what `rtlab version` and rtlab_build_info say: 0.9.0+12-g6e1cc73 past a release.
+VERSION ?= $(shell ./scripts/version.sh)
+BIN ?= rtlab
+LDFLAGS = -X main.described=$(VERSION)
 
 # run builds ./rtlab, the binary the README's tour uses, and serves on the embedded broker.
 run: build
 	./rtlab serve
 
 build:
-	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o rtlab ./cmd/rtlab
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rtlab
 
 # test installs the third-party test clients, then vets, runs every test with the race
 # detector, and gives each fuzz target a short run. The idle readers' stack is measured once
