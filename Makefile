@@ -2,12 +2,21 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers
+.DEFAULT_GOAL := run
+.PHONY: help run build test test-k6 test-deps vet fuzz bench-go test-nats-current peers release image
 
 # VERSION is what `rtlab version` and rtlab_build_info say: 0.9.0+12-g6e1cc73 past a release.
 VERSION ?= $(shell ./scripts/version.sh)
 BIN ?= rtlab
 LDFLAGS = -X main.described=$(VERSION)
+
+help:
+	@echo 'make run       build ./rtlab and serve (README.md)'
+	@echo 'make test      every test, as CI runs them (.ci/run installs what they need)'
+	@echo 'make release   dist/: archives for linux and darwin, amd64 and arm64, SHA256SUMS, notes'
+	@echo 'make image     dist/rtlab-<version>-image.tar, an OCI image (deploy/Dockerfile)'
+	@echo 'a suspected flake: go test -race -count=3 -run TestX ./pkg/, idle and under'
+	@echo '  stress-ng --cpu 4 (CONTRIBUTING.md)'
 
 # run builds ./rtlab, the binary the README's tour uses, and serves on the embedded broker.
 run: build
@@ -66,3 +75,10 @@ fuzz:
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+# release and image build into dist/ (scripts/release.sh, scripts/image.sh), as VERSION.
+release:
+	GO=$(GO) VERSION=$(VERSION) ./scripts/release.sh
+
+image:
+	GO=$(GO) VERSION=$(VERSION) ./scripts/image.sh
