@@ -57,22 +57,31 @@ func script(t *testing.T, name string, env ...string) string {
 	return string(out)
 }
 
-// TestRelease runs make release's script for one target: the archive holds the binary, which
+// TestRelease runs make release's script for two targets: the linux archive holds the binary, which
 // names the version, LICENSE and README.md; SHA256SUMS matches; the notes are CHANGELOG.md's
 // section of the release.
 func TestRelease(t *testing.T) {
 	needImageTools(t)
 	dist := t.TempDir()
-	script(t, "release.sh", "DIST="+dist, "VERSION=0.9.0", "TARGETS=linux/amd64")
+	// darwin too: code that builds only on Linux breaks the release.
+	script(t, "release.sh", "DIST="+dist, "VERSION=0.9.0", "TARGETS=darwin/arm64 linux/amd64")
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const name = "rtlab-0.9.0-linux-amd64.tar.gz"
-	if want := sha256File(t, filepath.Join(dist, name)) + "  " + name + "\n"; string(sums) != want {
+	want := ""
+	for _, n := range []string{"rtlab-0.9.0-darwin-arm64.tar.gz", "rtlab-0.9.0-linux-amd64.tar.gz"} {
+		want += sha256File(t, filepath.Join(dist, n)) + "  " + n + "\n"
+	}
+	if string(sums) != want {
 		t.Errorf("SHA256SUMS: %q, want %q", sums, want)
 	}
-	files := untar(t, filepath.Join(dist, name), t.TempDir(), true)
+	const name = "rtlab-0.9.0-linux-amd64.tar.gz"
+	unpacked := t.TempDir()
+	files := untar(t, filepath.Join(dist, name), unpacked, true)
+	if out, err := exec.Command(filepath.Join(unpacked, "rtlab-0.9.0-linux-amd64", "rtlab"), "version").Output(); string(out) != "rtlab 0.9.0\n" {
+		t.Errorf("the archive's rtlab version: %q (%v)", out, err)
+	}
 	if got := strings.Join(files, " "); got != "rtlab-0.9.0-linux-amd64/ rtlab-0.9.0-linux-amd64/LICENSE rtlab-0.9.0-linux-amd64/README.md rtlab-0.9.0-linux-amd64/rtlab" {
 		t.Errorf("archive holds %s", got)
 	}
