@@ -2,17 +2,29 @@
 GO ?= go
 FUZZEXECS ?= 100000x
 
-.PHONY: run build test test-k6 test-deps vet fuzz bench-go bench-compare test-nats-current peers
+.DEFAULT_GOAL := run
+.PHONY: help run build test test-k6 test-deps vet fuzz bench-go bench-compare test-nats-current peers release image
 
-# COMMIT is the commit `rtlab version` and rtlab_build_info give beside the release.
-COMMIT ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+# VERSION is what `rtlab version` and rtlab_build_info say: 0.9.0+12-g6e1cc73 past a release.
+VERSION ?= $(shell ./scripts/version.sh)
+BIN ?= rtlab
+LDFLAGS = -X main.described=$(VERSION)
+
+help:
+	@echo 'make run       build ./rtlab and serve (README.md)'
+	@echo 'make test      every test, as CI runs them (.ci/run installs what they need)'
+	@echo 'make release   dist/: archives for linux and darwin, amd64 and arm64, SHA256SUMS, notes'
+	@echo 'make image     dist/rtlab-<version>-image.tar, an OCI image (deploy/Dockerfile)'
+	@echo 'make bench-compare REF=<commit> [TRANSPORTS=ws,sse USERS=10000 ROUNDS=2]: a hot-path change, before/after'
+	@echo 'a suspected flake: go test -race -count=3 -run TestX ./pkg/, idle and under'
+	@echo '  stress-ng --cpu 4 (CONTRIBUTING.md)'
 
 # run builds ./rtlab, the binary the README's tour uses, and serves on the embedded broker.
 run: build
 	./rtlab serve
 
 build:
-	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o rtlab ./cmd/rtlab
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rtlab
 
 # test installs the third-party test clients, then vets, runs every test with the race
 # detector, and gives each fuzz target a short run. The idle readers' stack is measured once
@@ -73,3 +85,10 @@ USERS ?= 10000
 ROUNDS ?= 2
 bench-compare:
 	./scripts/bench-compare.sh $(REF) $(TRANSPORTS) $(USERS) $(ROUNDS)
+
+# release and image build into dist/ (scripts/release.sh, scripts/image.sh), as VERSION.
+release:
+	GO=$(GO) VERSION=$(VERSION) ./scripts/release.sh
+
+image:
+	GO=$(GO) VERSION=$(VERSION) ./scripts/image.sh

@@ -25,8 +25,9 @@ echo "bench-compare: building $ref (A) and the work tree (B) into $out/bin"
 src=$(mktemp -d)
 trap 'git worktree remove --force "$src" >/dev/null 2>&1 || rm -rf "$src"' EXIT
 git worktree add --detach -q "$src" "$ref"
-(cd "$src" && go build -ldflags "-X main.commit=$(git rev-parse --short HEAD)" -o "$out/bin/A" ./cmd/rtlab)
-go build -ldflags "-X main.commit=$(git describe --always --dirty)" -o "$out/bin/B" ./cmd/rtlab
+# -X names both the older builds' variable and today's; the linker skips one that is missing.
+(cd "$src" && go build -ldflags "-X main.commit=$(git rev-parse --short HEAD) -X main.described=$ref" -o "$out/bin/A" ./cmd/rtlab)
+go build -ldflags "-X main.described=$(./scripts/version.sh)" -o "$out/bin/B" ./cmd/rtlab
 ulimit -n 20000 2>/dev/null || true
 
 # serve_args lifts every per-client limit a load test would hit; flags the build lacks are

@@ -198,9 +198,27 @@ func (f *flags) printDefaults(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	})
-	if f.env != "" {
-		fmt.Fprintf(w, "\nEvery flag may also be given in the environment: --max-frame as %s=65536 (the command line wins).\n", f.envName("max-frame"))
+	if ex := f.envExample(); ex != nil {
+		fmt.Fprintf(w, "\nEvery flag may also be given in the environment: --%s as %s=%s (the command line wins).\n", ex.Name, f.envName(ex.Name), ex.DefValue)
 	}
+}
+
+// envExample is the flag -h's environment example names: --max-frame where there is one, else
+// the first with a default that is not a switch; nil without environment variables.
+func (f *flags) envExample() *flag.Flag {
+	if f.env == "" {
+		return nil
+	}
+	if fl := f.Lookup("max-frame"); fl != nil {
+		return fl
+	}
+	var ex *flag.Flag
+	f.VisitAll(func(fl *flag.Flag) {
+		if _, isBool := fl.Value.(boolRecorder); ex == nil && !isBool && fl.DefValue != "" {
+			ex = fl
+		}
+	})
+	return ex
 }
 
 // defaultText is the default -h shows for fl: durations as written (10m, not 10m0s), strings

@@ -11,26 +11,33 @@ import (
 // release is this version of rtlab, a semantic version; CHANGELOG.md says what each changed.
 const release = "0.9.0"
 
-// commit is the checkout's commit, set at build time with -ldflags "-X main.commit=..." (make
-// build does); without it, the one Go recorded, if any.
-var commit = ""
+// described is the version make build stamps with -ldflags "-X main.described=..."
+// (scripts/version.sh: 0.9.0+12-g6e1cc73 for 12 commits past the release, -dirty for changes).
+var described = ""
 
-// version is the release with its commit as build metadata (0.9.0+6e1cc73), as the server's
-// start line, rtlab_build_info and bench results give it.
-var version = release + "+" + buildCommit()
+// version is what the server's start line, rtlab_build_info and bench results give: the stamped
+// version, else the release with the commit Go recorded (0.9.0+g6e1cc73), else +unknown.
+var version = buildVersion(described, debug.ReadBuildInfo)
 
-func buildCommit() string {
-	if commit != "" {
-		return commit
+func buildVersion(described string, read func() (*debug.BuildInfo, bool)) string {
+	if described != "" {
+		return described
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	rev, dirty := "", ""
+	if bi, ok := read(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
-				return s.Value[:7]
+			switch {
+			case s.Key == "vcs.revision" && len(s.Value) >= 7:
+				rev = s.Value[:7]
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "-dirty"
 			}
 		}
 	}
-	return "unknown"
+	if rev == "" {
+		return release + "+unknown"
+	}
+	return release + "+g" + rev + dirty
 }
 
 const usage = `rtlab: a real-time server and the load lab that measures it
@@ -62,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		return runReport(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "rtlab %s (commit %s)\n", release, buildCommit())
+		fmt.Fprintf(stdout, "rtlab %s\n", version)
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

@@ -209,7 +209,7 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.DurationVar(&cfg.Limits.LongPollMax, "long-poll-max", d.Limits.LongPollMax, "longest wait a long poll may ask for")
 	fs.DurationVar(&cfg.Limits.SSEMaxAge, "sse-max-age", 0, "end each /api/sse stream cleanly after about this long, for proxies that cut long streams; clients resume with Last-Event-ID (0: never)")
 	fs.IntVar(&cfg.Limits.StompTxFrames, "stomp-tx-frames", d.Limits.StompTxFrames, "SEND frames one STOMP transaction may hold")
-	fs.IntVar(&cfg.Limits.StompTxBytes, "stomp-tx-bytes", d.Limits.StompTxBytes, "body bytes one STOMP transaction may hold")
+	fs.IntVar(&cfg.Limits.StompTxBytes, "stomp-tx-bytes", d.Limits.StompTxBytes, "bytes one STOMP transaction may hold: its SENDs' bodies and headers (32 bytes more per header)")
 	fs.IntVar(&cfg.Limits.StompTxMax, "stomp-tx-max", d.Limits.StompTxMax, "open transactions per STOMP session")
 	fs.IntVar(&cfg.Limits.UnackedMsgs, "stomp-unacked", d.Limits.UnackedMsgs, "unacknowledged messages per STOMP subscription (ack client modes) before the client is cut off")
 	fs.IntVar(&cfg.Limits.UnackedBytes, "stomp-unacked-bytes", d.Limits.UnackedBytes, "data bytes of those unacknowledged messages")

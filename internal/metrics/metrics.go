@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -86,23 +87,36 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 // buildInfo is rtlab_build_info{version,revision,goversion} 1, the conventional way to put a
 // version beside the figures (group_left joins, "which version ran then").
 func buildInfo(version string) prometheus.Collector {
-	revision := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
 	if version == "" {
 		version = "dev"
 	}
+	bi, _ := debug.ReadBuildInfo()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rtlab_build_info", Help: "Always 1; the labels say which build runs.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision(version, bi), "goversion": runtime.Version()},
 	})
 	g.Set(1)
 	return g
+}
+
+// describedCommit is the commit in a version's build metadata: 0.9.0+12-g6e1cc73 (make build,
+// git describe) or 0.9.0+g6e1cc73 (go build).
+var describedCommit = regexp.MustCompile(`\+(?:\d+-)?g([0-9a-f]{7,40})(?:-dirty)?$`)
+
+// revision is the commit Go recorded, else the one in version (a build where Go records none,
+// such as one from a git worktree, has it stamped there), else "unknown".
+func revision(version string, bi *debug.BuildInfo) string {
+	if bi != nil {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	if m := describedCommit.FindStringSubmatch(version); m != nil {
+		return m[1]
+	}
+	return "unknown"
 }
 
 // Instrument counts every answer of next in rtlab_http_requests_total by route(r) and the

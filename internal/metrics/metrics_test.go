@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,44 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestBuildInfoRevision: rtlab_build_info's revision is the commit Go recorded, else the one
+// in the version's build metadata (make build stamps it), and "unknown" only without either.
+func TestBuildInfoRevision(t *testing.T) {
+	vcs := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "6e1cc73f00aa"}}}
+	for _, tc := range []struct {
+		version string
+		bi      *debug.BuildInfo
+		want    string
+	}{
+		{"0.9.0+12-g9c37b29", nil, "9c37b29"},
+		{"0.9.0+12-g9c37b29-dirty", &debug.BuildInfo{}, "9c37b29"},
+		{"0.9.0+g9c37b29", nil, "9c37b29"},
+		{"0.9.0+g9c37b29", vcs, "6e1cc73f00aa"},
+		{"0.9.0", nil, "unknown"},
+		{"0.9.0+unknown", nil, "unknown"},
+	} {
+		if got := revision(tc.version, tc.bi); got != tc.want {
+			t.Errorf("revision(%q) = %q, want %q", tc.version, got, tc.want)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	New(reg, "0.9.0+3-gabcdef1")
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "rtlab_build_info" {
+			continue
+		}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			if l.GetName() == "revision" && l.GetValue() == "unknown" {
+				t.Errorf("rtlab_build_info of 0.9.0+3-gabcdef1 has revision=unknown")
+			}
+		}
+		return
+	}
+	t.Error("no rtlab_build_info")
 }

@@ -71,7 +71,7 @@ func StartRabbit(ctx context.Context, logw io.Writer, ready func(ctx context.Con
 	// A private epmd, so the node registers its name without a system-wide one, and goes
 	// with it.
 	e := exec.Command(epmd, "-port", strconv.Itoa(ports[3]))
-	e.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	e.SysProcAttr = ownGroup()
 	if err := e.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting epmd: %w", err)

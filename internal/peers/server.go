@@ -67,7 +67,7 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*Server, error) {
 	// Own process group: a Ctrl-C in the terminal reaches only the bench, which then stops the
 	// server itself after writing what it measured; stop signals the whole group, so a start
 	// script's children go too. Pdeathsig kills the server if the bench dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ownGroup()
 	tail := &tailBuffer{max: 4096}
 	var out io.Writer = tail
 	if logw != nil {

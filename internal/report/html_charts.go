@@ -68,8 +68,9 @@ func chartMetrics() []chartMetric {
 			out := make([]jsNum, len(vs))
 			for i, v := range vs {
 				out[i] = jsNum(v)
-				// A second with no deliveries has no latency, not a latency of zero.
-				if i < len(r.Series.Received) && r.Series.Received[i] == 0 {
+				// A second with no deliveries, or none measured (the bench writes 0 then), has
+				// no latency, not a latency of zero: a gap in the line.
+				if v <= 0 || i < len(r.Series.Received) && r.Series.Received[i] == 0 {
 					out[i] = jsNum(math.NaN())
 				}
 			}

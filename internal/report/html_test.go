@@ -391,3 +391,30 @@ func TestWriteHTMLServers(t *testing.T) {
 		t.Error("a run named by its key, or a transport named alone beside its server rows")
 	}
 }
+
+// TestWriteHTMLLatencyGaps: a second without a latency (no deliveries, or deliveries but no
+// sample: the bench writes 0) is a gap in the latency lines (null, drawn without joining its
+// neighbours), never a point at 0 ms; the seconds around it keep their values.
+func TestWriteHTMLLatencyGaps(t *testing.T) {
+	rs := testResults()
+	s := &rs.Runs[0].Series
+	s.LatencyP50[10], s.LatencyP99[10] = 0, 0 // deliveries, none measured
+	s.Received[11] = 0                        // no deliveries
+	page := renderHTML(t, rs)
+	if !strings.Contains(page, "spanGaps: false") {
+		t.Error("latency lines join across gaps")
+	}
+	cd := chartJSON(t, page)
+	for _, c := range cd.Levels[0].Charts {
+		if c.ID != "p50" && c.ID != "p99" {
+			continue
+		}
+		col := c.Data[1]
+		if col[10] != -1 || col[11] != -1 {
+			t.Errorf("%s at seconds 10, 11 = %v, %v; want gaps (null)", c.ID, col[10], col[11])
+		}
+		if col[9] <= 0 || col[12] <= 0 {
+			t.Errorf("%s at seconds 9, 12 = %v, %v; want their latencies", c.ID, col[9], col[12])
+		}
+	}
+}

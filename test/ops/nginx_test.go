@@ -190,6 +190,49 @@ func longPollPast60s(base string) error {
 	return nil
 }
 
+// TestNginxBrowser loads a page through docs/deploy.md's nginx, listening on a port other than
+// 80, in Chromium (test/browser/nginx.mjs): every transport must answer it. The browser's
+// Origin carries the port, so a Host rewritten without it gets each upgrade refused.
+func TestNginxBrowser(t *testing.T) {
+	node, dir := browserTools(t)
+	base := behindNginx(t, "--dev", "--trusted-proxies", "127.0.0.1", "--sockjs-path", "/ws")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "nginx.mjs", "--base", base, "--sockjs", "/ws")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	t.Logf("nginx.mjs:\n%s", out)
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "PASS") {
+		t.Fatalf("a browser through nginx on %s: %v", base, err)
+	}
+}
+
+// browserTools returns node and test/browser, with Chromium, playwright-core and the SockJS
+// and STOMP clients (test/interop) installed; the test skips without them unless
+// RTLAB_REQUIRE_BROWSER or RTLAB_REQUIRE_NGINX is set.
+func browserTools(t *testing.T) (node, dir string) {
+	t.Helper()
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	dir = filepath.Join(root, "test", "browser")
+	node, err := exec.LookPath("node")
+	for _, need := range []string{chromium, filepath.Join(dir, "node_modules", "playwright-core"),
+		filepath.Join(root, "test", "interop", "node_modules", "sockjs-client")} {
+		if _, serr := os.Stat(need); err == nil && serr != nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		if os.Getenv("RTLAB_REQUIRE_BROWSER") != "" || os.Getenv("RTLAB_REQUIRE_NGINX") != "" {
+			t.Fatalf("a browser through nginx needs node, Chromium and `make test-deps`: %v", err)
+		}
+		t.Skipf("no browser: %v", err)
+	}
+	return node, dir
+}
+
 // TestNginxClientAddress: behind nginx, the per-address connection limit counts the address
 // nginx received the request from (the last in X-Forwarded-For) only with --trusted-proxies;
 // without it every client is nginx's address.
