@@ -101,8 +101,8 @@ var (
 )
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
-	if send && d.app != nil {
-		if r, ok := d.app.dest(dest); ok {
+	if d.app != nil {
+		if r, ok := d.app.dest(dest, send); ok {
 			return r, true
 		}
 	}
@@ -132,7 +132,11 @@ func (d seedDests) Forms(send bool) string {
 		}
 		return app + "/pub/share/{g} or /pub/chat/message/{room}"
 	}
-	return "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
+	app := ""
+	if d.app != nil && d.app.proxy != "" {
+		app = d.app.prefix + "... (answered once by the application), "
+	}
+	return app + "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
 }
 
 func (d seedDests) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {

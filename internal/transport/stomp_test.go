@@ -148,7 +148,7 @@ func TestSTOMPBadInput(t *testing.T) {
 		"unknown command":     "FLY\n\n\x00",
 		"bad header":          "SEND\nno colon here\n\nx\x00",
 		"missing destination": "SEND\n\n{}\x00",
-		"unknown destination": "SUBSCRIBE\nid:1\ndestination:/queue/x\n\n\x00",
+		"unknown destination": "SUBSCRIBE\nid:1\ndestination:/nowhere/x\n\n\x00",
 		"server frame":        "MESSAGE\ndestination:/topic/a\n\n\x00",
 		"bad content-length":  "SEND\ndestination:/topic/a\ncontent-length:zz\n\n{}\x00",
 		"oversized":           "SEND\ndestination:/topic/a\n\n\"" + strings.Repeat("a", 4000) + "\"\x00",
