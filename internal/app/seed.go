@@ -111,7 +111,7 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
 		}
 		if room, ok := strings.CutPrefix(dest, "/pub/chat/message/"); ok {
-			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat}, true
+			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat, Check: d.checkChat}, true
 		}
 		return transport.STOMPRoute{}, false
 	}
@@ -154,6 +154,24 @@ func (d seedDests) publishChat(ctx context.Context, c transport.Client, req hub.
 		return nil, err
 	}
 	return d.p.Publish(ctx, c, req)
+}
+
+// checkChat refuses what publishChat would: a TALK counts as its member's ENTER first, as
+// publishChat joins the room for it.
+func (d seedDests) checkChat(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
+	if d.p.required && c.User == "" {
+		return fmt.Errorf("%w: a chat room is joined by a logged-in user; send a token", transport.ErrUnauthorized)
+	}
+	if req.Data == nil {
+		req.Data = generatedPosition()
+	}
+	batch := []hub.PublishRequest{req}
+	if typ, _, _, err := classify(c, req); err == nil && typ == typeTalk {
+		enter := req
+		enter.Type = typeEnter
+		batch = []hub.PublishRequest{enter, req}
+	}
+	return d.p.CheckPublish(ctx, c, batch)
 }
 
 // groupSocket is the seed raw socket /ws?group=G: it follows the group's locations, and each

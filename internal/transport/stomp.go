@@ -617,6 +617,9 @@ type STOMPRoute struct {
 	// a SEND needs a body. It may return a nil publication when it published nothing;
 	// SendHeaders(ctx) gives the frame's headers.
 	Publish func(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
+	// Check, for a COMMIT, refuses what Publish would, publishing nothing; nil: the Policy's
+	// PublishChecker, with the SEND's data (an empty one as {}).
+	Check func(ctx context.Context, c Client, req hub.PublishRequest) error
 	// Prepare, set in place of Publish, publishes in two steps: all the checks (an application's
 	// backend asked, its answer checked), then commit. A COMMIT prepares every SEND of its
 	// transaction before committing any. A SEND refused here is the sender's alone: it is told
@@ -850,6 +853,12 @@ func (c *stompConn) checkCommit(ctx context.Context, frames []stomp.Frame) ([]co
 			return nil, txFrameError(i, len(frames), &frames[i], err)
 		}
 		routes[i] = route
+		if route.Check != nil {
+			if err := route.Check(ctx, c.client(), req); err != nil {
+				return nil, txFrameError(i, len(frames), &frames[i], err)
+			}
+			continue
+		}
 		if route.Prepare == nil {
 			if req.Data == nil {
 				req.Data = json.RawMessage("{}") // the route makes the data; the rest is checked
