@@ -112,7 +112,7 @@ func (b *appBackend) answer(w http.ResponseWriter, r *http.Request, c appCall, e
 	case "/app/slow":
 		select {
 		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 		}
 		return
 	case "/app/init":
@@ -131,7 +131,7 @@ func (b *appBackend) answer(w http.ResponseWriter, r *http.Request, c appCall, e
 // startApp starts an authenticated server behind backend with a bystander.
 func startApp(t *testing.T, b *appBackend, topic string, flags ...string) (*servertest.Proc, *servertest.Bystander) {
 	t.Helper()
-	p := authed(t, append([]string{"--app-proxy", b.URL, "--app-proxy-secret", appKey, "--app-proxy-timeout", "2s"}, flags...)...)
+	p := authed(t, append([]string{"--app-proxy", b.URL, "--app-proxy-secret", appKey, "--app-proxy-timeout", "5s"}, flags...)...)
 	return p, servertest.StartBystander(t, p, topic, mint(t, "bystander", time.Hour), 20*time.Millisecond)
 }
 
