@@ -260,6 +260,8 @@ func serveAppFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
 	fs.StringVar(&cfg.AppPrefix, "app-prefix", d.AppPrefix, "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
 	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
 	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", d.AppProxyTimeout, "longest wait for --app-proxy's answer; a SEND is never retried")
+	fs.StringVar(&cfg.AppProxySecret, "app-proxy-secret", "", "key signing each request to --app-proxy (X-Rtlab-Signature, HMAC-SHA256); an answer signed with it may publish beyond the sender's own rights")
+	fs.IntVar(&cfg.AppProxyConns, "app-proxy-conns", d.AppProxyConns, "connections to --app-proxy at most, kept alive and reused")
 	x.appRoutes = fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
 	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", d.ChatMaxBytes, "largest chat message in bytes")
 	fs.IntVar(&cfg.ChatMaxMembers, "chat-max-members", d.ChatMaxMembers, "members (and invited users) per chat room")
@@ -285,6 +287,7 @@ func serveFlagRules(fs *flags) {
 		"location-bytes", "max-revocations", "chat-max", "chat-max-members", "chat-max-rooms", "durable-history", "archive-queue",
 		"sockjs-input-bytes", "poll-answer-bytes")
 	fs.rule(between(1, 1_000_000), "history-size")
+	fs.rule(atLeast(1), "app-proxy-conns")
 	fs.rule(atLeast(0), "msg-burst", "op-burst", "http-pub-burst", "login-burst", "auth-cache")
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")
 	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip", "sockjs-miss-rate")

@@ -99,9 +99,13 @@ type Config struct {
 	// AppProxy, when set, is the backend's URL each such SEND is POSTed to (its answer says
 	// what to publish, or refuses); AppProxyTimeout bounds the call (zero means 5 s). Without
 	// a backend, AppRoutes ("/app/x=/topic/y", or prefixes ending in /) rebroadcast SENDs.
+	// AppProxySecret signs each request to AppProxy (HMAC-SHA256) and verifies the answers the
+	// backend signs; AppProxyConns bounds the connections to it (zero means 64).
 	AppPrefix       string
 	AppProxy        string
 	AppProxyTimeout time.Duration
+	AppProxySecret  string
+	AppProxyConns   int
 	AppRoutes       []string
 	// SockJSPath, when set (like "/ws"), serves the SockJS protocol there for sockjs-client,
 	// carrying the STOMP sessions of /api/stomp.

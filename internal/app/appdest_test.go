@@ -44,8 +44,8 @@ func springBackend(t *testing.T, seen chan<- appRequest) *httptest.Server {
 // TestSpringDestinations: a SEND to /app/... goes to the backend with the verified user and
 // the frame's headers (never the token), the backend's answer is published on /topic/public
 // and the sender's /user/queue/acks; another user's queue gets nothing, until the server API
-// publishes to it; the backend's refusal is the client's ERROR while a bystander is served;
-// a backend that does not answer is an ERROR too, never a retry.
+// publishes to it; the backend's refusal is told the sender on /user/queue/errors and its
+// receipt, and its session goes on.
 func TestSpringDestinations(t *testing.T) {
 	seen := make(chan appRequest, 8)
 	backend := springBackend(t, seen)
@@ -95,11 +95,22 @@ func TestSpringDestinations(t *testing.T) {
 		t.Fatalf("bob got %+v %s (and never ann's ack)", m.Headers, m.Body)
 	}
 
-	// Refused by the backend: ERROR with its reason; bob is still served.
-	ann.Send("SEND\ndestination:/app/forbidden\n\n{}\x00")
+	// Refused by the backend: told on ann's /user/queue/errors and in the receipt; the
+	// session goes on.
+	ann.Send("SUBSCRIBE\nid:e\ndestination:/user/queue/errors\nreceipt:e\n\n\x00")
+	ann.Expect("RECEIPT")
+	ann.Send("SEND\ndestination:/app/forbidden\nreceipt:f\n\n{}\x00")
 	<-seen
-	if f := ann.Expect("ERROR"); !strings.Contains(tt.Header(f, "message"), "no handler for /app/forbidden") {
+	if m := ann.Expect("MESSAGE"); tt.Header(m, "destination") != "/user/queue/errors" || !strings.Contains(string(m.Body), "no handler for /app/forbidden") {
+		t.Fatalf("ann's errors %+v %s", m.Headers, m.Body)
+	}
+	if f := ann.Expect("RECEIPT"); tt.Header(f, "refused") != "forbidden" || !strings.Contains(tt.Header(f, "message"), "no handler for /app/forbidden") {
 		t.Fatalf("refusal %+v", f.Headers)
+	}
+	ann.Send("SEND\ndestination:/app/chat.send\nreceipt:again\n\n{\"text\":\"still here\"}\x00")
+	<-seen
+	if f := ann.Expect("RECEIPT"); tt.Header(f, "refused") != "" {
+		t.Fatalf("after a refusal %+v", f.Headers)
 	}
 	// Clients neither send to user queues nor subscribe to another's topic.
 	bob.Send("SEND\ndestination:/user/queue/acks\n\n{}\x00")
@@ -115,8 +126,8 @@ func TestSpringDestinations(t *testing.T) {
 	anon.Expect("ERROR") // no CONNECT with a token: the session itself is refused
 }
 
-// TestSpringDestinationsWithoutBackend: --app-route rebroadcasts; a backend that is down is an
-// ERROR, counted as such.
+// TestSpringDestinationsWithoutBackend: --app-route rebroadcasts; a backend that is down refuses
+// the SEND (never retried), counted as an error.
 func TestSpringDestinationsWithoutBackend(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.AppRoutes = []string{"/app/chat.send=/topic/public", "/app/rooms/=/topic/rooms/"} })
 	c := tt.DialSTOMP(t, s.ws("/api/stomp"))
@@ -139,8 +150,8 @@ func TestSpringDestinationsWithoutBackend(t *testing.T) {
 	d := startServer(t, func(c *Config) { c.AppProxy = down; c.AppProxyTimeout = time.Second })
 	k := tt.DialSTOMP(t, d.ws("/api/stomp"))
 	k.Connect("")
-	k.Send("SEND\ndestination:/app/chat.send\n\n{}\x00")
-	if f := k.Expect("ERROR"); !strings.Contains(tt.Header(f, "message"), "did not answer") || strings.Contains(tt.Header(f, "message"), down) {
+	k.Send("SEND\ndestination:/app/chat.send\nreceipt:r\n\n{}\x00")
+	if f := k.Expect("RECEIPT"); !strings.Contains(tt.Header(f, "message"), "did not answer") || strings.Contains(tt.Header(f, "message"), down) {
 		t.Fatalf("backend down: %+v", f.Headers)
 	}
 	if n := tt.Count(d.app.appd.outcome.WithLabelValues("error")); n != 1 {

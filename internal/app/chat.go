@@ -260,36 +260,47 @@ func classify(c transport.Client, req hub.PublishRequest) (typ, name string, f c
 // ENTER would otherwise let anyone squat a name the backend will hand out.
 func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name string) (roomRecord, error) {
 	g := grantsOf(c)
-	byClaim := g != nil && g.InRoom(topic)
-	owns := g != nil && g.Owns(topic)
 	return cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
-		switch {
-		case !exists && (byClaim || cr.privateByPrefix(topic)) && !owns:
-			return fmt.Errorf("%w: %s is members-only and does not exist yet: the application's backend creates it (a token naming its owner in rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic)
-		case !exists:
-			*rec = roomRecord{Owner: name, Members: map[string]int64{}, Private: byClaim, Created: time.Now().UnixMilli()}
-		case byClaim && !rec.Private && owns:
-			rec.claim(name) // an open room of a name the backend owns: the backend's word wins
-		case byClaim && !rec.Private:
-			return fmt.Errorf("%w: %s is named members-only by your token but is an open room (owner %s): the backend's owner takes it over (rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic, rec.Owner)
-		}
-		private := rec.Private || cr.privateByPrefix(topic)
-		if !rec.admits(name, g, topic, private) {
-			return fmt.Errorf("%w: %s is members-only; its owner (%s) may invite %s", transport.ErrForbidden, topic, rec.Owner, name)
-		}
-		changed := !exists
-		if _, in := rec.Members[name]; !in {
-			if len(rec.Members) >= cr.cfg.maxMembers {
-				return fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.maxMembers)
-			}
-			rec.Members[name] = time.Now().UnixMilli()
-			changed = true
-		}
-		if !changed {
+		changed, err := cr.admitEnter(rec, exists, g, topic, name)
+		if err == nil && !changed {
 			return state.ErrUnchanged
 		}
-		return nil
+		return err
 	})
+}
+
+// admitEnter applies name's ENTER to the room's record (exists: there was one), or refuses it;
+// changed says whether rec changed. CheckPublish runs it on a copy, so a COMMIT refuses what
+// enter would.
+func (cr *chatRooms) admitEnter(rec *roomRecord, exists bool, g *auth.Grants, topic, name string) (changed bool, err error) {
+	byClaim := g != nil && g.InRoom(topic)
+	owns := g != nil && g.Owns(topic)
+	switch {
+	case !exists && (byClaim || cr.privateByPrefix(topic)) && !owns:
+		return false, fmt.Errorf("%w: %s is members-only and does not exist yet: the application's backend creates it (a token naming its owner in rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic)
+	case !exists:
+		*rec = roomRecord{Owner: name, Members: map[string]int64{}, Private: byClaim, Created: time.Now().UnixMilli()}
+	case byClaim && !rec.Private && owns:
+		rec.claim(name) // an open room of a name the backend owns: the backend's word wins
+	case byClaim && !rec.Private:
+		return false, fmt.Errorf("%w: %s is named members-only by your token but is an open room (owner %s): the backend's owner takes it over (rtlab.own, or POST /api/server/rooms)", transport.ErrForbidden, topic, rec.Owner)
+	}
+	private := rec.Private || cr.privateByPrefix(topic)
+	if !rec.admits(name, g, topic, private) {
+		return false, fmt.Errorf("%w: %s is members-only; its owner (%s) may invite %s", transport.ErrForbidden, topic, rec.Owner, name)
+	}
+	changed = !exists
+	if _, in := rec.Members[name]; !in {
+		if len(rec.Members) >= cr.cfg.maxMembers {
+			return false, fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.maxMembers)
+		}
+		if rec.Members == nil {
+			rec.Members = map[string]int64{}
+		}
+		rec.Members[name] = time.Now().UnixMilli()
+		changed = true
+	}
+	return changed, nil
 }
 
 // create makes chat/{name} a members-only room of owner with invited users, as the backend

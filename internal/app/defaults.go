@@ -42,6 +42,7 @@ func Defaults() Config {
 		PresenceRefresh: hub.DefaultPresenceRefresh,
 		AppPrefix:       "/app",
 		AppProxyTimeout: 5 * time.Second,
+		AppProxyConns:   64,
 	}
 }
 

@@ -101,8 +101,8 @@ var (
 )
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
-	if send && d.app != nil {
-		if r, ok := d.app.dest(dest); ok {
+	if d.app != nil {
+		if r, ok := d.app.dest(dest, send); ok {
 			return r, true
 		}
 	}
@@ -111,7 +111,7 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
 		}
 		if room, ok := strings.CutPrefix(dest, "/pub/chat/message/"); ok {
-			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat}, true
+			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat, Check: d.checkChat}, true
 		}
 		return transport.STOMPRoute{}, false
 	}
@@ -132,7 +132,11 @@ func (d seedDests) Forms(send bool) string {
 		}
 		return app + "/pub/share/{g} or /pub/chat/message/{room}"
 	}
-	return "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
+	app := ""
+	if d.app != nil && d.app.proxy != "" {
+		app = d.app.prefix + "... (answered once by the application), "
+	}
+	return app + "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
 }
 
 func (d seedDests) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
@@ -150,6 +154,24 @@ func (d seedDests) publishChat(ctx context.Context, c transport.Client, req hub.
 		return nil, err
 	}
 	return d.p.Publish(ctx, c, req)
+}
+
+// checkChat refuses what publishChat would: a TALK counts as its member's ENTER first, as
+// publishChat joins the room for it.
+func (d seedDests) checkChat(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
+	if d.p.required && c.User == "" {
+		return fmt.Errorf("%w: a chat room is joined by a logged-in user; send a token", transport.ErrUnauthorized)
+	}
+	if req.Data == nil {
+		req.Data = generatedPosition()
+	}
+	batch := []hub.PublishRequest{req}
+	if typ, _, _, err := classify(c, req); err == nil && typ == typeTalk {
+		enter := req
+		enter.Type = typeEnter
+		batch = []hub.PublishRequest{enter, req}
+	}
+	return d.p.CheckPublish(ctx, c, batch)
 }
 
 // groupSocket is the seed raw socket /ws?group=G: it follows the group's locations, and each

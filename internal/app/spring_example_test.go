@@ -60,11 +60,12 @@ func TestSpringBackendExample(t *testing.T) {
 		c.Auth.Secret = springSecret
 		c.APIKey = "example-key"
 		c.AppProxy = "http://" + backendAddr + "/rtlab/app"
+		c.AppProxySecret = "app-proxy-example-key"
 	})
 	_, port, _ := net.SplitHostPort(backendAddr)
 	java := exec.CommandContext(ctx, "java", "-Xmx128m", "-jar", filepath.Join(dir, "target", "spring-backend.jar"),
 		"--server.port="+port, "--server.address=127.0.0.1", "--rtlab.secret="+springSecret,
-		"--rtlab.url="+s.URL, "--rtlab.api-key=example-key")
+		"--rtlab.url="+s.URL, "--rtlab.api-key=example-key", "--rtlab.app-secret=app-proxy-example-key")
 	logf, err := os.Create(filepath.Join(t.TempDir(), "backend.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,8 +123,19 @@ func TestSpringBackendExample(t *testing.T) {
 	if m := bob.Expect("MESSAGE"); tt.Header(m, "destination") != "/user/queue/notify" || string(m.Body) != `{"note":"for bob"}` {
 		t.Fatalf("bob's queue: %+v %s", m.Headers, m.Body)
 	}
-	ann.Send("SEND\ndestination:/app/nothing\n\n{}\x00")
-	if f := ann.Expect("ERROR"); !strings.Contains(tt.Header(f, "message"), "no handler for /app/nothing") {
+	// A refusal is the sender's on its receipt; the session goes on.
+	ann.Send("SEND\ndestination:/app/nothing\nreceipt:n\n\n{}\x00")
+	f := ann.Expect("RECEIPT")
+	for tt.Header(f, "receipt-id") != "n" { // the chat.send's receipt may come after its ack
+		f = ann.Expect("RECEIPT")
+	}
+	if tt.Header(f, "refused") != "forbidden" || !strings.Contains(tt.Header(f, "message"), "no handler for /app/nothing") {
 		t.Fatalf("refusal %+v", f.Headers)
 	}
+	// The backend refuses what rtlab did not sign.
+	res, err = http.Post("http://"+backendAddr+"/rtlab/app", "application/json", strings.NewReader(`{"destination":"/app/chat.send","user":"bob","data":{"text":"x"}}`))
+	if err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an unsigned request to the backend: %v %v", res, err)
+	}
+	res.Body.Close()
 }

@@ -33,6 +33,10 @@ func checkName(field, s string) error {
 	return nil
 }
 
+// CheckName is the check Publish makes of a publication's type and sender (field names
+// which), for callers that check before publishing.
+func CheckName(field, s string) error { return checkName(field, s) }
+
 // ValidateTopic reports whether name is a valid topic: 1–200 characters of [A-Za-z0-9_.:@/-].
 // The error says which character is wrong, because users mostly get this from typos.
 func ValidateTopic(name string) error {

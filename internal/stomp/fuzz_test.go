@@ -90,6 +90,7 @@ func FuzzParse(f *testing.F) {
 			}
 
 			enc := AppendFrame(nil, &fr)
+			checkGrammar(t, fr, enc)
 			q := NewParser(Limits{MaxFrame: 1 << 20, MaxHeaders: 1000, MaxHeaderLine: 1 << 20})
 			q.Feed(enc)
 			back, ok, err := q.Next()
@@ -137,4 +138,33 @@ func FuzzSplit(f *testing.F) {
 			check("byte by byte", bytewise, berr)
 		}
 	})
+}
+
+// checkGrammar checks an encoded frame against STOMP 1.2's header grammar: one header line per
+// header, no raw CR, and, except in CONNECT, STOMP and CONNECTED frames (whose values are
+// literal), exactly one raw colon a line: every colon, CR, LF and backslash of a name or value
+// escaped.
+func checkGrammar(t *testing.T, fr Frame, enc []byte) {
+	t.Helper()
+	head, _, ok := strings.Cut(string(enc), "\n\n")
+	if !ok {
+		t.Fatalf("no blank line after the headers in %q", enc)
+	}
+	lines := strings.Split(head, "\n")[1:]
+	if head == fr.Command {
+		lines = nil
+	}
+	want := len(fr.Headers)
+	if _, has := fr.Get(HdrContentLength); !has && len(fr.Body) > 0 {
+		want++
+	}
+	if len(lines) != want {
+		t.Fatalf("%d header lines for %d headers in %q", len(lines), want, enc)
+	}
+	for _, line := range lines {
+		colons := strings.Count(line, ":")
+		if strings.ContainsRune(line, '\r') || colons == 0 || colons > 1 && !literalHeaders(fr.Command) {
+			t.Fatalf("header line %q of %s breaks the 1.2 grammar", line, fr.Command)
+		}
+	}
 }

@@ -36,6 +36,7 @@ type stompConn struct {
 	version   string              // negotiated at CONNECT; "1.0" sessions get headers unescaped
 	connectBy time.Time           // the CONNECT frame must come before this
 	published bool                // the last message held a SEND (readMessage keeps the stack)
+	refusals  int                 // SENDs refused on /user/queue/errors, for their message-ids
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -188,7 +189,11 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	h = append(h, "message-id:"...)
 	idStart := len(h)
 	h = stomp.AppendEscaped(h, k.key)
-	h = append(h, ':')
+	if c.version == "1.0" {
+		h = append(h, ':') // 1.0 knows no escapes
+	} else {
+		h = append(h, '\\', 'c')
+	}
 	h = strconv.AppendUint(h, it.pub.Offset, 10)
 	idEnd := len(h)
 	h = append(h, '\n')
@@ -479,6 +484,10 @@ func (c *stompConn) onConnect(f *stomp.Frame) bool {
 	}
 	if token := frameToken(f); token != "" {
 		ident, err := c.s.policy.AuthenticateToken(token)
+		if err != nil && !c.s.policy.AuthRequired() && isPasscode(f) {
+			// Open dev mode: login:guest passcode:guest (stompjs, tutorials) connects anonymously.
+			ident, err = Identity{}, nil
+		}
 		if err != nil {
 			c.fail(err, f, 4003)
 			return false
@@ -543,6 +552,13 @@ func frameToken(f *stomp.Frame) string {
 	return token
 }
 
+// isPasscode says whether the frame's token is its passcode (no Authorization header).
+func isPasscode(f *stomp.Frame) bool {
+	_, auth := f.Get("Authorization")
+	_, pass := f.Get("passcode")
+	return pass && !auth
+}
+
 // onRefresh replaces the session's token: RECEIPT (with the new expiry), or ERROR and close.
 func (c *stompConn) onRefresh(f *stomp.Frame) bool {
 	id, err := c.refreshIdentity(frameToken(f))
@@ -605,6 +621,18 @@ type STOMPRoute struct {
 	// a SEND needs a body. It may return a nil publication when it published nothing;
 	// SendHeaders(ctx) gives the frame's headers.
 	Publish func(ctx context.Context, c Client, req hub.PublishRequest) (*hub.Publication, error)
+	// Check, for a COMMIT, refuses what Publish would, publishing nothing; nil: the Policy's
+	// PublishChecker, with the SEND's data (an empty one as {}).
+	Check func(ctx context.Context, c Client, req hub.PublishRequest) error
+	// Prepare, set in place of Publish, publishes in two steps: all the checks (an application's
+	// backend asked, its answer checked), then commit. A COMMIT prepares every SEND of its
+	// transaction before committing any. A SEND refused here is the sender's alone: it is told
+	// on its /user/queue/errors subscriptions and in its RECEIPT, and the session goes on.
+	Prepare func(ctx context.Context, c Client, req hub.PublishRequest) (commit func(context.Context) (*hub.Publication, error), err error)
+	// Reply, for a SUBSCRIBE, answers the subscriber once (Spring's @SubscribeMapping) in
+	// place of a subscription to Topic; nil data sends nothing. SendHeaders(ctx) gives the
+	// frame's headers.
+	Reply func(ctx context.Context, c Client, dest string) (json.RawMessage, error)
 }
 
 // destRoute maps a STOMP destination to its route. send selects the publishing forms.
@@ -617,9 +645,12 @@ func (s *Server) destRoute(dest string, send bool) (STOMPRoute, error) {
 			return r, nil
 		}
 	}
-	verb := "SUBSCRIBE to /topic/{topic}"
+	if t, ok := strings.CutPrefix(dest, "/queue/"); ok {
+		return STOMPRoute{Topic: "queue/" + t}, nil // Spring's simple broker: a topic by another name
+	}
+	verb := "SUBSCRIBE to /topic/{topic}, /queue/{name}"
 	if send {
-		verb = "SEND to /topic/{topic}"
+		verb = "SEND to /topic/{topic}, /queue/{name}"
 	}
 	if s.dests != nil {
 		verb += ", " + s.dests.Forms(send)
@@ -636,6 +667,10 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	if strings.HasPrefix(dest, historyDest) {
 		return c.onHistory(ctx, f, dest) // one page of history (history.go)
 	}
+	if route, err := c.route(dest, false); err == nil && route.Reply != nil {
+		c.onReply(ctx, f, dest, route)
+		return true
+	}
 	// The frame is read, and answered, in functions of their own: the hub's subscribe is
 	// deep, and every connection's reader goroutine keeps the stack its first frames needed.
 	k, opts := c.subscription(f, dest)
@@ -651,6 +686,30 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 		return false
 	}
 	return true
+}
+
+// onReply answers a SUBSCRIBE to a route that replies once (Spring's @SubscribeMapping): the
+// reply is a MESSAGE to the subscription, which holds nothing after it; a refusal is told as
+// any refused subscription's.
+func (c *stompConn) onReply(ctx context.Context, f *stomp.Frame, dest string, route STOMPRoute) {
+	id, ok := f.Get("id")
+	if !ok {
+		id = dest
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	data, err := route.Reply(context.WithValue(rctx, sendFrameKey{}, f), c.client(), dest)
+	if err != nil {
+		c.refuseSubscription(f, id, dest, err)
+		return
+	}
+	if len(data) > 0 && string(data) != "null" {
+		c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
+			{Key: "destination", Value: dest}, {Key: "subscription", Value: id}, {Key: "message-id", Value: id + ":reply"},
+			{Key: "content-type", Value: "application/json"},
+		}, Body: data})
+	}
+	c.receipt(f)
 }
 
 // subscription reads a SUBSCRIBE to dest and returns the subscription it asks for, or fails
@@ -741,39 +800,101 @@ func (c *stompConn) onTxSend(f *stomp.Frame, txid string) bool {
 	return true
 }
 
+// PublishBatchError is a PublishChecker's refusal of one request of the batch, by its index.
+type PublishBatchError struct {
+	Index int
+	Err   error
+}
+
+func (e *PublishBatchError) Error() string { return e.Err.Error() }
+func (e *PublishBatchError) Unwrap() error { return e.Err }
+
+// commitFn publishes a prepared SEND.
+type commitFn func(context.Context) (*hub.Publication, error)
+
+// txSend is a held SEND read as onSend reads it: its route and what it asks to publish.
+func (c *stompConn) txSend(f *stomp.Frame) (STOMPRoute, hub.PublishRequest, error) {
+	dest, _ := f.Get("destination")
+	route, err := c.route(dest, true)
+	if err != nil {
+		return route, hub.PublishRequest{}, err
+	}
+	if err := hub.ValidateTopic(route.Topic); err != nil {
+		return route, hub.PublishRequest{}, err
+	}
+	data := json.RawMessage(f.Body)
+	switch {
+	case len(strings.TrimSpace(string(f.Body))) == 0:
+		if route.Publish == nil && route.Prepare == nil {
+			return route, hub.PublishRequest{}, fmt.Errorf("%w: SEND needs a body (the data to publish)", ErrBadRequest)
+		}
+		data = nil
+	case !json.Valid(f.Body):
+		data = AsJSON(f.Body)
+	}
+	typ, _ := f.Get("type")
+	return route, hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}, nil
+}
+
+// txFrameError names the held SEND a COMMIT was refused for.
+func txFrameError(i, n int, f *stomp.Frame, err error) error {
+	dest, _ := f.Get("destination")
+	return fmt.Errorf("SEND %d of %d (destination %s): %w", i+1, n, dest, err)
+}
+
 // checkCommit checks every SEND of a transaction before any is published, so that a COMMIT
 // publishes all of them or none: the rate (the transaction takes one token per SEND, all at
-// once), destinations, bodies and, when the Policy can tell, permissions.
-func (c *stompConn) checkCommit(ctx context.Context, frames []stomp.Frame) error {
+// once), destinations, bodies, permissions as the Policy checks them, and last the routes
+// that prepare (an application's backend is asked only when all else passed). It returns the
+// prepared SENDs' commits, by frame.
+func (c *stompConn) checkCommit(ctx context.Context, frames []stomp.Frame) ([]commitFn, error) {
 	reqs := make([]hub.PublishRequest, 0, len(frames))
+	at := make([]int, 0, len(frames)) // the frame of each of reqs
+	routes := make([]STOMPRoute, len(frames))
 	for i := range frames {
-		f := &frames[i]
-		dest, _ := f.Get("destination")
-		route, err := c.s.destRoute(dest, true)
+		route, req, err := c.txSend(&frames[i])
 		if err != nil {
-			return err
+			return nil, txFrameError(i, len(frames), &frames[i], err)
 		}
-		if err := hub.ValidateTopic(route.Topic); err != nil {
-			return err
+		routes[i] = route
+		if route.Check != nil {
+			if err := route.Check(ctx, c.client(), req); err != nil {
+				return nil, txFrameError(i, len(frames), &frames[i], err)
+			}
+			continue
 		}
-		if route.Publish != nil {
-			continue // an application's own route decides when it publishes
+		if route.Prepare == nil {
+			if req.Data == nil {
+				req.Data = json.RawMessage("{}") // the route makes the data; the rest is checked
+			}
+			reqs, at = append(reqs, req), append(at, i)
 		}
-		if len(strings.TrimSpace(string(f.Body))) == 0 {
-			return fmt.Errorf("%w: SEND %d needs a body (the data to publish)", ErrBadRequest, i+1)
-		}
-		typ, _ := f.Get("type")
-		reqs = append(reqs, hub.PublishRequest{Topic: route.Topic, Data: f.Body, Type: typ, Sender: c.ident.User})
 	}
 	if pc, ok := c.s.policy.(PublishChecker); ok {
 		if err := pc.CheckPublish(ctx, c.client(), reqs); err != nil {
-			return err
+			var be *PublishBatchError
+			if errors.As(err, &be) && be.Index >= 0 && be.Index < len(at) {
+				return nil, txFrameError(at[be.Index], len(frames), &frames[at[be.Index]], be.Err)
+			}
+			return nil, err
 		}
 	}
 	if !c.rl.allowN(time.Now(), len(frames)) {
-		return fmt.Errorf("%w: a transaction of %d SENDs, at most %g messages per second (burst %d)", ErrRateLimited, len(frames), c.s.lim.MsgRate, c.s.lim.MsgBurst)
+		return nil, fmt.Errorf("%w: a transaction of %d SENDs, at most %g messages per second (burst %d)", ErrRateLimited, len(frames), c.s.lim.MsgRate, c.s.lim.MsgBurst)
 	}
-	return nil
+	commits := make([]commitFn, len(frames))
+	for i := range frames {
+		if routes[i].Prepare == nil {
+			continue
+		}
+		_, req, _ := c.txSend(&frames[i])
+		commit, err := routes[i].Prepare(context.WithValue(ctx, sendFrameKey{}, &frames[i]), c.client(), req)
+		if err != nil {
+			return nil, txFrameError(i, len(frames), &frames[i], err)
+		}
+		commits[i] = commit
+	}
+	return commits, nil
 }
 
 // onSend publishes a SEND; paid says the rate was already taken for it (a committed
@@ -794,7 +915,7 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 	data := json.RawMessage(append([]byte(nil), f.Body...))
 	switch {
 	case len(strings.TrimSpace(string(f.Body))) == 0:
-		if route.Publish == nil {
+		if route.Publish == nil && route.Prepare == nil {
 			c.fail(fmt.Errorf("%w: SEND needs a body (the data to publish)", ErrBadRequest), f, 4000)
 			return false
 		}
@@ -807,24 +928,74 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 		return false
 	}
 	typ, _ := f.Get("type")
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(context.WithValue(ctx, sendFrameKey{}, f), 10*time.Second)
 	defer cancel()
 	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}
+	if route.Prepare != nil {
+		c.sendPrepared(pctx, f, dest, route, req)
+		return true
+	}
 	publish := c.s.policy.Publish
 	if route.Publish != nil {
 		publish = route.Publish
 	}
-	p, err := publish(context.WithValue(pctx, sendFrameKey{}, f), c.client(), req)
+	p, err := publish(pctx, c.client(), req)
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
 	}
+	c.sent(f, p)
+	return true
+}
+
+// sent answers a published SEND: its receipt, with where the publication is.
+func (c *stompConn) sent(f *stomp.Frame, p *hub.Publication) {
 	if p == nil { // a route that published nothing (an application's backend said so)
 		c.receipt(f)
-		return true
+		return
 	}
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch})
-	return true
+}
+
+// sendPrepared publishes a SEND to a route that prepares; a refusal is the sender's alone.
+func (c *stompConn) sendPrepared(ctx context.Context, f *stomp.Frame, dest string, route STOMPRoute, req hub.PublishRequest) {
+	commit, err := route.Prepare(ctx, c.client(), req)
+	var p *hub.Publication
+	if err == nil {
+		p, err = commit(ctx)
+	}
+	if err != nil {
+		c.refuseSend(f, dest, err)
+		return
+	}
+	c.sent(f, p)
+}
+
+// errorsDest is where a session hears of its refused SENDs, as Spring's
+// @SendToUser("/queue/errors").
+const errorsDest = "/user/queue/errors"
+
+// refuseSend tells the sender, and only it, that a SEND was refused: a MESSAGE to each of the
+// session's subscriptions to /user/queue/errors, and the RECEIPT, when one was asked for, with
+// headers refused (the code) and message (the reason). The session goes on.
+func (c *stompConn) refuseSend(f *stomp.Frame, dest string, err error) {
+	code, _ := errorCode(err)
+	c.s.m.Refused.WithLabelValues(c.w.stats.transport, code).Inc()
+	msg := reasonText(err)
+	body, _ := json.Marshal(map[string]string{"error": code, "reason": msg, "destination": dest})
+	for _, ks := range c.subs {
+		k, ok := ks.(*stompSub)
+		if !ok || k.dest != errorsDest {
+			continue
+		}
+		c.refusals++
+		c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
+			{Key: "destination", Value: errorsDest}, {Key: "subscription", Value: k.key},
+			{Key: "message-id", Value: k.key + ":refused-" + strconv.Itoa(c.refusals)},
+			{Key: "refused", Value: code}, {Key: "message", Value: msg}, {Key: "content-type", Value: "application/json"},
+		}, Body: body})
+	}
+	c.receipt(f, stomp.Header{Key: "refused", Value: code}, stomp.Header{Key: "message", Value: msg})
 }
 
 // sendFrameKey is the context key of the SEND frame a route's Publish is called for.
@@ -932,20 +1103,35 @@ func (c *stompConn) onTx(ctx context.Context, f *stomp.Frame) bool {
 		}
 		delete(c.tx, txid)
 		if f.Command == stomp.CmdCommit {
-			if err := c.checkCommit(ctx, tx.frames); err != nil {
-				c.fail(fmt.Errorf("transaction %q not committed, none of its %d SENDs published: %w", txid, len(tx.frames), err), f, 4000)
+			if !c.commit(ctx, f, txid, tx.frames) {
 				return false
-			}
-			frames := tx.frames
-			for i := range frames {
-				frames[i].Del("receipt")
-				if !c.onSend(ctx, &frames[i], true) {
-					return false
-				}
 			}
 		}
 	}
 	c.receipt(f)
+	return true
+}
+
+// commit publishes a transaction's SENDs once all of them passed checkCommit.
+func (c *stompConn) commit(ctx context.Context, f *stomp.Frame, txid string, frames []stomp.Frame) bool {
+	commits, err := c.checkCommit(ctx, frames)
+	if err != nil {
+		c.fail(fmt.Errorf("transaction %q not committed, none of its %d SENDs published: %w", txid, len(frames), err), f, 4000)
+		return false
+	}
+	for i := range frames {
+		frames[i].Del("receipt")
+		if commits[i] == nil {
+			if !c.onSend(ctx, &frames[i], true) {
+				return false
+			}
+			continue
+		}
+		if _, err := commits[i](ctx); err != nil {
+			c.fail(fmt.Errorf("transaction %q: SEND %d of %d: %w", txid, i+1, len(frames), err), f, 4000)
+			return false
+		}
+	}
 	return true
 }
 

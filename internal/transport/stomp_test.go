@@ -148,7 +148,7 @@ func TestSTOMPBadInput(t *testing.T) {
 		"unknown command":     "FLY\n\n\x00",
 		"bad header":          "SEND\nno colon here\n\nx\x00",
 		"missing destination": "SEND\n\n{}\x00",
-		"unknown destination": "SUBSCRIBE\nid:1\ndestination:/queue/x\n\n\x00",
+		"unknown destination": "SUBSCRIBE\nid:1\ndestination:/nowhere/x\n\n\x00",
 		"server frame":        "MESSAGE\ndestination:/topic/a\n\n\x00",
 		"bad content-length":  "SEND\ndestination:/topic/a\ncontent-length:zz\n\n{}\x00",
 		"oversized":           "SEND\ndestination:/topic/a\n\n\"" + strings.Repeat("a", 4000) + "\"\x00",
@@ -174,4 +174,37 @@ func TestSTOMPBadInput(t *testing.T) {
 	if m := watcher.Expect("MESSAGE"); string(m.Body) != `{"ok":1}` {
 		t.Fatalf("other client after bad input: %q", m.Body)
 	}
+}
+
+// TestSTOMPHeadersEscaped: every header the server writes outside CONNECTED is escaped as STOMP
+// 1.2 requires, the ones it generates too (message-id and ack hold a colon: s0:1 is s0\c1), so
+// each header line holds one raw colon; clients unescape and ACK by the id as it was.
+func TestSTOMPHeadersEscaped(t *testing.T) {
+	s := tt.NewServer(t, tt.ServerConfig{})
+	c := tt.DialSTOMP(t, s.WS("/api/stomp"))
+	c.Connect("")
+	c.Send("SUBSCRIBE\nid:s\\c1\ndestination:/topic/esc\nack:client-individual\nreceipt:r\n\n\x00")
+	c.Expect("RECEIPT")
+	c.Send("SEND\ndestination:/topic/esc\ntype:a\\cb\n\n{}\x00")
+	var raw string
+	for raw == "" {
+		msg, err := c.WSConn.Next(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.TrimLeft(string(msg), "\n"); strings.HasPrefix(f, "MESSAGE\n") {
+			raw = f
+		}
+	}
+	head, _, _ := strings.Cut(raw, "\n\n")
+	for _, line := range strings.Split(head, "\n")[1:] {
+		if strings.Count(line, ":") != 1 || strings.ContainsRune(line, '\r') {
+			t.Errorf("header line %q is not escaped", line)
+		}
+	}
+	if !strings.Contains(head, "\nmessage-id:s\\c1\\c1\n") || !strings.Contains(head, "\nack:s\\c1\\c1\n") {
+		t.Fatalf("MESSAGE head %q", head)
+	}
+	c.Send("ACK\nid:s\\c1\\c1\nreceipt:a\n\n\x00")
+	c.Expect("RECEIPT")
 }
