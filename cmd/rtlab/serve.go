@@ -32,6 +32,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rtlab serve: unexpected argument %q; all settings are flags (rtlab serve -h)\n", fs.positional[0])
 		return 2
 	}
+	if cfg.AppProxy != "" && cfg.AppProxySecret == "" {
+		// Unsigned, anyone who reaches the backend could claim to be rtlab acting for any user.
+		fmt.Fprintln(stderr, "rtlab serve: --app-proxy needs --app-proxy-secret (or RTLAB_APP_PROXY_SECRET), the key the backend checks rtlab's requests with")
+		return 2
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(*x.logLevel)) // checked by its rule
 	cfg.PrivateRooms, cfg.Durable, cfg.AllowedOrigins = commaList(*x.privateRooms), commaList(*x.durable), commaList(*x.origins)
@@ -260,7 +265,7 @@ func serveAppFlags(fs *flags, cfg *app.Config, d app.Config, x *serveExtras) {
 	fs.StringVar(&cfg.AppPrefix, "app-prefix", d.AppPrefix, "STOMP SENDs under this destination prefix go to the application: --app-proxy, or --app-route")
 	fs.StringVar(&cfg.AppProxy, "app-proxy", "", "URL of the application's backend: each STOMP SEND under --app-prefix is POSTed there, and its answer says what to publish or refuses")
 	fs.DurationVar(&cfg.AppProxyTimeout, "app-proxy-timeout", d.AppProxyTimeout, "longest wait for --app-proxy's answer; a SEND is never retried")
-	fs.StringVar(&cfg.AppProxySecret, "app-proxy-secret", "", "key signing each request to --app-proxy (X-Rtlab-Signature, HMAC-SHA256); an answer signed with it may publish beyond the sender's own rights")
+	fs.StringVar(&cfg.AppProxySecret, "app-proxy-secret", "", "key signing each request to --app-proxy (X-Rtlab-Signature, HMAC-SHA256; required with it); an answer signed with it may publish beyond the sender's own rights")
 	fs.IntVar(&cfg.AppProxyConns, "app-proxy-conns", d.AppProxyConns, "connections to --app-proxy at most, kept alive and reused")
 	x.appRoutes = fs.String("app-route", "", "without --app-proxy: comma-separated FROM=TO rebroadcasts of SENDs, like /app/chat.send=/topic/public (a prefix when both end in /)")
 	fs.IntVar(&cfg.ChatMaxBytes, "chat-max", d.ChatMaxBytes, "largest chat message in bytes")

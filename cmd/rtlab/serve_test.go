@@ -66,6 +66,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--sockjs-path", "/"}, `--sockjs-path "/": want empty (off), or a path such as /ws (not /)`},
 		{[]string{"--sockjs-path", "ws"}, `--sockjs-path "ws": want empty (off), or a path such as /ws (not /)`},
 		{[]string{"--sockjs-path", "/a{b}"}, `--sockjs-path "/a{b}": want empty (off), or a path such as /ws (not /)`},
+		{[]string{"--app-proxy", "http://127.0.0.1:9/app"}, `--app-proxy needs --app-proxy-secret (or RTLAB_APP_PROXY_SECRET), the key the backend checks rtlab's requests with`},
 		{[]string{"--addr"}, `--addr needs a value: want host:port, such as 127.0.0.1:8080 or :8080`},
 		{[]string{"--no-such-flag"}, `unknown flag --no-such-flag (rtlab serve -h lists the flags)`},
 		{[]string{"stray"}, `unexpected argument "stray"; all settings are flags (rtlab serve -h)`},
