@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -76,7 +77,8 @@ func (m *Mirror) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			cctx, cancel := context.WithTimeout(ctx, max(m.interval, 5*time.Second))
+			// Long enough to write back many records, one round trip each.
+			cctx, cancel := context.WithTimeout(ctx, max(m.interval, 30*time.Second))
 			_, _ = m.check(cctx) // the broker is down: the next tick tries again
 			cancel()
 		}
@@ -183,6 +185,9 @@ func (m *Mirror) keep(kind, name string, v []byte) {
 	defer m.mu.Unlock()
 	if m.recs[kind] == nil {
 		m.recs[kind] = make(map[string][]byte)
+	}
+	if cur, ok := m.recs[kind][name]; ok && bytes.Equal(cur, v) {
+		return // the common read of an unchanged record: no copy
 	}
 	m.recs[kind][name] = append([]byte(nil), v...)
 }
