@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -106,7 +107,10 @@ func openShared(ctx context.Context, cfg Config, policy func(string) hub.History
 		AMQPLinger: cfg.AMQPLinger, AMQPDirect: cfg.AMQPDirect, Logger: cfg.Logger, Registerer: reg}
 	if len(urls) == 1 {
 		b, err := openOne(ctx, urls[0], o)
-		return opened{broker: b.Broker, state: b.State}, err
+		if err != nil {
+			return opened{}, err
+		}
+		return mirrored(ctx, cfg, opened{broker: b.Broker, state: b.State})
 	}
 	var (
 		shards []hub.Broker
@@ -152,7 +156,25 @@ func openShared(ctx context.Context, cfg Config, policy func(string) hub.History
 	if err != nil {
 		return fail(err)
 	}
-	return opened{broker: sb, state: st}, nil
+	return mirrored(ctx, cfg, opened{broker: sb, state: st})
+}
+
+// stateCheck is how often a node checks that a Redis still holds the state (its epoch marker).
+const stateCheck = time.Second
+
+// mirrored keeps a copy of the state beside a Redis, which may run without persistence and
+// come back empty: the nodes that ran through write their copies back (state.Mirror).
+func mirrored(ctx context.Context, cfg Config, o opened) (opened, error) {
+	if !strings.HasPrefix(cfg.Broker, "redis") {
+		return o, nil
+	}
+	m, err := state.NewMirror(ctx, o.state, stateCheck, cfg.Logger)
+	if err != nil {
+		o.close()
+		return opened{}, fmt.Errorf("--broker %s: state: %w", redactedURL(cfg.Broker), err)
+	}
+	o.state = m
+	return o, nil
 }
 
 // openOne opens the broker at raw, one URL, with the kind its scheme names.

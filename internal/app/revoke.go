@@ -42,15 +42,33 @@ type revocation struct {
 }
 
 // start subscribes to announcements, then loads the stored revocations (dropping expired
-// ones), so nothing revoked meanwhile is missed.
+// ones), so nothing revoked meanwhile is missed. A store that other nodes write back into
+// after the broker lost it (state.Mirror) is read again each time.
 func (rv *revoker) start(ctx context.Context) error {
 	sub, _, err := rv.hub.Subscribe(ctx, revokeTopic, hub.SinkFunc(rv.deliver), hub.ReadOptions{})
 	if err != nil {
 		return fmt.Errorf("revocations: subscribe: %w", err)
 	}
+	if err := rv.load(ctx); err != nil {
+		rv.hub.Unsubscribe(sub)
+		return err
+	}
+	if m, ok := rv.store.(*state.Mirror); ok {
+		m.OnRestore(func(ctx context.Context) {
+			if err := rv.load(ctx); err != nil {
+				rv.log.Warn("revocations not read again after the broker's state was restored", "err", err)
+			}
+		})
+	}
+	sub.Start()
+	return nil
+}
+
+// load adds the stored revocations to the set and deletes the expired ones.
+func (rv *revoker) load(ctx context.Context) error {
 	now := time.Now()
 	var expired []string
-	err = rv.store.List(ctx, kindRevoked, func(name string, v []byte) {
+	err := rv.store.List(ctx, kindRevoked, func(name string, v []byte) {
 		var r revocation
 		if json.Unmarshal(v, &r) != nil || !r.Expires.After(now) {
 			expired = append(expired, name)
@@ -61,13 +79,11 @@ func (rv *revoker) start(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		rv.hub.Unsubscribe(sub)
 		return fmt.Errorf("revocations: load: %w", err)
 	}
 	for _, name := range expired {
 		_ = rv.store.Delete(ctx, kindRevoked, name)
 	}
-	sub.Start()
 	return nil
 }
 
@@ -78,6 +94,9 @@ func (rv *revoker) deliver(p *hub.Publication) {
 		return
 	}
 	_ = rv.set.Add(r.ID, r.Expires)
+	if m, ok := rv.store.(*state.Mirror); ok {
+		m.Remember(kindRevoked, revokedName(r.ID), p.Data) // to write back should the broker lose it
+	}
 	rv.closeSessions(r.ID)
 }
 
@@ -93,9 +112,8 @@ func (rv *revoker) revoke(ctx context.Context, c auth.Claims) error {
 	if err := rv.set.Add(c.ID, c.Expires); err != nil {
 		return fmt.Errorf("%w: %v", hub.ErrNotReady, err)
 	}
-	sum := sha256.Sum256([]byte(c.ID))
 	data, _ := json.Marshal(revocation{ID: c.ID, User: c.User, Expires: c.Expires})
-	if _, err := rv.store.Put(ctx, kindRevoked, hex.EncodeToString(sum[:16]), data, 0); err != nil && !errors.Is(err, state.ErrConflict) {
+	if _, err := rv.store.Put(ctx, kindRevoked, revokedName(c.ID), data, 0); err != nil && !errors.Is(err, state.ErrConflict) {
 		return fmt.Errorf("%w: keep revocation: %v", hub.ErrNotReady, err)
 	}
 	rv.closeSessions(c.ID)
@@ -103,4 +121,10 @@ func (rv *revoker) revoke(ctx context.Context, c auth.Claims) error {
 		return fmt.Errorf("announce revocation: %w", err)
 	}
 	return nil
+}
+
+// revokedName is a revocation's record name: a hash of the token id, of fixed length.
+func revokedName(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
 }
