@@ -197,7 +197,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
-		cfg: cfg, conns: newShared(url, cfg.Heartbeat), logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
+		cfg: cfg, conns: newShared(url, cfg.Heartbeat, cfg.Logger.With("broker", "amqp")), logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
 		dlogQ: cfg.Name + ".durable", dliveX: cfg.Name + ".durable-topics", follows: make(map[string]*follow),
 		log: cfg.Logger.With("broker", "amqp"), m: newMetrics(cfg.Registerer),
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
@@ -311,8 +311,12 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// Ready reports whether the node is connected and has taken its topics' history.
-func (b *Broker) Ready() bool { return b.conn.Ready() }
+// Ready reports whether the node is connected and has taken its topics' history. It is false
+// from the moment a session ends, before the session has finished winding down.
+func (b *Broker) Ready() bool {
+	s := b.session.Load()
+	return b.conn.Ready() && s != nil && s.ctx.Err() == nil
+}
 
 // durable reports whether topic goes through the durable log.
 func (b *Broker) durable(topic string) bool { return b.cfg.Policy(topic).TTL < 0 }

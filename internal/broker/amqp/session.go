@@ -78,6 +78,7 @@ func (b *Broker) runSession(onReady func()) error {
 		wg.Wait()
 	}()
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	lost := b.conns.lost(conn)
 	if err := b.declare(conn); err != nil {
 		return err
 	}
@@ -130,6 +131,8 @@ func (b *Broker) runSession(onReady func()) error {
 	}
 	onReady()
 	select {
+	case <-lost:
+		return errors.New("connection lost: RabbitMQ silent or not reading")
 	case e := <-closed:
 		if e == nil {
 			return errors.New("connection closed")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/rtlab/rtlab/internal/state"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,7 +69,7 @@ var errReopen = errors.New("reconnected while opening")
 // OpenState connects, declares the stream queue and folds it up to its current end, on a
 // connection of its own.
 func OpenState(ctx context.Context, url, queue string) (*State, error) {
-	return openState(ctx, newShared(url, 2*time.Second), true, queue)
+	return openState(ctx, newShared(url, 2*time.Second, slog.New(slog.DiscardHandler)), true, queue)
 }
 
 // openState opens the store on conns: the broker's connection, or its own.
