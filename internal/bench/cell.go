@@ -215,7 +215,7 @@ func (c *cell) stopAll() {
 	}
 }
 
-// dial opens a TCP connection for v to its server, counting the attempt.
+// dial opens a TCP connection for v to its node, or the next one that answers (dialAny).
 func (c *cell) dial(ctx context.Context, v *vu) (net.Conn, error) {
 	return c.dialAny(ctx, v, c.nodes)
 }
@@ -225,7 +225,7 @@ func (c *cell) dial(ctx context.Context, v *vu) (net.Conn, error) {
 // next nodes in turn, and the first that answers becomes its node, where it resumes.
 func (c *cell) dialAny(ctx context.Context, v *vu, addrs []string) (net.Conn, error) {
 	n := v.at()
-	var first error
+	first := fmt.Errorf("no address to connect to")
 	for i := range addrs {
 		k := (n + i) % len(addrs)
 		conn, err := c.dialNode(ctx, v, addrs[k])
@@ -235,7 +235,7 @@ func (c *cell) dialAny(ctx context.Context, v *vu, addrs []string) (net.Conn, er
 			}
 			return conn, nil
 		}
-		if first == nil {
+		if i == 0 {
 			first = err
 		}
 		if ctx.Err() != nil {
