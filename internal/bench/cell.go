@@ -111,11 +111,12 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 	for i := range c.vus {
 		g := i % c.groups
 		v := &vu{
-			id: i, group: g, node: i % len(nodes), c: c,
+			id: i, group: g, c: c,
 			sh:       c.col.shards[i%len(c.col.shards)],
 			phase:    time.Duration(rng.Int64N(int64(o.Interval/phaseSlot))) * phaseSlot,
 			measured: true, talker: true,
 		}
+		v.node.Store(int32(nodeOf(i, c.groups, len(nodes))))
 		c.scn.user(c, v)
 		if o.AuthSecret != "" && kind == results.KindRTLab {
 			// The servers require tokens: each user carries one minted with the secret. (A
@@ -214,9 +215,46 @@ func (c *cell) stopAll() {
 	}
 }
 
-// dial opens a TCP connection for v to its server, counting the attempt.
+// dial opens a TCP connection for v to its node, or the next one that answers (dialAny).
 func (c *cell) dial(ctx context.Context, v *vu) (net.Conn, error) {
-	return c.dialer(v.id).DialContext(ctx, "tcp", c.nodes[v.node])
+	return c.dialAny(ctx, v, c.nodes)
+}
+
+// dialAny connects v to its node among addrs (one per node). When that node cannot be reached
+// (killed, restarting) the user fails over as a client given a list of URLs does: it tries the
+// next nodes in turn, and the first that answers becomes its node, where it resumes.
+func (c *cell) dialAny(ctx context.Context, v *vu, addrs []string) (net.Conn, error) {
+	n := v.at()
+	first := fmt.Errorf("no address to connect to")
+	for i := range addrs {
+		k := (n + i) % len(addrs)
+		conn, err := c.dialNode(ctx, v, addrs[k])
+		if err == nil {
+			if k != n {
+				v.node.Store(int32(k))
+			}
+			return conn, nil
+		}
+		if i == 0 {
+			first = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, first
+}
+
+// dialNode connects v to addr, and no other.
+func (c *cell) dialNode(ctx context.Context, v *vu, addr string) (net.Conn, error) {
+	return c.dialer(v.id).DialContext(ctx, "tcp", addr)
+}
+
+// nodeOf is the node of user i in the default layout: the members of each group (user i is
+// member i ÷ groups of group i mod groups) go to the nodes round-robin from a node that moves
+// with the group, so that every group spans the nodes and a node lost is felt by every group.
+func nodeOf(i, groups, nodes int) int {
+	return (i%groups + i/groups) % nodes
 }
 
 // dialer returns the dialer for connection k: above spreadAbove sockets, connections use

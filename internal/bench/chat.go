@@ -95,7 +95,7 @@ func (c *cell) login(a *activity) error {
 	}
 	ch := make(chan jobResult, 1)
 	select {
-	case c.httpq[v.node] <- pubJob{a: a, kind: jobLogin, at: c.clk.now(), done: ch}:
+	case c.httpq[v.at()] <- pubJob{a: a, kind: jobLogin, at: c.clk.now(), done: ch}:
 	case <-a.ctx.Done():
 		return a.ctx.Err()
 	}
@@ -114,7 +114,7 @@ func (c *cell) login(a *activity) error {
 func (c *cell) greetHTTP(a *activity) error {
 	ch := make(chan jobResult, 1)
 	select {
-	case c.httpq[a.v.node] <- pubJob{a: a, kind: jobEnter, done: ch}:
+	case c.httpq[a.v.at()] <- pubJob{a: a, kind: jobEnter, done: ch}:
 	case <-a.ctx.Done():
 		return a.ctx.Err()
 	}
@@ -136,7 +136,7 @@ func (c *cell) leaveHTTP(a *activity) {
 	t := time.NewTimer(drainTimeout)
 	defer t.Stop()
 	select {
-	case c.httpq[a.v.node] <- pubJob{a: a, kind: jobLeave, done: ch}:
+	case c.httpq[a.v.at()] <- pubJob{a: a, kind: jobLeave, done: ch}:
 	case <-t.C:
 		return
 	}

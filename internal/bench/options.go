@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/results"
 )
 
@@ -129,6 +130,9 @@ type Options struct {
 	cfSecret   []byte // Centrifugo: the HMAC key of connection tokens (--auth-secret, or the lab's own)
 	cfKey      string // Centrifugo: the HTTP API key
 	cfHeaders  string // Centrifugo: the header lines of an API publish, built once
+	// serversUp, when set, is told the servers of each cell once they are ready (tests that
+	// inject faults into them).
+	serversUp func(transport string, servers []*peers.Server)
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.

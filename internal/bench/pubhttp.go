@@ -22,6 +22,7 @@ func (w *pubWorker) conn() (*httpConn, error) {
 	d := c.dialer(w.node)
 	conn, err := d.DialContext(ctx, "tcp", c.nodes[w.node])
 	if err != nil {
+		w.down = true
 		return nil, fmt.Errorf("publish pool: connect: %w", err)
 	}
 	w.hc = newHTTPConn(conn, c.nodes[w.node], true)

@@ -350,6 +350,9 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 		if err != nil {
 			return nil, err
 		}
+		if o.serversUp != nil {
+			o.serversUp(transport, servers)
+		}
 		nodes = nodes[:0]
 		for _, s := range servers {
 			nodes = append(nodes, s.Addr)

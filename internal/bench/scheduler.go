@@ -58,6 +58,10 @@ type pubWorker struct {
 	buf   []byte // request or STOMP frame being built
 	body  []byte // data being built
 	frame []byte // WebSocket frame being built
+	// down: the last connect to the node failed. The user whose job it was fails over to the
+	// next node (as its own connections do in cell.dialAny), so that its requests stop going
+	// to a node that is gone.
+	down bool
 }
 
 // schedule wakes publishers: a single goroutine walks the phases of all users in order and
@@ -93,7 +97,7 @@ func (c *cell) schedule(ctx context.Context) {
 			ts := c.clk.at(at)
 			for _, v := range byPhase[p] {
 				a := v.act.Load()
-				if a == nil || !c.scn.turn(c, a, ts, c.pubq[v.node], ctx.Done()) || v.seq >= len(v.pubs) {
+				if a == nil || !c.scn.turn(c, a, ts, c.pubq[v.at()], ctx.Done()) || v.seq >= len(v.pubs) {
 					continue
 				}
 				seq := v.seq
@@ -101,7 +105,7 @@ func (c *cell) schedule(ctx context.Context) {
 				v.pubs[seq].ts = ts
 				a.inflight.Add(1)
 				select {
-				case c.pubq[v.node] <- pubJob{a: a, seq: seq}:
+				case c.pubq[v.at()] <- pubJob{a: a, seq: seq}:
 				case <-ctx.Done():
 					a.inflight.Add(-1)
 					return
@@ -172,6 +176,7 @@ func (w *pubWorker) loop(q <-chan pubJob, stop <-chan struct{}) {
 }
 
 func (w *pubWorker) handle(job pubJob) {
+	defer w.failOver(job.a.v)
 	switch job.kind {
 	case jobFetch:
 		w.fetchPosition(job)
@@ -194,6 +199,17 @@ func (w *pubWorker) handle(job pubJob) {
 		}
 	}
 	c.drv.publish(w, job)
+}
+
+// failOver moves v to the next node when this worker could not reach its own (down).
+func (w *pubWorker) failOver(v *vu) {
+	if !w.down {
+		return
+	}
+	w.down = false
+	if n := len(w.c.nodes); n > 1 {
+		v.node.CompareAndSwap(int32(w.node), int32((w.node+1)%n))
+	}
 }
 
 // lateStart is the wait for a publish worker above which a publication counts as started late:

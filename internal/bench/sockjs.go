@@ -41,6 +41,7 @@ type sockjsConn struct {
 	c          *cell
 	ctx        context.Context
 	v          *vu
+	host       string // the node the session lives on: its streams and sends all go there
 	streamPath []byte // {path}/{server}/{session}/xhr_streaming
 	sendPath   []byte // {path}/{server}/{session}/xhr_send
 
@@ -99,7 +100,7 @@ func newSockJSConn(c *cell, ctx context.Context, v *vu, conn net.Conn) *sockjsCo
 	base = strconv.AppendInt(base, int64(100+v.id%900), 10)
 	base = append(base, '/')
 	base = strconv.AppendUint(base, rand.Uint64(), 36)
-	return &sockjsConn{c: c, ctx: ctx, v: v, stream: conn,
+	return &sockjsConn{c: c, ctx: ctx, v: v, host: c.nodes[v.at()], stream: conn,
 		streamPath: append(base[:len(base):len(base)], "/xhr_streaming"...),
 		sendPath:   append(base[:len(base):len(base)], "/xhr_send"...),
 		raw:        bufio.NewReaderSize(conn, streamBufSize),
@@ -133,7 +134,7 @@ func (s *sockjsConn) open() error {
 // receive sends POST …/xhr_streaming on the stream connection and reads the answer's head.
 func (s *sockjsConn) receive() error {
 	bp := bufPool.Get().(*[]byte)
-	req := appendRequest((*bp)[:0], "POST", s.c.nodes[s.v.node], s.streamPath, "", []byte{})
+	req := appendRequest((*bp)[:0], "POST", s.host, s.streamPath, "", []byte{})
 	_ = s.stream.SetWriteDeadline(time.Now().Add(requestTimeout))
 	_, err := s.stream.Write(req)
 	*bp = req
@@ -296,9 +297,9 @@ func (s *sockjsConn) Write(p []byte) (int, error) {
 		s.send.close()
 		s.send = nil
 	}
-	host := s.c.nodes[s.v.node]
+	host := s.host
 	if s.send == nil {
-		conn, err := s.c.dial(s.ctx, s.v)
+		conn, err := s.c.dialNode(s.ctx, s.v, host)
 		if err != nil {
 			return 0, fmt.Errorf("sockjs: xhr_send: %w", err)
 		}

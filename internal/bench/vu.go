@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// at is the index of v's node now.
+func (v *vu) at() int { return int(v.node.Load()) }
+
 // clock gives Unix-nanosecond timestamps read from the monotonic clock, so intended send times
 // written into messages and receive times compare exactly even if the wall clock is stepped.
 type clock struct {
@@ -48,13 +51,14 @@ type window struct{ from, to int64 }
 // vu is one virtual user. Its id is stable for the whole run cell; each time the plan starts
 // it, an activity covers that stretch of its life.
 type vu struct {
-	id, group, node int // group: the location group, or the chat room
-	c               *cell
-	sh              *shard
-	topic           string // what it subscribes to: location/{g}, chat/{room}, or notify/{name} (an owner in the notify scenario)
-	pubs            []pubRecord
-	seq             int // next publication number; owned by the scheduler
-	phase           time.Duration
+	id, group int          // group: the location group, or the chat room
+	node      atomic.Int32 // index of the node it connects to; changes when it fails over (cell.dialAny)
+	c         *cell
+	sh        *shard
+	topic     string // what it subscribes to: location/{g}, chat/{room}, or notify/{name} (an owner in the notify scenario)
+	pubs      []pubRecord
+	seq       int // next publication number; owned by the scheduler
+	phase     time.Duration
 
 	// Chat and notify scenarios. Immutable after newCell.
 	name     string // user name it logs in as

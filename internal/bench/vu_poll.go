@@ -62,7 +62,7 @@ func (d *pollDriver) run(a *activity) {
 			l.start = start
 			l.opened()
 			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
-			hc = newHTTPConn(conn, c.nodes[v.node], d.long)
+			hc = newHTTPConn(conn, c.nodes[v.at()], d.long)
 		}
 		if a.greetDue() {
 			// Subscribed (the first poll read the position): greet (enter the room).
@@ -142,7 +142,7 @@ func (d *pollDriver) poll(l *link, hc *httpConn) (more bool, err error) {
 		}
 	}
 	path := len(b)
-	b = appendRequest(b, "GET", c.nodes[v.node], b[:path], v.authHeader(), nil)
+	b = appendRequest(b, "GET", c.nodes[v.at()], b[:path], v.authHeader(), nil)
 	*bp = b
 	deadline := time.Now().Add(requestTimeout)
 	if d.long && !first {

@@ -87,7 +87,7 @@ func (d *sseDriver) position(a *activity) (jobResult, bool) {
 	v, c := a.v, d.c
 	ch := make(chan jobResult, 1)
 	select {
-	case c.httpq[v.node] <- pubJob{a: a, kind: jobFetch, done: ch}:
+	case c.httpq[v.at()] <- pubJob{a: a, kind: jobFetch, done: ch}:
 	case <-a.ctx.Done():
 		return jobResult{}, false
 	}
@@ -182,7 +182,7 @@ func (c *cell) openSSE(l *link, target []byte, extra, what string) (lines *bufio
 		return nil, false
 	}
 	bp := bufPool.Get().(*[]byte)
-	req := appendRequest((*bp)[:0], "GET", c.nodes[v.node], target, "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+extra, nil)
+	req := appendRequest((*bp)[:0], "GET", c.nodes[v.at()], target, "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+extra, nil)
 	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
 	_, err = conn.Write(req)
 	*bp = req

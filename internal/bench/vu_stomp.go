@@ -87,7 +87,7 @@ func (d *stompDriver) open(a *activity) (s stompStream, start time.Time, end fun
 	v := a.v
 	c.connTried(v)
 	start = time.Now()
-	conn, err := c.dialer(v.id).DialContext(a.ctx, "tcp", c.stompNodes[v.node])
+	conn, err := c.dialAny(a.ctx, v, c.stompNodes)
 	if err != nil {
 		c.connFailed(a, fmt.Errorf("stomp-tcp: %w", err))
 		return nil, start, nil, false
@@ -229,7 +229,7 @@ func (d *stompDriver) connect(a *activity) []byte {
 	if d.d.host != "" {
 		f = append(f, d.d.host...)
 	} else {
-		f = append(f, d.c.nodes[v.node]...)
+		f = append(f, d.c.nodes[v.at()]...)
 	}
 	f = append(f, "\nheart-beat:0,10000\n"...)
 	if d.d.login != "" {

@@ -110,6 +110,10 @@ func (d *wsDriver) event(l *link, m *wireMsg, size int, now int64) (end bool) {
 	switch string(m.op) {
 	case "message":
 		l.message(now, true, m.offset, m.epoch, m.data, size)
+	case "gap":
+		// History broke under the live subscription; the publications of the new position
+		// follow and move the user's position there.
+		l.gap()
 	case "ack":
 		return l.answered(now, wsReply(m.id))
 	case "error":

@@ -68,7 +68,7 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 			return c.dial(ctx, v)
 		},
 	}
-	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.node]+path)
+	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.at()]+path)
 	if err != nil {
 		return nil, err
 	}
