@@ -681,11 +681,25 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	switch {
 	case refused != nil:
 		c.refuseSubscription(f, k.key, dest, refused)
+	case unavailable(err):
+		// The broker is away: this subscription alone is refused, as on WebSocket; the client
+		// subscribes again later on the same session.
+		c.refuseSubscription(f, k.key, dest, err)
 	case err != nil:
 		c.fail(err, f, 4000)
 		return false
 	}
 	return true
+}
+
+// unavailable says whether err is the broker's (or the closing hub's) passing trouble, which
+// refuses one SUBSCRIBE or SEND and not the session.
+func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	code, _ := errorCode(err)
+	return code == "unavailable"
 }
 
 // onReply answers a SUBSCRIBE to a route that replies once (Spring's @SubscribeMapping): the
@@ -940,6 +954,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 		publish = route.Publish
 	}
 	p, err := publish(pctx, c.client(), req)
+	if err != nil && unavailable(err) && !paid {
+		c.refuseSend(f, dest, err) // the broker is away: this SEND alone fails, the session goes on
+		return true
+	}
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false
