@@ -105,7 +105,7 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 	k.c.w.send(item{pub: p, sub: k})
 }
 
-// Gap tells the client that the topic's epoch changed under the subscription.
+// Gap tells the client that the subscription's history broke before the publication at now.
 func (k *stompSub) Gap(topic string, now hub.Position, reason string) {
 	k.c.sendFrame(gapFrame(k.dest, k.key, topic, now.Offset, now.Epoch, reason))
 }
@@ -789,7 +789,8 @@ func (c *stompConn) refuseSubscription(f *stomp.Frame, id, dest string, err erro
 func (c *stompConn) subscribed(f *stomp.Frame, k *stompSub, res *hub.ReadResult) {
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(res.Top.Offset, 10)}, stomp.Header{Key: "epoch", Value: res.Top.Epoch})
 	if !res.Recovered {
-		c.sendFrame(gapFrame(k.dest, k.key, k.topic, res.Top.Offset, res.Top.Epoch, res.Reason))
+		next := res.Next()
+		c.sendFrame(gapFrame(k.dest, k.key, k.topic, next.Offset, next.Epoch, res.Reason))
 	}
 }
 
