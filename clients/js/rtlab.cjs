@@ -135,11 +135,13 @@ class Subscription extends Emitter {
     this._call('publication', p);
   }
 
-  // _gap: what comes next belongs to a history that does not continue ours, so the position
-  // starts over in that history's epoch.
+  // _gap: what comes next does not continue our history. A notice's offset is that of the
+  // first publication after it (docs/protocol.md), so the position goes on from just before;
+  // a poll's notice has none, and its publications follow in the same answer.
   _gap(g) {
     if (this.state === 'unsubscribed') return;
-    this.position = { offset: 0, epoch: g.epoch || '' };
+    const at = Number(g.offset) > 0 ? Number(g.offset) - 1 : 0;
+    this.position = { offset: at, epoch: g.epoch || '' };
     this._call('gap', { topic: this.topic, offset: g.offset, epoch: g.epoch, reason: g.reason });
   }
 
@@ -644,8 +646,7 @@ class WSTransport {
         break;
       case 'subscribed':
         if (!sub) break;
-        if (!m.recovered) sub._gap({ offset: m.offset, epoch: m.epoch, reason: m.reason });
-        else sub._advance(m.offset, m.epoch, true);
+        sub._advance(m.offset, m.epoch, true); // not recovered: a gap follows
         sub._state('subscribed');
         break;
       case 'message':

@@ -213,6 +213,17 @@ type ReadResult struct {
 	Reason    string
 }
 
+// Next is where what follows a read starts: its first publication, or the one after Top when
+// it has none. A resume's gap notice carries it, as a live gap carries the publication after
+// the break, so that on every path a client goes on from the notice's offset minus one.
+func (r ReadResult) Next() Position {
+	if len(r.Publications) > 0 {
+		p := r.Publications[0]
+		return Position{Offset: p.Offset, Epoch: p.Epoch}
+	}
+	return Position{Offset: r.Top.Offset + 1, Epoch: r.Top.Epoch}
+}
+
 // Read returns publications after opts.Since from history, and whether that covers everything
 // the client missed.
 func (h *Hub) Read(ctx context.Context, name string, opts ReadOptions) (ReadResult, error) {

@@ -400,7 +400,8 @@ func (c *sseConn) open(ctx context.Context, sinks []*sseSink, resume map[string]
 		at := c.pos[k.idx]
 		c.mu.Unlock()
 		if !st.res.Recovered {
-			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": st.res.Top.Offset, "epoch": st.res.Top.Epoch, "reason": st.res.Reason})
+			next := st.res.Next() // as a live gap's: the publication after the notice
+			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": next.Offset, "epoch": next.Epoch, "reason": st.res.Reason})
 			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
 		} else if c.announce {
 			// Where the topic starts, before anything of it: a "from now" subscription can

@@ -105,7 +105,7 @@ func (k *stompSub) Deliver(p *hub.Publication) {
 	k.c.w.send(item{pub: p, sub: k})
 }
 
-// Gap tells the client that the topic's epoch changed under the subscription.
+// Gap tells the client that the subscription's history broke before the publication at now.
 func (k *stompSub) Gap(topic string, now hub.Position, reason string) {
 	k.c.sendFrame(gapFrame(k.dest, k.key, topic, now.Offset, now.Epoch, reason))
 }
@@ -681,11 +681,25 @@ func (c *stompConn) onSubscribe(ctx context.Context, f *stomp.Frame) bool {
 	switch {
 	case refused != nil:
 		c.refuseSubscription(f, k.key, dest, refused)
+	case unavailable(err):
+		// The broker is away: this subscription alone is refused, as on WebSocket; the client
+		// subscribes again later on the same session.
+		c.refuseSubscription(f, k.key, dest, err)
 	case err != nil:
 		c.fail(err, f, 4000)
 		return false
 	}
 	return true
+}
+
+// unavailable says whether err is the broker's (or the closing hub's) passing trouble, which
+// refuses one SUBSCRIBE or SEND and not the session.
+func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	code, _ := errorCode(err)
+	return code == "unavailable"
 }
 
 // onReply answers a SUBSCRIBE to a route that replies once (Spring's @SubscribeMapping): the
@@ -775,7 +789,8 @@ func (c *stompConn) refuseSubscription(f *stomp.Frame, id, dest string, err erro
 func (c *stompConn) subscribed(f *stomp.Frame, k *stompSub, res *hub.ReadResult) {
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(res.Top.Offset, 10)}, stomp.Header{Key: "epoch", Value: res.Top.Epoch})
 	if !res.Recovered {
-		c.sendFrame(gapFrame(k.dest, k.key, k.topic, res.Top.Offset, res.Top.Epoch, res.Reason))
+		next := res.Next()
+		c.sendFrame(gapFrame(k.dest, k.key, k.topic, next.Offset, next.Epoch, res.Reason))
 	}
 }
 
@@ -940,6 +955,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 		publish = route.Publish
 	}
 	p, err := publish(pctx, c.client(), req)
+	if err != nil && unavailable(err) && !paid {
+		c.refuseSend(f, dest, err) // the broker is away: this SEND alone fails, the session goes on
+		return true
+	}
 	if err != nil {
 		c.fail(err, f, 4000)
 		return false

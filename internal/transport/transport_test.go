@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +72,9 @@ func TestResumeFromOffset(t *testing.T) {
 }
 
 // TestToldWhenHistoryGone: a client resuming from an offset the topic no longer holds, or from
-// another epoch, is told so plainly, then gets everything retained and what follows.
+// another epoch, is told so plainly, then gets everything retained and what follows. On a
+// stream the notice's offset is that of the first publication after it (docs/protocol.md), so
+// a client going on from offset-1 keeps every retained publication, once.
 func TestToldWhenHistoryGone(t *testing.T) {
 	tt.Run(t, func(t *testing.T, k tt.Kind) {
 		s := tt.NewServer(t, tt.ServerConfig{History: hub.HistoryPolicy{Size: 2}})
@@ -93,6 +96,9 @@ func TestToldWhenHistoryGone(t *testing.T) {
 			}
 			if got := tt.Messages(t, c, 2, 10*time.Second); got[0].Offset != 5 || got[1].Offset != 6 {
 				t.Fatalf("resuming after %v: got %v and %v after the notice, want 5 and 6", tc.since, got[0].Pos(), got[1].Pos())
+			}
+			if streaming(k) && (g.Offset != 5 || g.Epoch != top.Epoch) {
+				t.Fatalf("resuming after %v: the notice is at %v, want the first publication after it, 5:%s", tc.since, g.Pos(), top.Epoch)
 			}
 			c.Close()
 		}
@@ -198,3 +204,6 @@ func TestShutdownTellsClients(t *testing.T) {
 		}
 	}, tt.SSE, tt.WS, tt.STOMP, tt.LongPoll)
 }
+
+// streaming says whether k holds a connection open (its gap notices carry an offset).
+func streaming(k tt.Kind) bool { return slices.Contains(tt.Streaming, k) }

@@ -111,7 +111,7 @@ func (k *wsSink) Deliver(p *hub.Publication) {
 	k.c.w.send(item{pub: p, sub: k})
 }
 
-// Gap tells a native client that the topic's epoch changed under its subscription.
+// Gap tells a native client that its subscription's history broke before the publication at now.
 func (k *wsSink) Gap(topic string, now hub.Position, reason string) {
 	if k.dataOnly {
 		return // raw sockets have no way to say it; they get the data as it comes
@@ -399,6 +399,9 @@ func (c *wsConn) subscribe(ctx context.Context, topic string, since *uint64, epo
 			ans["reason"] = res.Reason
 		}
 		c.reply(ans)
+		if !res.Recovered {
+			k.Gap(topic, res.Next(), res.Reason) // a notice as on every path, before the replay
+		}
 	})
 	if refused != nil {
 		return refused

@@ -444,10 +444,7 @@ func (c *client) sessionWS(node string) (up bool, err error) {
 		case "subscribed":
 			up = true
 			c.up(node, s, &Position{m.Offset, m.Epoch})
-			if m.Recovered != nil && !*m.Recovered {
-				c.gap(m.Topic, m.Pos(), m.Reason)
-			}
-		case "gap":
+		case "gap": // also after a subscribed that did not recover
 			c.gap(m.Topic, m.Pos(), m.Reason)
 		case "message":
 			c.message(m.Publication, "")

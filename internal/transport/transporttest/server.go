@@ -24,6 +24,7 @@ import (
 type ServerConfig struct {
 	Limits  transport.Limits
 	History hub.HistoryPolicy // every topic's
+	Broker  hub.Broker        // nil: the in-memory broker, with History
 	Policy  transport.Policy  // nil: Open
 	// Routes, when set, adds routes of the test's own (a raw socket, say) to the transports'.
 	Routes func(mux *http.ServeMux, tr *transport.Server)
@@ -50,8 +51,11 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 	if cfg.Limits.HTTPPubRate == 0 {
 		cfg.Limits.HTTPPubRate = -1
 	}
+	if cfg.Broker == nil {
+		cfg.Broker = memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return cfg.History }})
+	}
 	h := hub.New(hub.Config{
-		Broker:       memory.New(memory.Config{Policy: func(string) hub.HistoryPolicy { return cfg.History }}),
+		Broker:       cfg.Broker,
 		MaxDataBytes: cfg.Limits.MaxFrame,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
