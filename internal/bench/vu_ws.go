@@ -128,7 +128,9 @@ func (d *wsDriver) event(l *link, m *wireMsg, size int, now int64) (end bool) {
 		}
 		return l.refused(r, err)
 	case "subscribed":
-		if err := l.subscribed(now, m.offset, m.epoch, m.hasRecov && !m.recovered); err != nil {
+		// A resume that lost publications is told by the {"op":"gap"} that follows, counted
+		// there; recovered:false here is the same loss.
+		if err := l.subscribed(now, m.offset, m.epoch, false); err != nil {
 			l.closed(fmt.Errorf("ws: ENTER: %w", err))
 			return true
 		}
