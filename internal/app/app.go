@@ -719,11 +719,15 @@ func protected(h http.Handler, fail func(http.ResponseWriter, *http.Request, err
 			h.ServeHTTP(w, r)
 			return
 		}
-		if transport.LocalDirect(r) && !localHost(r.Host, listenHost) {
+		if !transport.LocalDirect(r) {
+			refuse.ServeHTTP(w, r) // refused with its reason
+			return
+		}
+		if !localHost(r.Host, listenHost) {
 			fail(w, r, fmt.Errorf("%w: Host %q is not this machine: open dev mode serves only localhost, loopback addresses and its listen address (against DNS rebinding); use http://localhost:PORT, or --dev", transport.ErrForbidden, r.Host))
 			return
 		}
-		refuse.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

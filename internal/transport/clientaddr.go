@@ -97,14 +97,19 @@ func LocalDirect(r *http.Request) bool {
 	if !remoteAddr(r).IsLoopback() {
 		return false
 	}
-	for _, h := range [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
-		"Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Original-Forwarded-For", "X-Forwarded", "Forwarded-For", "Via"} {
-		if len(r.Header.Values(h)) > 0 {
+	for h := range r.Header { // canonical keys, as net/http reads them; a request has few
+		if forwardingHeaders[h] {
 			return false
 		}
 	}
 	return true
 }
+
+// forwardingHeaders name a client behind a proxy (canonical keys): a request carrying one did
+// not come straight from this machine.
+var forwardingHeaders = map[string]bool{"X-Forwarded-For": true, "Forwarded": true, "X-Real-Ip": true,
+	"X-Client-Ip": true, "True-Client-Ip": true, "Cf-Connecting-Ip": true, "Fastly-Client-Ip": true,
+	"X-Cluster-Client-Ip": true, "X-Original-Forwarded-For": true, "X-Forwarded": true, "Forwarded-For": true, "Via": true}
 
 // clientIP is ClientAddr as the key of the per-address limits.
 func (s *Server) clientIP(r *http.Request) string {

@@ -2,32 +2,36 @@ package transport
 
 import "time"
 
-// kaSlots is how many parts the keepalive loop splits the connections into, looking at one
-// part every kaPeriod/kaSlots: each connection is still looked at once a period, while the
-// pings and heart-beats due leave spread over the period instead of in one burst (at 10,000
-// WebSocket connections, 2,000 pings every 5 s delayed the deliveries written beside them).
+// kaSlots is how many parts the keepalive loop handles the connections in, one part every
+// kaPeriod/kaSlots: each connection is still looked at once a period, while the pings and
+// heart-beats due leave spread over the period instead of in one burst (at 10,000 WebSocket
+// connections, 2,000 pings every 5 s delayed the deliveries written beside them).
 const kaSlots = 50
 
 // keepalive writes pings and heart-beats on idle connections. One loop for all connections
-// instead of a timer each keeps idle connections cheap.
+// instead of a timer each keeps idle connections cheap; it reads the registry once a period
+// (under the lock long polls take too), then works through what it read.
 func (s *Server) keepalive() {
 	t := time.NewTicker(max(s.kaPeriod/kaSlots, time.Millisecond))
 	defer t.Stop()
 	var ws []*writer
-	for slot := uint8(0); ; slot = (slot + 1) % kaSlots {
+	for part := 0; ; part = (part + 1) % kaSlots {
 		select {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			ws = ws[:0]
-			s.mu.Lock()
-			for c := range s.conns {
-				if c.w != nil && c.kaSlot == slot {
-					ws = append(ws, c.w)
+			if part == 0 {
+				clear(ws) // a closed connection's writer must not stay reachable from here
+				ws = ws[:0]
+				s.mu.Lock()
+				for c := range s.conns {
+					if c.w != nil {
+						ws = append(ws, c.w)
+					}
 				}
+				s.mu.Unlock()
 			}
-			s.mu.Unlock()
-			for _, w := range ws {
+			for _, w := range ws[part*len(ws)/kaSlots : (part+1)*len(ws)/kaSlots] {
 				if ka, ok := w.f.(interface{ keepaliveDue(time.Duration) bool }); ok && !ka.keepaliveDue(w.idleFor(now)) {
 					continue
 				}
@@ -35,7 +39,6 @@ func (s *Server) keepalive() {
 					w.sendRaw(b)
 				}
 			}
-			clear(ws) // a closed connection's writer must not stay reachable from here
 		}
 	}
 }

@@ -219,14 +219,14 @@ func TestSockJSSessionOwned(t *testing.T) {
 	check(t, b, 20)
 }
 
-// polled are the frames a session's receiving requests got, as they come.
-type polled chan string
+// sockjsFrames are the frames a session's receiving requests got, as they come.
+type sockjsFrames chan string
 
 // keepPolling polls session sid until the test ends, as a client does to keep its session, and
 // hands over the frames.
-func (c sockjs) keepPolling(t *testing.T, sid string) polled {
+func (c sockjs) keepPolling(t *testing.T, sid string) sockjsFrames {
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(polled, 1<<16)
+	out := make(sockjsFrames, 1<<16)
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
@@ -251,7 +251,7 @@ func (c sockjs) keepPolling(t *testing.T, sid string) polled {
 }
 
 // until reads frames until one contains want and returns every frame up to it.
-func (p polled) until(t testing.TB, want string) []string {
+func (p sockjsFrames) until(t testing.TB, want string) []string {
 	t.Helper()
 	var got []string
 	timeout := time.After(30 * time.Second)
