@@ -55,7 +55,7 @@ one() {
   "$out/bin/B" bench --target "http://127.0.0.1:$port" --transport "$tr" --users "$users" \
     --stages "$stages" --out "$dir" ${BENCH_ARGS:-} >"$dir.bench.log" 2>&1 || true
   kill "$pid" 2>/dev/null || echo "  (the server had stopped: see $dir.serve.log)"; wait "$pid" 2>/dev/null || true
-  tail -n 12 "$dir.bench.log" | grep -E "^  (Short|Long|SSE|Web|STOMP)" || echo "  (no summary: see $dir.bench.log)"
+  tail -n 12 "$dir.bench.log" | grep -iE "^  (short|long|SSE|Web|STOMP)" || echo "  (no summary: see $dir.bench.log)"
 }
 
 for r in $(seq "$rounds"); do
