@@ -15,6 +15,7 @@ import (
 	"github.com/rtlab/rtlab/internal/bench"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/peers"
+	"github.com/rtlab/rtlab/internal/results"
 )
 
 // TestNodeOfSpreadsEveryGroup checks the default layout: with several nodes, the members of
@@ -130,6 +131,18 @@ func TestBenchCountsGapsOnEveryTransport(t *testing.T) {
 			return nil
 		})
 	})
+	res := executeWith(t, o, &f)
+	for _, r := range res.Runs {
+		if r.Delivery.Gaps == 0 {
+			t.Errorf("%s: no gap counted after Redis was wiped: delivery %+v", r.Key(), r.Delivery)
+		}
+	}
+}
+
+// executeWith runs o to the end, then fails the test if a fault f injected went wrong, the run
+// failed, or a transport has no run.
+func executeWith(t *testing.T, o *bench.Options, f *faults) *results.Results {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	res, err := bench.Execute(ctx, o, t.TempDir())
@@ -140,11 +153,7 @@ func TestBenchCountsGapsOnEveryTransport(t *testing.T) {
 	if len(res.Runs) != len(o.Transports) {
 		t.Fatalf("%d runs, want %d", len(res.Runs), len(o.Transports))
 	}
-	for _, r := range res.Runs {
-		if r.Delivery.Gaps == 0 {
-			t.Errorf("%s: no gap counted after Redis was wiped: delivery %+v", r.Key(), r.Delivery)
-		}
-	}
+	return res
 }
 
 // TestBenchUsersFailOver kills one of two nodes on a shared Redis in the middle of the run: its
@@ -181,16 +190,7 @@ func TestBenchUsersFailOver(t *testing.T) {
 			return syscall.Kill(pid, syscall.SIGKILL)
 		})
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	res, err := bench.Execute(ctx, o, t.TempDir())
-	f.check(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Runs) != len(o.Transports) {
-		t.Fatalf("%d runs, want %d", len(res.Runs), len(o.Transports))
-	}
+	res := executeWith(t, o, &f)
 	for _, r := range res.Runs {
 		c, d := r.Connections, r.Delivery
 		t.Logf("%s: connections %+v, delivery ratio %.4f (expected %d, gaps %d)", r.Key(), c, d.Ratio, d.Expected, d.Gaps)

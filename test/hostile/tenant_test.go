@@ -154,11 +154,11 @@ func TestPingFloodPaced(t *testing.T) {
 	check(t, b, 20)
 }
 
-// TestLoginFloodLimited: 32 concurrent POST /api/login with wrong passwords saturated both
-// cores with bcrypt (bystander p99 646 ms) and never answered 429. Now attempts are limited per
-// address and per user before bcrypt runs, and only half the CPUs check passwords at once.
-func TestLoginFloodLimited(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("right-password"), bcrypt.DefaultCost)
+// annsPassword writes a --login-users file where ann's password is "right-password", hashed
+// at cost, and returns its path.
+func annsPassword(t *testing.T, cost int) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("right-password"), cost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +166,14 @@ func TestLoginFloodLimited(t *testing.T) {
 	if err := os.WriteFile(users, []byte("ann:"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return users
+}
+
+// TestLoginFloodLimited: 32 concurrent POST /api/login with wrong passwords saturated both
+// cores with bcrypt (bystander p99 646 ms) and never answered 429. Now attempts are limited per
+// address and per user before bcrypt runs, and only half the CPUs check passwords at once.
+func TestLoginFloodLimited(t *testing.T) {
+	users := annsPassword(t, bcrypt.DefaultCost)
 	p := authed(t, "--login-users", users)
 	b := servertest.StartBystander(t, p, "news/login-flood", mint(t, "bystander", time.Hour), 20*time.Millisecond)
 	hc := httpFrom(attacker)
@@ -468,14 +476,7 @@ func TestTrimSparesIdleTopics(t *testing.T) {
 // take the name's rate now, and it holds back only addresses that failed for the name: the
 // flood is refused, ann logs in.
 func TestLoginFloodLocksNobodyOut(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("right-password"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(users, []byte("ann:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	users := annsPassword(t, bcrypt.MinCost)
 	p := authed(t, "--login-users", users)
 	b := servertest.StartBystander(t, p, "news/login-lockout", mint(t, "bystander", time.Hour), 20*time.Millisecond)
 	var limited atomic.Int64
