@@ -16,6 +16,8 @@ type conn struct {
 	s  *Server
 	w  *writer // safe for concurrent use; nil for a waiting long poll
 	id string  // one scheme for all: a letter for the protocol, a number unique on the server
+	// kaSlot is the part of the connections the keepalive loop looks at this one with.
+	kaSlot uint8
 
 	subs []subscriber // subscribe.go; in no order
 
@@ -34,7 +36,8 @@ type conn struct {
 
 // newConn is a connection of ident, admitted by release, whose id starts with prefix.
 func (s *Server) newConn(prefix string, ident Identity, release func()) conn {
-	return conn{s: s, id: prefix + strconv.FormatUint(s.nextID.Add(1), 36), ident: ident, release: release}
+	n := s.nextID.Add(1)
+	return conn{s: s, id: prefix + strconv.FormatUint(n, 36), kaSlot: uint8(n % kaSlots), ident: ident, release: release}
 }
 
 // client is who is acting, for the reader goroutine's calls to the Policy.

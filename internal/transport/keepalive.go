@@ -3,14 +3,15 @@ package transport
 import "time"
 
 // kaSlots is how many parts the keepalive loop handles the connections in, one part every
-// kaPeriod/kaSlots: each connection is still looked at once a period, while the pings and
-// heart-beats due leave spread over the period instead of in one burst (at 10,000 WebSocket
-// connections, 2,000 pings every 5 s delayed the deliveries written beside them).
+// kaPeriod/kaSlots: each connection is looked at once a period, always in its own part (so
+// its looks stay a period apart, as STOMP's heart-beats need), while the pings and heart-beats
+// due leave spread over the period instead of in one burst (at 10,000 WebSocket connections,
+// 2,000 pings every 5 s delayed the deliveries written beside them).
 const kaSlots = 50
 
 // keepalive writes pings and heart-beats on idle connections. One loop for all connections
-// instead of a timer each keeps idle connections cheap; it reads the registry once a period
-// (under the lock long polls take too), then works through what it read.
+// instead of a timer each keeps idle connections cheap; each tick copies one part of them
+// (Server.kaParts) under the lock long polls take too.
 func (s *Server) keepalive() {
 	t := time.NewTicker(max(s.kaPeriod/kaSlots, time.Millisecond))
 	defer t.Stop()
@@ -20,18 +21,13 @@ func (s *Server) keepalive() {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			if part == 0 {
-				clear(ws) // a closed connection's writer must not stay reachable from here
-				ws = ws[:0]
-				s.mu.Lock()
-				for c := range s.conns {
-					if c.w != nil {
-						ws = append(ws, c.w)
-					}
-				}
-				s.mu.Unlock()
+			ws = ws[:0]
+			s.mu.Lock()
+			for w := range s.kaParts[part] {
+				ws = append(ws, w)
 			}
-			for _, w := range ws[part*len(ws)/kaSlots : (part+1)*len(ws)/kaSlots] {
+			s.mu.Unlock()
+			for _, w := range ws {
 				if ka, ok := w.f.(interface{ keepaliveDue(time.Duration) bool }); ok && !ka.keepaliveDue(w.idleFor(now)) {
 					continue
 				}
@@ -39,6 +35,7 @@ func (s *Server) keepalive() {
 					w.sendRaw(b)
 				}
 			}
+			clear(ws) // a closed connection's writer must not stay reachable from here
 		}
 	}
 }

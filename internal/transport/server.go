@@ -260,15 +260,17 @@ type Server struct {
 	reads       readLimits // HTTP reads per user and address (readrate.go)
 	door        *door      // the admission every listener shares (listen.go)
 
-	nextID   atomic.Uint64
-	closing  atomic.Bool
-	mu       sync.Mutex
-	conns    map[*conn]struct{} // streams and waiting long polls (CloseWhere); guarded by mu
-	admitted int                // streaming connections admitted; guarded by mu
-	perIP    map[string]int     // admitted connections per client address; guarded by mu
-	perUser  map[string]int     // admitted connections per user; guarded by mu
-	draining chan struct{}      // closed at shutdown: long polls return at once
-	wg       sync.WaitGroup     // connection goroutines
+	nextID  atomic.Uint64
+	closing atomic.Bool
+	mu      sync.Mutex
+	conns   map[*conn]struct{} // streams and waiting long polls (CloseWhere); guarded by mu
+	// kaParts are the streams' writers by keepalive part (keepalive.go); guarded by mu.
+	kaParts  [kaSlots]map[*writer]struct{}
+	admitted int            // streaming connections admitted; guarded by mu
+	perIP    map[string]int // admitted connections per client address; guarded by mu
+	perUser  map[string]int // admitted connections per user; guarded by mu
+	draining chan struct{}  // closed at shutdown: long polls return at once
+	wg       sync.WaitGroup // connection goroutines
 	stop     chan struct{}
 }
 
@@ -292,6 +294,9 @@ func New(cfg Config) *Server {
 		// At least a millisecond: rtlab serve refuses shorter intervals; a library caller's tiny
 		// one must not stop the ticker with a panic.
 		kaPeriod: max(time.Millisecond, min(cfg.Limits.PingInterval, cfg.Limits.SSEHeartbeat, cfg.Limits.StompHeartbeat)/2),
+	}
+	for i := range s.kaParts {
+		s.kaParts[i] = make(map[*writer]struct{})
 	}
 	go s.keepalive()
 	return s
@@ -332,6 +337,7 @@ func (s *Server) track(c *conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.kaParts[c.kaSlot][c.w] = struct{}{}
 	c.tracked = true
 	s.m.Connections.WithLabelValues(c.w.stats.transport).Inc()
 	s.m.Accepted.WithLabelValues(c.w.stats.transport).Inc()
@@ -341,6 +347,7 @@ func (s *Server) track(c *conn) bool {
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	delete(s.kaParts[c.kaSlot], c.w)
 	s.mu.Unlock()
 	r := c.w.closeReason()
 	if r.Code == "" {
