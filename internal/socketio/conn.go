@@ -231,10 +231,10 @@ func (c *Conn) openPolling(ctx context.Context, poll string, deadline time.Time)
 		maxPayload: c.o.maxPayload(),
 		timeout:    c.o.writeTimeout(),
 	}
-	body, err := p.get(ctx, poll, deadline)
+	body, err := p.get(ctx, poll, deadline, "polling handshake")
 	if err != nil {
 		p.close()
-		return nil, fmt.Errorf("socketio: handshake: %w", err)
+		return nil, err
 	}
 	pkts, err := splitPayload(body)
 	if err != nil {

@@ -37,8 +37,8 @@ func newPollingClient(o *Options) *http.Client {
 
 func (p *polling) name() string { return "polling" }
 
-// get waits for the server's next payload until deadline.
-func (p *polling) get(ctx context.Context, url string, deadline time.Time) ([]byte, error) {
+// get waits for the server's next payload until deadline; what names the request in errors.
+func (p *polling) get(ctx context.Context, url string, deadline time.Time, what string) ([]byte, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -48,15 +48,15 @@ func (p *polling) get(ctx context.Context, url string, deadline time.Time) ([]by
 	copyHeader(req.Header, p.header)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("socketio: polling GET: %w", err)
+		return nil, fmt.Errorf("socketio: %s: %w", what, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, p.maxPayload+1))
 	if err != nil {
-		return nil, fmt.Errorf("socketio: polling GET body: %w", err)
+		return nil, fmt.Errorf("socketio: %s body: %w", what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, statusError("polling GET", resp, body)
+		return nil, statusError(what, resp, body)
 	}
 	if int64(len(body)) > p.maxPayload {
 		return nil, fmt.Errorf("socketio: polling payload over %d bytes", p.maxPayload)
@@ -65,7 +65,7 @@ func (p *polling) get(ctx context.Context, url string, deadline time.Time) ([]by
 }
 
 func (p *polling) recv(ctx context.Context, deadline time.Time) ([][]byte, error) {
-	body, err := p.get(ctx, p.url, deadline)
+	body, err := p.get(ctx, p.url, deadline, "polling GET")
 	if err != nil {
 		return nil, err
 	}
