@@ -184,6 +184,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		err = c.upgrade(ctx, wsURL, deadline)
 	}
 	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
 		if c.tr != nil {
 			_ = c.Close()
 		}
@@ -257,6 +260,8 @@ func (c *Conn) openWebSocket(ctx context.Context, wsURL string, deadline time.Ti
 	if err != nil {
 		return err
 	}
+	stop := context.AfterFunc(ctx, w.close) // a WebSocket read does not watch ctx
+	defer stop()
 	pkts, err := w.recv(ctx, deadline)
 	if err == nil {
 		_, err = c.open(pkts[0])
@@ -311,6 +316,8 @@ func (c *Conn) upgrade(ctx context.Context, wsURL string, deadline time.Time) er
 	if err != nil {
 		return fmt.Errorf("socketio: upgrade: %w", err)
 	}
+	stop := context.AfterFunc(ctx, w.close) // a WebSocket read does not watch ctx
+	defer stop()
 	err = w.send(ctx, []byte("2probe"))
 	var pkts [][]byte
 	if err == nil {

@@ -3,11 +3,13 @@ package socketio
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -180,5 +182,25 @@ func TestBadPollingPayload(t *testing.T) {
 	}
 	if err := c.Emit("x", json.RawMessage("1")); err == nil {
 		t.Fatal("emit after a failed read: no error")
+	}
+}
+
+// TestDialCanceled: a server that accepts the WebSocket and says nothing holds Dial only
+// until its context ends.
+func TestDialCanceled(t *testing.T) {
+	done := make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, _, err := ws.UpgradeHTTP(r, w); err == nil {
+			<-done
+			_ = conn.Close()
+		}
+	}))
+	defer s.Close()
+	defer close(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := Dial(ctx, Options{URL: s.URL, Transport: "websocket"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("dial: %v, want context.Canceled", err)
 	}
 }

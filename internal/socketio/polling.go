@@ -31,6 +31,8 @@ func newPollingClient(o *Options) *http.Client {
 		TLSClientConfig:     o.TLSConfig,
 		MaxIdleConnsPerHost: 2, // one held by the waiting GET, one for POSTs
 		IdleConnTimeout:     90 * time.Second,
+		ReadBufferSize:      2048, // not 4 KiB each: a lab runs thousands of these
+		WriteBufferSize:     1024,
 	}
 	return &http.Client{Transport: tr}
 }

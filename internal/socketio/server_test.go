@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -229,5 +231,68 @@ func TestAuthRefused(t *testing.T) {
 			}
 			waitEvent(t, events, "location")
 		})
+	}
+}
+
+// TestConcurrentEmitClose emits from several goroutines while another reads (the race
+// detector watches), then closes the connection under a pending Read.
+func TestConcurrentEmitClose(t *testing.T) {
+	base := startNode(t)
+	const senders, each = 4, 25
+	for _, tr := range []string{"polling", "websocket"} {
+		t.Run(tr, func(t *testing.T) {
+			c := dial(t, Options{URL: base + "?group=9", Transport: tr})
+			events := reader(c)
+			errs := make(chan error, senders)
+			for s := range senders {
+				go func() {
+					var err error
+					for i := 0; i < each && err == nil; i++ {
+						err = c.Emit("location", json.RawMessage(fmt.Sprintf(`{"s":%d,"i":%d}`, s, i)))
+					}
+					errs <- err
+				}()
+			}
+			for range senders {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range senders * each {
+				waitEvent(t, events, "location")
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for e := range events { // ends when Read fails
+				if e.err != nil && !errors.Is(e.err, ErrClosed) {
+					t.Fatalf("read after close: %v, want ErrClosed", e.err)
+				}
+			}
+			if err := c.Emit("location", json.RawMessage("1")); !errors.Is(err, ErrClosed) {
+				t.Fatalf("emit after close: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+// TestDialFunc: every connection goes through Options.Dial (the lab's, for source addresses).
+func TestDialFunc(t *testing.T) {
+	base := startNode(t)
+	for _, tc := range []struct {
+		transport string
+		min       int64
+	}{{"polling", 1}, {"websocket", 1}, {"", 2}} {
+		var dials atomic.Int64
+		d := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			nd := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+			return nd.DialContext(ctx, network, addr)
+		}
+		c := dial(t, Options{URL: base, Transport: tc.transport, Dial: d})
+		if dials.Load() < tc.min {
+			t.Errorf("transport %q: %d dials through Options.Dial, want %d or more", tc.transport, dials.Load(), tc.min)
+		}
+		_ = c.Close()
 	}
 }
