@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/eventually"
 )
 
 // The tests run test/socketio/server.js (socket.io 4, installed by `npm ci` there): a
@@ -196,13 +198,7 @@ func TestPings(t *testing.T) {
 				t.Fatalf("ping interval %s", c.PingInterval())
 			}
 			events := reader(c)
-			deadline := time.Now().Add(testTimeout)
-			for c.Pings() < 3 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d pings answered", c.Pings())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			eventually.True(t, testTimeout, "3 pings answered", func() bool { return c.Pings() >= 3 })
 			if err := c.Emit("location", json.RawMessage(`{"alive":true}`)); err != nil {
 				t.Fatal(err)
 			}
