@@ -142,6 +142,15 @@ func TestBadPackets(t *testing.T) {
 		{"ack not an array", text(`430{}`), "not an array"},
 		{"binary event", text(`451-["a",{"_placeholder":true,"num":0}]`), "binary"},
 		{"binary message", func(c net.Conn) { _ = wsutil.WriteServerBinary(c, []byte{4, 1}) }, "binary"},
+		{"reserved opcode", func(c net.Conn) {
+			_ = ws.WriteFrame(c, ws.NewFrame(ws.OpCode(3), true, []byte("42[\"a\"]")))
+		}, "opcode 3"},
+		{"fragmented", func(c net.Conn) {
+			_ = ws.WriteFrame(c, ws.NewFrame(ws.OpText, false, []byte(`42["a",`)))
+			_ = ws.WriteFrame(c, ws.NewPingFrame([]byte("p")))
+			_ = ws.WriteFrame(c, ws.NewFrame(ws.OpContinuation, true, []byte(`1]`)))
+			_ = wsutil.WriteServerText(c, []byte("x"))
+		}, "unexpected Engine.IO packet"},
 		{"too large", text("42[\"a\",\"" + strings.Repeat("x", 4096) + "\"]"), "over 1024 bytes"},
 		{"disconnect", text("41"), "disconnected by the server"},
 		{"close", text("1"), "closed the session"},
@@ -159,18 +168,22 @@ func TestBadPackets(t *testing.T) {
 	}
 }
 
+// badPolling is an Engine.IO polling server whose first payload after CONNECT ends in a
+// malformed packet.
+var badPolling = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost:
+		_, _ = w.Write([]byte("ok"))
+	case r.URL.Query().Get("sid") == "":
+		_, _ = w.Write([]byte(openPacket))
+	default:
+		_, _ = w.Write([]byte("40{\"sid\":\"x\"}\x1e42[\"a\",1]\x1e42[\"b\""))
+	}
+})
+
 // TestBadPollingPayload: a malformed polling payload fails Read, the packets before it read.
 func TestBadPollingPayload(t *testing.T) {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost:
-			_, _ = w.Write([]byte("ok"))
-		case r.URL.Query().Get("sid") == "":
-			_, _ = w.Write([]byte(openPacket))
-		default:
-			_, _ = w.Write([]byte("40{\"sid\":\"x\"}\x1e42[\"a\",1]\x1e42[\"b\""))
-		}
-	}))
+	s := httptest.NewServer(badPolling)
 	defer s.Close()
 	c := dial(t, Options{URL: s.URL, Transport: "polling"})
 	name, args, err := c.Read()
@@ -202,5 +215,36 @@ func TestDialCanceled(t *testing.T) {
 	_, err := Dial(ctx, Options{URL: s.URL, Transport: "websocket"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("dial: %v, want context.Canceled", err)
+	}
+}
+
+// TestTLS: https and wss URLs are dialed through Options.Dial, with TLS from TLSConfig.
+func TestTLS(t *testing.T) {
+	s := httptest.NewTLSServer(badPolling)
+	defer s.Close()
+	roots := s.Client().Transport.(*http.Transport).TLSClientConfig
+	c := dial(t, Options{URL: s.URL, Transport: "polling", TLSConfig: roots})
+	if name, _, err := c.Read(); err != nil || name != "a" {
+		t.Fatalf("read over https: %q %v", name, err)
+	}
+	wss := httptest.NewUnstartedServer(nil)
+	wss.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		_ = wsutil.WriteServerText(conn, []byte(openPacket))
+		_, _ = wsutil.ReadClientText(conn)
+		_ = wsutil.WriteServerText(conn, []byte(`40{"sid":"x"}`))
+		_ = wsutil.WriteServerText(conn, []byte(`42["b",2]`))
+		_, _ = wsutil.ReadClientText(conn) // until the client leaves
+		_ = conn.Close()
+	})
+	wss.StartTLS()
+	defer wss.Close()
+	roots = wss.Client().Transport.(*http.Transport).TLSClientConfig
+	c = dial(t, Options{URL: strings.Replace(wss.URL, "https", "wss", 1), Transport: "websocket", TLSConfig: roots})
+	if name, _, err := c.Read(); err != nil || name != "b" {
+		t.Fatalf("read over wss: %q %v", name, err)
 	}
 }

@@ -84,8 +84,13 @@ func (w *websocket) recv(_ context.Context, deadline time.Time) ([][]byte, error
 			}
 			continue
 		}
-		if h.OpCode == ws.OpBinary {
+		switch {
+		case h.OpCode == ws.OpBinary:
 			return nil, ErrBinary
+		case h.Rsv != 0 || (h.OpCode != ws.OpText && h.OpCode != ws.OpContinuation):
+			return nil, fmt.Errorf("socketio: websocket frame with opcode %d, reserved bits %d", h.OpCode, h.Rsv)
+		case h.Fin && msg == nil:
+			return [][]byte{p}, nil
 		}
 		msg = append(msg, p...)
 		if h.Fin {
