@@ -1,7 +1,7 @@
 // Package socketio is a client of Socket.IO v4 servers, written for the load lab: it speaks
-// Engine.IO protocol v4 (EIO=4) and, over it, Socket.IO protocol v5, which is what
-// socket.io 4.x servers and their ports (python-socketio 5, netty-socketio with v4 support,
-// socketioxide) speak. Servers of Socket.IO 2 (EIO=3) are not supported.
+// Engine.IO protocol v4 (EIO=4) and, over it, Socket.IO protocol v5, which socket.io 3 and 4
+// servers speak, as do python-socketio 5 and socketioxide. The tests run socket.io 4.8.1
+// (test/socketio). Servers of Socket.IO 2 (EIO=3) are not supported.
 //
 // Supported:
 //   - Transports: HTTP long-polling (payloads of several packets separated by 0x1e, one POST
