@@ -43,7 +43,7 @@ test-k6:
 
 test-deps:
 	@if command -v npm >/dev/null; then \
-	  for d in test/interop test/browser clients/js; do [ -f $$d/package.json ] && (cd $$d && npm ci --no-audit --no-fund --silent); done; true; \
+	  for d in test/interop test/browser test/socketio clients/js; do [ -f $$d/package.json ] && (cd $$d && npm ci --no-audit --no-fund --silent); done; true; \
 	else echo "npm missing: third-party client and browser tests will be skipped"; fi
 
 vet:
