@@ -3,6 +3,10 @@ package hostile
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,22 +78,53 @@ func (f *talkFlood) talk(ctx context.Context, c *tt.WSConn, room, talk string, p
 	}
 }
 
-// peakMem samples the server's RSS until ctx ends and says its peak, split anonymous/files.
+// peakMem samples the server's RSS until ctx ends and says its peak, split anonymous/files,
+// with the peak of the archive's queue (a second's samples) and the files mapped at the end.
 func peakMem(ctx context.Context, p *servertest.Proc) func() string {
 	var rss, anon, file int64
+	var queued float64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
+		for i := 0; ctx.Err() == nil; i++ {
 			st := msStatus(p.PID())
 			rss, anon, file = max(rss, st["VmRSS"]), max(anon, st["RssAnon"]), max(file, st["RssFile"])
+			if i%5 == 0 {
+				queued = max(queued, msMetric(p, "rtlab_archive_queue"))
+			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	return func() string {
 		<-done
-		return fmt.Sprintf("peak RSS %.0f MiB (anonymous %.0f, files %.0f)", float64(rss)/1024, float64(anon)/1024, float64(file)/1024)
+		return fmt.Sprintf("peak RSS %.0f MiB (anonymous %.0f, files %.0f: %s), archive queue at most %.0f",
+			float64(rss)/1024, float64(anon)/1024, float64(file)/1024, mappedFiles(p.PID()), queued)
 	}
+}
+
+// mappedFiles says the resident MiB of each data file pid maps (smaps), the binary left out.
+func mappedFiles(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	kb := map[string]int64{}
+	var cur string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 6 && strings.Contains(f[0], "-") && strings.HasSuffix(f[5], ".db"):
+			cur = filepath.Base(f[5])
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			cur = ""
+		case cur != "" && len(f) == 3 && f[0] == "Rss:":
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			kb[cur] += n
+		}
+	}
+	var out []string
+	for name, n := range kb {
+		out = append(out, fmt.Sprintf("%s %.0f", name, float64(n)/1024))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // TestMeasureTalkFlood: 30 connections of one user, of 30 users from one address, and anonymous
