@@ -198,8 +198,8 @@ func publishUntilRefused(t *testing.T, conns []*tt.WSConn, room, sender string, 
 // TestUserMsgRateAcrossConnections: 30 connections of one user, each under --msg-rate, together
 // published 30 times it (a TALK flood of ~2,850/s into one durable room). Now the user's
 // publishes over all its WebSocket and STOMP connections share --user-msg-rate: over it a
-// publish is refused rate_limited (STOMP: ERROR), while another user from the same address
-// publishes and the bystander is served.
+// publish is refused rate_limited (STOMP: ERROR, a transaction whole), while another user from
+// the same address publishes and the bystander is served.
 func TestUserMsgRateAcrossConnections(t *testing.T) {
 	p := authed(t, "--user-msg-rate", "1")
 	b := servertest.StartBystander(t, p, "news/usermsg", mint(t, "bystander", time.Hour), 20*time.Millisecond)
@@ -224,6 +224,16 @@ func TestUserMsgRateAcrossConnections(t *testing.T) {
 	}
 	if f := stompFrame(t, st, "ERROR"); !strings.Contains(f, "--user-msg-rate") {
 		t.Fatalf("STOMP over the user's rate: %s", f)
+	}
+	// A transaction of more SENDs than the user's burst is refused whole.
+	tx := stompAs(t, p, eve)
+	tx.Send("BEGIN\ntransaction:t\n\n\x00")
+	for i := range 20 {
+		tx.Send(fmt.Sprintf("SEND\ndestination:/topic/chat/usermsg\ntype:TALK\ntransaction:t\n\n{\"sender\":\"eve\",\"message\":\"%d\"}\x00", i))
+	}
+	tx.Send("COMMIT\ntransaction:t\n\n\x00")
+	if f := stompFrame(t, tx, "ERROR"); !strings.Contains(f, "--user-msg-rate") {
+		t.Fatalf("a COMMIT of 20 SENDs over the user's burst of 10: %s", f)
 	}
 	// Another user from the same address has tokens of its own.
 	bob := dialer("", attacker, nil).Bearer(mint(t, "bob", time.Hour)).WS(t, p.WS("/api/ws"))
