@@ -1,8 +1,10 @@
 package hostile
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/servertest"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -244,10 +247,12 @@ func TestUserMsgRateAcrossConnections(t *testing.T) {
 	check(t, b, 20)
 }
 
-// TestAnonymousMsgRatePerAddress: anonymous connections from one address share
-// --user-msg-rate; one from another address keeps its own, and the bystander is served.
+// TestAnonymousMsgRatePerAddress: anonymous connections from one address (WebSocket, STOMP over
+// TCP) share --user-msg-rate; one from another address keeps its own, and the bystander is
+// served.
 func TestAnonymousMsgRatePerAddress(t *testing.T) {
-	p, b := startWithBystander(t, "news/anonmsg", "--user-msg-rate", "1")
+	stompAddr := servertest.FreeAddr(t)
+	p, b := startWithBystander(t, "news/anonmsg", "--user-msg-rate", "1", "--stomp-addr", stompAddr)
 	var conns []*tt.WSConn
 	for range 4 {
 		c := dialWS(t, p.WS("/api/ws"), attacker, nil)
@@ -256,6 +261,31 @@ func TestAnonymousMsgRatePerAddress(t *testing.T) {
 	}
 	if acked, refused := publishUntilRefused(t, conns, "chat/anonmsg", "eve", 2000); refused == 0 {
 		t.Fatalf("%d anonymous publishes from one address at --user-msg-rate 1: none refused", acked)
+	}
+	// STOMP over TCP from that address shares its bucket.
+	var conn net.Conn
+	eventually.Nil(t, 10*time.Second, func() (err error) {
+		conn, err = dialerFrom(attacker).Dial("tcp", stompAddr)
+		return err
+	})
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	fmt.Fprint(conn, "CONNECT\naccept-version:1.2\nhost:rtlab\n\n\x00")
+	for i := range 50 {
+		fmt.Fprintf(conn, "SEND\ndestination:/topic/news/anon-tcp\n\n{\"n\":%d}\x00", i)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		f, err := br.ReadString(0)
+		if err != nil {
+			t.Fatalf("STOMP over TCP: no ERROR for --user-msg-rate: %v", err)
+		}
+		if f = strings.TrimLeft(f, "\r\n"); strings.HasPrefix(f, "ERROR\n") {
+			if !strings.Contains(f, "--user-msg-rate") {
+				t.Fatalf("STOMP over TCP: %s", f)
+			}
+			break
+		}
 	}
 	other := dialWS(t, p.WS("/api/ws"), "127.0.0.1", nil)
 	other.Op("connected")
