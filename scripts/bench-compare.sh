@@ -35,7 +35,7 @@ ulimit -n 20000 2>/dev/null || true
 serve_args() {
   local bin=$1 help args=(--data-dir=) f
   help=$("$bin" serve -h 2>&1)
-  for f in max-conns max-conns-per-ip max-conns-per-user read-rate-per-ip msg-rate http-pub-rate; do
+  for f in max-conns max-conns-per-ip max-conns-per-user read-rate-per-ip msg-rate user-msg-rate http-pub-rate; do
     grep -qE -- "^  --?$f( |$)" <<<"$help" && args+=("--$f" -1)
   done
   # shellcheck disable=SC2206

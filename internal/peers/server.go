@@ -120,7 +120,7 @@ func StartRTLab(ctx context.Context, bin, broker string, extra []string, secret 
 	// HTTP from them: the server's connection caps and HTTP publish rate, meant for clients
 	// on the internet, are lifted (flags in extra come later and win).
 	args := append([]string{"serve", "--addr", addr, "--broker", broker,
-		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--max-conns-per-user", "-1", "--http-pub-rate", "-1", "--stomp-addr", stompAddr}, extra...)
+		"--max-conns", "-1", "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--max-conns-per-user", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1", "--stomp-addr", stompAddr}, extra...)
 	// The server may keep files in its working directory (durable history under ./data): each
 	// one gets an empty temporary directory, so it starts clean and leaves nothing behind.
 	dir, err := os.MkdirTemp("", "rtlab-bench-server-")

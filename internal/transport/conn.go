@@ -16,6 +16,9 @@ type conn struct {
 	s  *Server
 	w  *writer // safe for concurrent use; nil for a waiting long poll
 	id string  // one scheme for all: a letter for the protocol, a number unique on the server
+	// addr is the client's address as limits key it (addrKey), for --user-msg-rate when
+	// anonymous; empty when unknown (a trusted proxy's STOMP over TCP).
+	addr string
 	// kaSlot is the part of the connections the keepalive loop looks at this one with.
 	kaSlot uint8
 

@@ -145,6 +145,12 @@ func newKeyedLimiter(rate float64, burst int) *keyedLimiter {
 
 // allow takes a token from key's bucket; when there is none it says how long until one is.
 func (k *keyedLimiter) allow(key string, now time.Time) (bool, time.Duration) {
+	return k.allowN(key, now, 1)
+}
+
+// allowN takes n tokens from key's bucket, or none when there are fewer; then it says how long
+// until there are.
+func (k *keyedLimiter) allowN(key string, now time.Time, n int) (bool, time.Duration) {
 	if k.rate < 0 {
 		return true, 0
 	}
@@ -163,10 +169,10 @@ func (k *keyedLimiter) allow(key string, now time.Time) (bool, time.Duration) {
 		b = &rateLimiter{rate: k.rate, burst: k.burst, tokens: k.burst}
 		k.buckets[key] = b
 	}
-	if b.allow(now) {
+	if b.allowN(now, n) {
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+	return false, time.Duration((float64(n) - b.tokens) / b.rate * float64(time.Second))
 }
 
 // size is how many buckets are kept.

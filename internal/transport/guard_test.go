@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,46 @@ func TestHTTPPublishRateKeys(t *testing.T) {
 	}
 	if !ok(from("10.0.0.9"), "") {
 		t.Fatal("another address shares the first's bucket")
+	}
+}
+
+// TestUserPublishRateKeys: a user's WebSocket and STOMP connections share one bucket of
+// --user-msg-rate (burst twice that, at least 10) wherever they come from; anonymous ones share
+// their address's; an anonymous one of no known address has none. Its default follows --msg-rate.
+func TestUserPublishRateKeys(t *testing.T) {
+	s := newTestServer(t, Limits{UserMsgRate: 1}, Origins{})
+	c := func(user, addr string) *conn { return &conn{s: s, ident: Identity{User: user}, addr: addr} }
+	if err := c("ann", "10.0.0.1").allowUserPublish(6); err != nil {
+		t.Fatalf("6 of ann's burst of 10: %v", err)
+	}
+	if err := c("ann", "10.0.0.2").allowUserPublish(4); err != nil {
+		t.Fatalf("the rest of ann's burst from another connection: %v", err)
+	}
+	err := c("ann", "10.0.0.3").allowUserPublish(1)
+	if code, _ := errorCode(err); code != "rate_limited" || !strings.Contains(err.Error(), "--user-msg-rate") {
+		t.Fatalf("ann over her rate on a third connection: %v", err)
+	}
+	if err := c("bob", "10.0.0.1").allowUserPublish(10); err != nil {
+		t.Fatalf("bob shares ann's bucket: %v", err)
+	}
+	if c("", "10.0.0.1").allowUserPublish(10) != nil || c("", "10.0.0.1").allowUserPublish(1) == nil {
+		t.Fatal("anonymous connections of one address do not share a bucket of 10")
+	}
+	if err := c("", "10.0.0.9").allowUserPublish(10); err != nil {
+		t.Fatalf("another address shares the first's bucket: %v", err)
+	}
+	for range 20 {
+		if err := c("", "").allowUserPublish(1); err != nil {
+			t.Fatalf("an anonymous connection of no known address: %v", err)
+		}
+	}
+	for _, tc := range []struct{ l, want Limits }{
+		{Limits{}, Limits{UserMsgRate: 200}}, {Limits{MsgRate: 50}, Limits{UserMsgRate: 100}},
+		{Limits{MsgRate: -1}, Limits{UserMsgRate: -1}}, {Limits{UserMsgRate: -1}, Limits{UserMsgRate: -1}},
+	} {
+		if tc.l.fill(); tc.l.UserMsgRate != tc.want.UserMsgRate {
+			t.Errorf("--msg-rate %g: --user-msg-rate %g, want %g", tc.l.MsgRate, tc.l.UserMsgRate, tc.want.UserMsgRate)
+		}
 	}
 }
 

@@ -4,9 +4,58 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"time"
 )
+
+// allowUserPublish takes n of the publish tokens the connection's user shares with all its
+// WebSocket and STOMP connections (--user-msg-rate), or when anonymous those of its address:
+// without it, one tenant's connections together publish --msg-rate times their number. An
+// anonymous connection of no known address (behind a trusted proxy) has its own rate only.
+// It runs on the reader goroutine, which owns ident.
+func (c *conn) allowUserPublish(n int) error {
+	if c.s.lim.UserMsgRate < 0 {
+		return nil // no key to build: a load test's publishes cost nothing here
+	}
+	key, who := "u:"+c.ident.User, "user "+c.ident.User
+	if c.ident.User == "" {
+		if c.addr == "" {
+			return nil
+		}
+		key, who = "a:"+c.addr, "address "+c.addr
+	}
+	if ok, _ := c.s.userPubRate.allowN(key, time.Now(), n); ok {
+		return nil
+	}
+	return fmt.Errorf("%w: at most %g publishes per second per %s, across its connections (--user-msg-rate)", ErrRateLimited, c.s.lim.UserMsgRate, who)
+}
+
+// allowSend takes a SEND's tokens of the connection's rate (--msg-rate) and of its user's
+// (--user-msg-rate); paid says a committed transaction took them already.
+func (c *stompConn) allowSend(paid bool) error {
+	if paid {
+		return nil
+	}
+	if !c.rl.allow(time.Now()) {
+		return c.s.errRateLimited()
+	}
+	return c.allowUserPublish(1)
+}
+
+// bareAddr is the client address, as limits key it, of a STOMP session whose frames come bare
+// on conn: SockJS carries its request's, STOMP over TCP its peer's, unknown behind a trusted
+// proxy.
+func (s *Server) bareAddr(conn net.Conn) string {
+	if a, ok := conn.RemoteAddr().(sockjsAddr); ok {
+		return addrKey(string(a))
+	}
+	key, proxy, _ := s.peerKey(conn)
+	if proxy {
+		return ""
+	}
+	return key
+}
 
 // paceQuantum is how often at most a connection sending faster than its op rate is woken: it
 // then handles the messages whose tokens refilled meanwhile back to back, so their answers

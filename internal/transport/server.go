@@ -28,6 +28,11 @@ type Limits struct {
 	MaxSubs      int           // subscriptions per connection; zero means 128
 	MsgRate      float64       // publishes per second per connection; zero means 100, -1 unlimited
 	MsgBurst     int           // publish burst; zero means 2×MsgRate (at least 10)
+	// UserMsgRate bounds publishes per second of one user across all its WebSocket and STOMP
+	// connections (of one address when anonymous), burst twice that: one tenant cannot multiply
+	// MsgRate by its connection count. Zero means 2×MsgRate (unlimited when MsgRate is), -1
+	// unlimited.
+	UserMsgRate float64
 	// OpRate paces every message a WebSocket or STOMP client sends (publishes, subscribes,
 	// pings, history reads, refreshes): over it the connection is not read until a token is
 	// back, so a flood slows its sender only. Zero means 200, -1 unlimited.
@@ -104,6 +109,9 @@ func (l *Limits) fill() {
 	}
 	if l.MsgBurst <= 0 {
 		l.MsgBurst = max(10, int(2*l.MsgRate))
+	}
+	if l.UserMsgRate == 0 {
+		l.UserMsgRate = max(-1, 2*l.MsgRate)
 	}
 	if l.OpRate == 0 {
 		l.OpRate = d.OpRate
@@ -259,6 +267,9 @@ type Server struct {
 	checking    chan struct{}
 	reads       readLimits // HTTP reads per user and address (readrate.go)
 	door        *door      // the admission every listener shares (listen.go)
+	// userPubRate: WebSocket and STOMP publishes per user (address when anonymous), across
+	// its connections (limit.go).
+	userPubRate *keyedLimiter
 
 	nextID  atomic.Uint64
 	closing atomic.Bool
@@ -284,6 +295,7 @@ func New(cfg Config) *Server {
 		hub: cfg.Hub, policy: cfg.Policy, lim: cfg.Limits, origins: cfg.Origins, dests: cfg.STOMPDests, m: cfg.Metrics, log: cfg.Logger,
 		proxies:     cfg.Proxies,
 		pubRate:     newKeyedLimiter(cfg.Limits.HTTPPubRate, cfg.Limits.HTTPPubBurst),
+		userPubRate: newKeyedLimiter(cfg.Limits.UserMsgRate, max(10, int(2*cfg.Limits.UserMsgRate))),
 		loginRate:   newKeyedLimiter(cfg.Limits.LoginRate, cfg.Limits.LoginBurst),
 		loginFailed: newKeyedLimiter(1/loginFailMemory.Seconds(), 1),
 		checking:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),

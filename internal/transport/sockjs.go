@@ -737,6 +737,7 @@ func (a sockjsAddr) String() string  { return string(a) }
 // SockJS), admitted by release. It reports false when the server is shutting down.
 func (s *Server) startBareSTOMP(conn net.Conn, transport string, release func()) bool {
 	c := s.newSTOMPConn(Identity{}, true, release)
+	c.addr = s.bareAddr(conn)
 	if !c.start(conn, c, transport) {
 		return false
 	}

@@ -284,6 +284,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := s.newSTOMPConn(ident, false, release)
+	c.addr = addrKey(s.clientIP(r))
 	if !c.start(conn, c, metrics.STOMP) {
 		return
 	}
@@ -897,6 +898,9 @@ func (c *stompConn) checkCommit(ctx context.Context, frames []stomp.Frame) ([]co
 	if !c.rl.allowN(time.Now(), len(frames)) {
 		return nil, fmt.Errorf("%w: a transaction of %d SENDs, at most %g messages per second (burst %d)", ErrRateLimited, len(frames), c.s.lim.MsgRate, c.s.lim.MsgBurst)
 	}
+	if err := c.allowUserPublish(len(frames)); err != nil {
+		return nil, fmt.Errorf("a transaction of %d SENDs: %w", len(frames), err)
+	}
 	commits := make([]commitFn, len(frames))
 	for i := range frames {
 		if routes[i].Prepare == nil {
@@ -938,8 +942,8 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 	case !json.Valid(f.Body):
 		data = AsJSON(f.Body)
 	}
-	if !paid && !c.rl.allow(time.Now()) {
-		c.fail(c.s.errRateLimited(), f, 4000)
+	if err := c.allowSend(paid); err != nil {
+		c.fail(err, f, 4000)
 		return false
 	}
 	typ, _ := f.Get("type")

@@ -64,7 +64,7 @@ func (r *RawConn) Allow() error {
 	if !r.c.allowPublish() {
 		return r.c.s.errRateLimited()
 	}
-	return nil
+	return r.c.allowUserPublish(1)
 }
 
 // Error tells the client of err, as an {"op":"error"} message naming topic (when not empty).
@@ -178,6 +178,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	c := &wsConn{
 		conn: s.newConn("w", ident, release), raw: raw, rl: newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
+	c.addr = addrKey(s.clientIP(r))
 	c.rawc = RawConn{c}
 	if !c.start(conn, c, metrics.WS) {
 		return
@@ -419,6 +420,10 @@ func (c *wsConn) allowPublish() bool {
 func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
 	if !c.allowPublish() {
 		c.replyError(c.s.errRateLimited(), id, topic)
+		return
+	}
+	if err := c.allowUserPublish(1); err != nil {
+		c.replyError(err, id, topic)
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -59,7 +59,7 @@ func fillRoom(t *testing.T, p *servertest.Proc, room string, n, size, talkers in
 // messages of 3.9 KB (3.9 MB). The replay used to be queued whole, and the connection was cut
 // as a slow consumer before it sent anything (SSE without even its HTTP status line).
 func TestResumeAtBacklog(t *testing.T) {
-	p := servertest.Start(t, bin)
+	p := servertest.Start(t, bin, "--user-msg-rate", "-1") // the room is filled at once, from one address
 	b := servertest.StartBystander(t, p, "news/resume-bystander", "", 20*time.Millisecond)
 	backlogs := []backlog{
 		fillBig(t, p, "news/big", 20, 60<<10),

@@ -31,7 +31,7 @@ func TestJMeterPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{"--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1"}})
+	srv := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{"--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--user-msg-rate", "-1"}})
 	host, port, _ := net.SplitHostPort(srv.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -81,7 +81,7 @@ type k6Figures struct {
 // runK6 runs transport's exported script against a fresh server and reads its summary.
 func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	t.Helper()
-	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1")
+	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
 	sum := filepath.Join(t.TempDir(), "summary.json")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -122,7 +122,7 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 // runLab runs the bench on the same workload against a fresh server.
 func runLab(t *testing.T, transport string) *results.Run {
 	t.Helper()
-	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1")
+	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
 	out := filepath.Join(t.TempDir(), "lab")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

@@ -86,8 +86,8 @@ func TestSeedScripts(t *testing.T) {
 			slots <- struct{}{}
 			defer func() { <-slots }()
 			// A few hundred users from one loopback address: over the server's caps per address
-			// (connections, HTTP publishes), which are for clients on the internet.
-			p := servertest.Start(t, bin, append([]string{"--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1"}, sc.serve...)...)
+			// (connections, publishes), which are for clients on the internet.
+			p := servertest.Start(t, bin, append([]string{"--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1"}, sc.serve...)...)
 			args := []string{"run", "--no-usage-report", "--quiet", "--no-color", "-e", "BASE=" + p.URL(), "-e", "PEAK=" + peak}
 			for _, e := range sc.env {
 				args = append(args, "-e", e)
