@@ -1,6 +1,6 @@
 // Package house checks rules the code keeps as it grows: no function outside tests over 100
 // lines, nor nested more than 5 deep, so each reads in one screen; and the user docs within
-// their line budget.
+// their line budget, and each notes file under its size.
 package house
 
 import (
@@ -118,5 +118,35 @@ func TestUserDocsBudget(t *testing.T) {
 	}
 	if total > maxUserDocLines {
 		t.Errorf("user docs are %d lines, over %d: cut repetition (link instead), history and wordiness%s", total, maxUserDocLines, counts)
+	}
+}
+
+// maxNotesLines is the size a notes file stays under, so the record of sittings is read by topic
+// and month, not grown into one file without end.
+const maxNotesLines = 600
+
+// TestNotesStayShort fails when a file of docs/notes passes maxNotesLines: a sitting that
+// would pass it starts a new file, named in the index (docs/notes/benchmarks-<month>.md).
+func TestNotesStayShort(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := filepath.Glob(filepath.Join(root, "docs", "notes", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) == 0 {
+		t.Fatal("no docs/notes/*.md: the notes moved, and this test with them")
+	}
+	for _, path := range notes {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxNotesLines {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s is %d lines, over %d: split it by topic or month and list the new file in the index", rel, n, maxNotesLines)
+		}
 	}
 }
