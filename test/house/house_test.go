@@ -12,8 +12,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 const (
@@ -149,4 +152,62 @@ func TestNotesStayShort(t *testing.T) {
 			t.Errorf("%s is %d lines, over %d: split it by topic or month and list the new file in the index", rel, n, maxNotesLines)
 		}
 	}
+}
+
+// transportNamesAt are where a transport's name may stand as a literal outside the table
+// (internal/transports), and why: the transport's own code, server side and lab side.
+var transportNamesAt = map[string]string{
+	"internal/transport/":       "the transports' handlers and test clients",
+	"internal/bench/":           "the lab's drivers, each a transport's client side",
+	"tools/loadprobe/":          "a probe driving the wire itself",
+	"internal/results/kinds.go": "stomp there is a server kind (--target-kind), not a transport",
+}
+
+// TestTransportNamesInTheTable fails when a transport's name is written as a string outside
+// the table and the transports' own code: everything else reads internal/transports, so that
+// adding a transport is its own package plus one row.
+func TestTransportNamesInTheTable(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, r := range transports.All() {
+		names[strconv.Quote(r.Name)] = true
+		names[strconv.Quote(transports.LabName(r.Name))] = true
+	}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/transports/") || allowedNames(rel) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && names[lit.Value] {
+				t.Errorf("%s:%d: transport name %s: use internal/transports", rel, fset.Position(lit.Pos()).Line, lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allowedNames(rel string) bool {
+	for place := range transportNamesAt {
+		if strings.HasPrefix(rel, place) {
+			return true
+		}
+	}
+	return strings.Contains(rel, "/.") || strings.Contains(rel, "node_modules/") || strings.Contains(rel, "testdata/")
 }
