@@ -73,7 +73,11 @@ func openBrokers(ctx context.Context, cfg Config, policy func(string) hub.Histor
 	kinds := brokerKinds(cfg, durable)
 	urls := strings.Fields(cfg.Broker)
 	o := broker.Options{Policy: policy, DurableSize: cfg.DurableHistory, State: true, Shards: len(urls), Logger: cfg.Logger, Registerer: reg}
-	if len(urls) == 1 {
+	switch len(urls) {
+	case 0:
+		_, err := kindOf(kinds, "") // only blanks: the error says what is wanted
+		return opened{}, err
+	case 1:
 		b, err := openOne(ctx, kinds, urls[0], o)
 		if err != nil {
 			return opened{}, err

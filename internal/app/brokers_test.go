@@ -56,6 +56,7 @@ func TestOpenBrokersMemory(t *testing.T) {
 	for url, want := range map[string]string{
 		"kafka://x:9092": "want memory, redis://",
 		"memory memory":  "shards are servers of a shared broker",
+		"  ":             "want memory, redis://",
 	} {
 		if _, err := openBrokers(ctx, Config{Broker: url}, policy, durable, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--broker %q: %v, want an error saying %q", url, err, want)
