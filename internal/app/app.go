@@ -25,11 +25,11 @@ import (
 
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/state"
-	"github.com/rtlab/rtlab/internal/store"
 	"github.com/rtlab/rtlab/internal/transport"
 	"github.com/rtlab/rtlab/web"
 )
@@ -142,7 +142,8 @@ type App struct {
 	appd      *appDests // STOMP SENDs to the application prefix
 	chat      *chatRooms
 	notes     *notifications
-	store     *store.Store      // nil without durable history
+	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
+	durableAt string            // the file of durable topics, empty without one
 	archive   *archive.Archiver // nil without an archive
 	archDesc  string            // the archive, for the start line
 	state     state.Store       // rooms and revocations; never nil
@@ -236,7 +237,7 @@ func New(cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, st := ob.broker, ob.store
+	b := ob.Broker
 	arch, archDesc, err := newArchive(bctx, cfg, b, isDurable, reg)
 	if err != nil {
 		ob.close()
@@ -251,7 +252,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), store: st, state: ob.state, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), files: ob.Files, durableAt: ob.DurableAt, state: ob.State, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		if arch != nil {
 			_ = arch.Close(0)
@@ -318,10 +319,10 @@ func (a *App) closeStore() error {
 	if a.archive != nil {
 		err = errors.Join(err, a.archive.Close(a.cfg.ShutdownTimeout))
 	}
-	if a.store == nil {
-		return err
+	for _, f := range a.files {
+		err = errors.Join(err, f.Close())
 	}
-	return errors.Join(err, a.store.Close())
+	return err
 }
 
 // Run listens on cfg.Addr and serves until ctx ends, then shuts down gracefully within
@@ -567,10 +568,10 @@ func (a *App) durableMode() string {
 	switch {
 	case a.cfg.Broker != "memory":
 		return fmt.Sprintf("%s: %d kept per topic by the broker, never expiring", strings.Join(a.cfg.Durable, ","), a.cfg.DurableHistory)
-	case a.store == nil:
+	case a.durableAt == "":
 		return "off (all history in memory)"
 	}
-	return fmt.Sprintf("%s in %s (%d kept per topic)", strings.Join(a.cfg.Durable, ","), filepath.Join(a.cfg.DataDir, "rtlab.db"), a.cfg.DurableHistory)
+	return fmt.Sprintf("%s in %s (%d kept per topic)", strings.Join(a.cfg.Durable, ","), a.durableAt, a.cfg.DurableHistory)
 }
 
 // warnOpen says loudly at start what open dev mode lets in on addr.
@@ -787,28 +788,4 @@ func registerHubStats(reg prometheus.Registerer, h *hub.Hub) {
 	counter("rtlab_gaps_reported_total", "Breaks in a subscription's history its client was told of: the epoch changed, or missed publications were no longer retained.", func() float64 { return float64(st.GapsReported.Load()) })
 	gauge("rtlab_subscriptions", "Current subscriptions.", func() float64 { return float64(st.Subscriptions.Load()) })
 	gauge("rtlab_topics", "Topics with local subscribers.", func() float64 { return float64(st.Topics.Load()) })
-}
-
-// registerMemoryStats exports what the memory broker holds against --history-max-bytes.
-func registerMemoryStats(reg prometheus.Registerer, b *memory.Broker) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "rtlab_history_bytes",
-		Help: "Estimated memory held by the history of non-durable topics (memory broker), bounded by --history-max-bytes.",
-	}, func() float64 { return float64(b.RetainedBytes()) }))
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "rtlab_history_trimmed_topics_total",
-		Help: "Topics whose history the memory broker dropped to stay within --history-max-bytes (least recently used first).",
-	}, func() float64 { return float64(b.Trimmed()) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "rtlab_topics_held",
-		Help: "Topics the memory broker holds in memory, bounded by --max-topics.",
-	}, func() float64 { return float64(b.Topics()) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "rtlab_durable_window_bytes",
-		Help: "Estimated memory held by durable topics' windows (memory broker), bounded by --durable-max-bytes.",
-	}, func() float64 { return float64(b.DurableBytes()) }))
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "rtlab_topics_forgotten_total",
-		Help: "Topics the memory broker took out of memory to make room (--max-topics, --durable-max-bytes); durable ones are read back from the store.",
-	}, func() float64 { return float64(b.Forgotten()) }))
 }

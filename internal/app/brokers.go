@@ -3,8 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,98 +18,71 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/state"
-	"github.com/rtlab/rtlab/internal/store"
 )
 
-// brokerKind is a shared broker: the URL schemes it serves and how it opens. Adding a broker
-// is its package's Open and one line in brokerKinds.
+// brokerKind is a broker: the URL schemes it serves and how it opens. Adding a broker is its
+// package's Open and one row in brokerKinds.
 type brokerKind struct {
 	schemes []string
 	open    broker.OpenFunc
 	example string // for error messages
+	shared  bool   // several nodes share it, and a node may spread topics over several (shards)
+	mirror  bool   // it may come back empty (Redis without persistence): keep a copy of the state
 }
 
-func brokerKinds() []brokerKind {
+// brokerKinds is the table of brokers, each opened with the node's settings for it. One table
+// opens all of a node's shards: RabbitMQ's share a count of sequencer roles.
+func brokerKinds(cfg Config, durable func(string) bool) []brokerKind {
+	if len(cfg.Durable) == 0 {
+		durable = nil
+	}
+	mem := memory.Settings{DataDir: cfg.DataDir, Durable: durable, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
+	amqp := amqpbroker.Settings{Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect}
 	return []brokerKind{
-		{[]string{"redis", "rediss", "redis+cluster", "rediss+cluster"}, redisbroker.Open, "redis://host:port/db, redis+cluster://host:port"},
-		{[]string{"nats"}, natsbroker.Open, "nats://host:port"},
-		{[]string{"amqp", "amqps"}, amqpbroker.Open, "amqp://user:pass@host:port/vhost"},
+		{[]string{"memory"}, mem.Open, "memory", false, false},
+		{[]string{"redis", "rediss", "redis+cluster", "rediss+cluster"}, redisbroker.Open, "redis://host:port/db, redis+cluster://host:port", true, true},
+		{[]string{"nats"}, natsbroker.Open, "nats://host:port", true, false},
+		{[]string{"amqp", "amqps"}, amqp.Opener(), "amqp://user:pass@host:port/vhost", true, false},
 	}
 }
 
 // opened is the node's broker with what it needs beside it: the state store (rooms,
-// revocations; never nil) and, for the memory broker with --data-dir, the durable topics' store.
+// revocations; never nil) and the files the broker keeps beside itself.
 type opened struct {
-	broker hub.Broker
-	state  state.Store
-	store  *store.Store // nil unless the memory broker keeps durable topics
+	broker.Opened
+	kind brokerKind
 }
 
-// close releases what was opened, the state store before the broker whose connection it shares.
+// close releases what was opened: the state store before the broker whose connection it
+// shares, the broker's files after it.
 func (o opened) close() {
-	if o.state != nil {
-		_ = o.state.Close()
+	if o.State != nil {
+		_ = o.State.Close()
 	}
-	_ = o.broker.Close()
-	if o.store != nil {
-		_ = o.store.Close()
+	_ = o.Broker.Close()
+	for _, f := range o.Files {
+		_ = f.Close()
 	}
 }
 
-// openBrokers opens the broker cfg.Broker names and the state beside it.
-func openBrokers(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, durable func(string) bool, reg prometheus.Registerer) (opened, error) {
-	if cfg.Broker == "memory" {
-		return openMemory(cfg, policy, durable, reg)
-	}
-	return openShared(ctx, cfg, policy, reg)
-}
-
-// openMemory is the embedded broker: durable topics in rtlab.db and the state in state.db under
-// --data-dir (in memory without one).
-func openMemory(cfg Config, policy func(string) hub.HistoryPolicy, durable func(string) bool, reg prometheus.Registerer) (opened, error) {
-	var o opened
-	mc := memory.Config{Policy: policy, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
-	if cfg.DataDir != "" && len(cfg.Durable) > 0 {
-		st, err := store.Open(store.Config{
-			Path: filepath.Join(cfg.DataDir, "rtlab.db"),
-			Keep: func(string) int { return cfg.DurableHistory },
-		})
-		if err != nil {
-			return o, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-		}
-		mc.Store, mc.Durable = st, durable
-		o.store = st
-	}
-	mb := memory.New(mc)
-	registerMemoryStats(reg, mb)
-	o.broker = mb
-	if cfg.DataDir == "" {
-		o.state = state.NewMemory()
-		return o, nil
-	}
-	bs, err := state.OpenBolt(filepath.Join(cfg.DataDir, "state.db"))
-	if err != nil {
-		o.close()
-		return opened{}, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, err)
-	}
-	o.state = bs
-	return o, nil
-}
-
-// openShared connects to the broker cfg.Broker names: one URL, or several of one kind,
+// openBrokers opens the broker cfg.Broker names, one URL or several of one shared kind,
 // space-separated (a comma separates brokers in rtlab bench's list): independent servers (or
 // RabbitMQ vhosts) over which topics are sharded by a consistent hash of their names
 // (internal/broker/shard), so each orders only its topics. The state lives on the first.
-func openShared(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, reg prometheus.Registerer) (opened, error) {
+func openBrokers(ctx context.Context, cfg Config, policy func(string) hub.HistoryPolicy, durable func(string) bool, reg prometheus.Registerer) (opened, error) {
+	kinds := brokerKinds(cfg, durable)
 	urls := strings.Fields(cfg.Broker)
-	o := broker.Options{Policy: policy, DurableSize: cfg.DurableHistory, State: true,
-		AMQPLinger: cfg.AMQPLinger, AMQPDirect: cfg.AMQPDirect, Logger: cfg.Logger, Registerer: reg}
-	if len(urls) == 1 {
-		b, err := openOne(ctx, urls[0], o)
+	o := broker.Options{Policy: policy, DurableSize: cfg.DurableHistory, State: true, Shards: len(urls), Logger: cfg.Logger, Registerer: reg}
+	switch len(urls) {
+	case 0:
+		_, err := kindOf(kinds, "") // only blanks: the error says what is wanted
+		return opened{}, err
+	case 1:
+		b, err := openOne(ctx, kinds, urls[0], o)
 		if err != nil {
 			return opened{}, err
 		}
-		return mirrored(ctx, cfg, opened{broker: b.Broker, state: b.State})
+		return mirrored(ctx, cfg, b)
 	}
 	var (
 		shards []hub.Broker
@@ -125,29 +97,20 @@ func openShared(ctx context.Context, cfg Config, policy func(string) hub.History
 		}
 		return opened{}, err
 	}
-	// RabbitMQ shards spread their sequencers over the nodes by this count.
-	o.Roles = broker.NewRoles(len(urls))
 	first, _, _ := strings.Cut(urls[0], "://")
+	var kind brokerKind
 	for i, u := range urls {
 		if scheme, _, _ := strings.Cut(u, "://"); scheme != first {
 			return fail(fmt.Errorf("--broker %q: shards are servers of one kind: want \"redis://host:port/db redis://host:port/db …\" (or nats://…, amqp://…)", redactedURL(cfg.Broker)))
 		}
 		so := o
-		so.State = i == 0
+		so.State, so.Shard = i == 0, i
 		so.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(i + 1)}, reg)
-		if i > 0 {
-			// Each RabbitMQ shard has a sequencer of its own, perhaps on this node: the next port.
-			if host, port, err := net.SplitHostPort(cfg.AMQPDirect); err == nil && port != "0" {
-				if p, err := strconv.Atoi(port); err == nil {
-					so.AMQPDirect = net.JoinHostPort(host, strconv.Itoa(p+i))
-				}
-			}
-		}
-		b, err := openOne(ctx, u, so)
+		b, err := openOne(ctx, kinds, u, so)
 		if err != nil {
 			return fail(fmt.Errorf("%w (shard %d)", err, i+1))
 		}
-		shards = append(shards, b.Broker)
+		shards, kind = append(shards, b.Broker), b.kind
 		if b.State != nil {
 			st = b.State
 		}
@@ -156,7 +119,7 @@ func openShared(ctx context.Context, cfg Config, policy func(string) hub.History
 	if err != nil {
 		return fail(err)
 	}
-	return mirrored(ctx, cfg, opened{broker: sb, state: st})
+	return mirrored(ctx, cfg, opened{Opened: broker.Opened{Broker: sb, State: st}, kind: kind})
 }
 
 // stateCheck is how often a node checks that a Redis still holds the state (its epoch marker).
@@ -165,33 +128,46 @@ const stateCheck = time.Second
 // mirrored keeps a copy of the state beside a Redis, which may run without persistence and
 // come back empty: the nodes that ran through write their copies back (state.Mirror).
 func mirrored(ctx context.Context, cfg Config, o opened) (opened, error) {
-	if !strings.HasPrefix(cfg.Broker, "redis") {
+	if !o.kind.mirror {
 		return o, nil
 	}
-	m, err := state.NewMirror(ctx, o.state, stateCheck, cfg.Logger)
+	m, err := state.NewMirror(ctx, o.State, stateCheck, cfg.Logger)
 	if err != nil {
 		o.close()
 		return opened{}, fmt.Errorf("--broker %s: state: %w", redactedURL(cfg.Broker), err)
 	}
-	o.state = m
+	o.State = m
 	return o, nil
 }
 
 // openOne opens the broker at raw, one URL, with the kind its scheme names.
-func openOne(ctx context.Context, raw string, o broker.Options) (broker.Opened, error) {
+func openOne(ctx context.Context, kinds []brokerKind, raw string, o broker.Options) (opened, error) {
+	k, err := kindOf(kinds, raw)
+	if err != nil {
+		return opened{}, err
+	}
+	if o.Shards > 1 && !k.shared {
+		return opened{}, fmt.Errorf("--broker %q: shards are servers of a shared broker: want \"redis://host:port/db redis://host:port/db …\" (or nats://…, amqp://…)", redactedURL(raw))
+	}
+	b, err := k.open(ctx, raw, o)
+	if err != nil {
+		if !k.shared {
+			return opened{}, err // its own files: the error names the flag
+		}
+		return opened{}, fmt.Errorf("--broker: %w", err)
+	}
+	return opened{Opened: b, kind: k}, nil
+}
+
+// kindOf is the kind of broker raw's scheme names.
+func kindOf(kinds []brokerKind, raw string) (brokerKind, error) {
 	scheme, _, _ := strings.Cut(raw, "://")
 	var want []string
-	for _, k := range brokerKinds() {
-		for _, s := range k.schemes {
-			if s == scheme {
-				b, err := k.open(ctx, raw, o)
-				if err != nil {
-					return broker.Opened{}, fmt.Errorf("--broker: %w", err)
-				}
-				return b, nil
-			}
+	for _, k := range kinds {
+		if slices.Contains(k.schemes, scheme) {
+			return k, nil
 		}
 		want = append(want, k.example)
 	}
-	return broker.Opened{}, fmt.Errorf("--broker %q: want memory, %s", redactedURL(raw), strings.Join(want, ", "))
+	return brokerKind{}, fmt.Errorf("--broker %q: want %s", redactedURL(raw), strings.Join(want, ", "))
 }

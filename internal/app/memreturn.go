@@ -90,8 +90,8 @@ type mapped interface{ ReleaseMapped() error }
 // (the durable store, the embedded archive, the state); nil when there are none.
 func (a *App) mappedFiles() func() error {
 	var files []mapped
-	if a.store != nil {
-		files = append(files, a.store)
+	for _, f := range a.files {
+		files = append(files, f)
 	}
 	if a.archive != nil {
 		files = append(files, a.archive)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // requestRoute is the route label of an answered request, once the mux has matched it: the
@@ -16,11 +18,11 @@ func requestRoute(r *http.Request) string {
 		return "publish"
 	case "GET /api/poll/{topic...}":
 		if w := queryValue(r.URL.RawQuery, "wait"); w != "" && strings.Trim(w, "0s.") != "" {
-			return "longpoll"
+			return transports.LongPoll
 		}
-		return "shortpoll"
+		return transports.ShortPoll
 	case "GET /location/long/{group}":
-		return "longpoll"
+		return transports.LongPoll
 	case "POST /api/poll":
 		return "multipoll" // short or long, the body says: many topics in one request
 	case "GET /api/topics/{rest...}":

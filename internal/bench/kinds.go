@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // ServerKinds returns what --server accepts, in the order the lab runs them.
@@ -24,22 +25,22 @@ func serves(kind, transport string) (ok bool, why string) {
 	case results.KindRTLab:
 		return true, ""
 	case results.KindCentrifugo:
-		if transport == "ws" || transport == "sse" {
+		if transport == transports.WS || transport == transports.SSE {
 			return true, ""
 		}
 		return false, "Centrifugo offers its WebSocket protocol and SSE here, no polling and no STOMP"
 	case results.KindRabbitMQ:
-		if transport == "stomp" {
+		if transport == transports.STOMP {
 			return true, ""
 		}
 		return false, "RabbitMQ is measured through Web-STOMP, STOMP over WebSocket only"
 	case results.KindSpring:
-		if transport == "stomp" {
+		if transport == transports.STOMP {
 			return true, ""
 		}
 		return false, "the Spring peer is a STOMP endpoint (/location) only"
 	case results.KindSTOMP:
-		if transport == "stomp" {
+		if transport == transports.STOMP {
 			return true, ""
 		}
 		return false, "a STOMP target speaks STOMP only"

@@ -20,20 +20,21 @@ import (
 
 	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // Transports returns the transports the bench drives, in the order "all" runs them for the
 // location and chat scenarios.
-func Transports() []string { return []string{"shortpoll", "longpoll", "sse", "ws", "stomp"} }
+func Transports() []string { return transports.Sessions() }
 
 // TransportSTOMPTCP is STOMP over plain TCP, rtlab's --stomp-addr: the STOMP sessions of the
 // "stomp" transport without WebSocket framing. Asked for by name; "all" leaves it out.
-const TransportSTOMPTCP = "stomp-tcp"
+const TransportSTOMPTCP = "stomp-tcp" // transports.STOMPTCP as the lab writes it (transports.LabName)
 
 // TransportSockJS is STOMP over SockJS's xhr-streaming, as sockjs-client falls back to when a
 // proxy refuses WebSocket: the server's frames on a streaming POST, the client's in one POST
 // each. Asked for by name; "all" leaves it out.
-const TransportSockJS = "sockjs"
+const TransportSockJS = transports.SockJS
 
 // namedOnly are the transports run only when named: they need the listeners the lab gives the
 // servers it starts.

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 //go:embed js/*.js
 var scripts embed.FS
 
 // Speakable are the transports k6 can speak: k6 has no streaming HTTP client, so no SSE.
-func Speakable() []string { return []string{"ws", "stomp", "longpoll", "shortpoll"} }
+func Speakable() []string { return transports.K6() }
 
 // config is config.js: the workload every script reads.
 type config struct {

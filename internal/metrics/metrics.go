@@ -12,21 +12,9 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Transport names used as label values.
-const (
-	ShortPoll = "shortpoll"
-	LongPoll  = "longpoll"
-	SSE       = "sse"
-	WS        = "ws"
-	STOMP     = "stomp"
-	STOMPTCP  = "stomp_tcp" // STOMP over plain TCP or TLS (--stomp-addr)
-	SockJS    = "sockjs"    // STOMP over SockJS (--sockjs-path)
+	"github.com/rtlab/rtlab/internal/transports"
 )
-
-// Transports are the values of the transport label, in the order dashboards show them.
-var Transports = []string{ShortPoll, LongPoll, SSE, WS, STOMP, STOMPTCP, SockJS}
 
 // Metrics are the transport-level collectors.
 type Metrics struct {
@@ -74,7 +62,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.Requests, m.Refused, m.DeliveryLag, buildInfo(version))
 	// Every transport's series exist from the start, so dashboards and alerts see zeros
 	// instead of nothing.
-	for _, t := range Transports {
+	for _, t := range transports.Names() {
 		m.Connections.WithLabelValues(t)
 		m.Accepted.WithLabelValues(t)
 		m.QueueOverflows.WithLabelValues(t)

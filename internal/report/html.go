@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // assets holds the page template, its CSS and JS, and uPlot (MIT, see assets/uPlot.LICENSE),
@@ -677,7 +678,7 @@ func poolFact(r *results.Results) string {
 	switch {
 	case len(sizes) > 0:
 		return fmt.Sprintf("per node: %s (one per 8 peak users, at most --publish-conns %d)", strings.Join(sizes, ", "), c)
-	case c > 0 && slices.ContainsFunc(r.Runs, func(run results.Run) bool { return run.Transport != "ws" && run.Transport != "stomp" }):
+	case c > 0 && slices.ContainsFunc(r.Runs, func(run results.Run) bool { return run.Transport != transports.WS && run.Transport != transports.STOMP }):
 		return fmt.Sprintf("up to %d per node (shared HTTP pool)", c) // results from before the pool size was recorded
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // MinRatio is the delivery ratio below which a run fails: a real-time transport that loses more
@@ -464,37 +465,31 @@ func detailSections() []section {
 }
 
 // transportBase splits a transport name into the transport and a variant ("longpoll-5s" is
-// longpoll, variant 5s). The notify scenario's interval polls ("poll-1s") are short polling.
+// longpoll, variant 5s). A whole name the lab writes (stomp-tcp, before any round, broker or
+// server) is its transport. The notify scenario's interval polls ("poll-1s") are short polling.
 func transportBase(t string) (base, variant string) {
+	whole := t
+	if i := strings.IndexAny(t, "#@~"); i > 0 {
+		whole = t[:i]
+	}
+	if _, _, ok := transports.Lookup(transports.FromLab(whole)); ok {
+		return transports.FromLab(whole), ""
+	}
 	base = t
 	if i := strings.IndexAny(t, "-_@:/~ "); i > 0 {
 		base, variant = t[:i], t[i+1:]
 	}
 	if base == "poll" {
-		base = "shortpoll"
+		base = transports.ShortPoll
 	}
 	return base, variant
 }
 
-// transportRank orders the known transports from the oldest technique to the newest, which is
-// how the seed project compares them; unknown names sort after them.
+// transportRank orders the known transports as the table does (internal/transports); unknown
+// names sort after them.
 func transportRank(t string) int {
 	base, _ := transportBase(t)
-	switch base {
-	case "shortpoll":
-		return 0
-	case "longpoll":
-		return 1
-	case "sse":
-		return 2
-	case "ws":
-		return 3
-	case "stomp":
-		return 4
-	case "sockjs":
-		return 5
-	}
-	return 6
+	return transports.Rank(base)
 }
 
 // transportLabel is a transport's name as a reader says it. Unknown names, such as a variant
@@ -510,57 +505,31 @@ func transportLabel(t string) string {
 		return transportLabel(t) + " · " + results.KindLabel(kind)
 	}
 	base, rest := transportBase(t)
-	var name string
-	switch base {
-	case "shortpoll":
-		name = "short polling"
-	case "longpoll":
-		name = "long polling"
-	case "sse":
-		name = "SSE"
-	case "ws":
-		name = "WebSocket"
-	case "stomp":
-		name = "STOMP"
-	case "sockjs":
-		name = "SockJS" // STOMP on SockJS's xhr-streaming
-	default:
+	row, _, ok := transports.Lookup(base)
+	if !ok {
 		return t
 	}
 	if rest != "" {
-		name += " " + rest
+		return row.Label + " " + rest
 	}
-	return name
+	return row.Label
 }
 
 // palette colors the transports of one user level, in table order. A known transport has the
 // same color in every chart of every report, so a reader learns it once; an unknown transport, or
 // a second variant of a known one (longpoll-1s next to longpoll-5s), takes the next spare color,
 // so no two lines of a chart share one.
-func palette(transports []string) map[string]string {
+func palette(names []string) map[string]string {
 	own := func(t string) string {
 		base, _ := transportBase(t)
-		switch base {
-		case "shortpoll":
-			return "#d95f02"
-		case "longpoll":
-			return "#7570b3"
-		case "sse":
-			return "#1b9e77"
-		case "ws":
-			return "#1f78b4"
-		case "stomp":
-			return "#e7298a"
-		case "sockjs":
-			return "#b15928"
-		}
-		return ""
+		row, _, _ := transports.Lookup(base)
+		return row.Colour
 	}
 	spare := []string{"#66a61e", "#a6761d", "#666666", "#e6ab02", "#17becf", "#8c564b"}
 	used := map[string]bool{}
 	colors := map[string]string{}
 	next := 0
-	for _, t := range transports {
+	for _, t := range names {
 		if _, done := colors[t]; done {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // retryError is a refusal the client may retry later: HTTP answers carry Retry-After.
@@ -123,7 +123,7 @@ func (s *Server) admitLongPoll(r *http.Request, user string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	g := s.m.Connections.WithLabelValues(metrics.LongPoll)
+	g := s.m.Connections.WithLabelValues(transports.LongPoll)
 	g.Inc()
 	return func() { g.Dec(); admitted() }, nil
 }

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/stomp"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // door is the admission every listener of a Server shares (HTTP, the admin address, STOMP over
@@ -159,7 +159,7 @@ func (l *capListener) refuse(c net.Conn, status int, code, reason string) {
 
 func (l *capListener) transport() string {
 	if l.a.STOMP {
-		return metrics.STOMPTCP
+		return transports.STOMPTCP
 	}
 	return "http"
 }

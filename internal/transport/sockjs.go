@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // SockJS carries STOMP sessions for clients that connect with sockjs-client (Spring's
@@ -244,7 +244,7 @@ func (s *sockjsServer) sockjsOpen(w http.ResponseWriter, r *http.Request, key so
 		}
 		s.mu.Unlock()
 	}
-	if !s.startBareSTOMP(ss.conn, metrics.SockJS, release) {
+	if !s.startBareSTOMP(ss.conn, transports.SockJS, release) {
 		return nil, false
 	}
 	return ss, true

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // sseConn is one Server-Sent Events stream. The connection is hijacked after validation so
@@ -275,7 +275,7 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(metrics.SSE)) // its expiry is armed once the head is queued (run)
+	c.w = newWriter(conn, c, &s.lim, s.connStats(transports.SSE)) // its expiry is armed once the head is queued (run)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
@@ -306,7 +306,7 @@ func (c *sseConn) sinks(topics []string) (sinks []*sseSink, refused []byte, err 
 				return nil, nil, no
 			}
 			code, _ := errorCode(no)
-			c.s.m.Refused.WithLabelValues(metrics.SSE, code).Inc()
+			c.s.m.Refused.WithLabelValues(transports.SSE, code).Inc()
 			refused = appendRefusedEvent(refused, t, no)
 			continue
 		}

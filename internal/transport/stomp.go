@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/stomp"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // stompVersions are the versions served, best first; also the WebSocket subprotocols.
@@ -285,7 +285,7 @@ func (s *Server) HandleSTOMP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := s.newSTOMPConn(ident, false, release)
 	c.addr = addrKey(s.clientIP(r))
-	if !c.start(conn, c, metrics.STOMP) {
+	if !c.start(conn, c, transports.STOMP) {
 		return
 	}
 	// Until CONNECT, heart-beats and pings do not count: the first frame must come within
@@ -776,7 +776,7 @@ func (c *stompConn) subscription(f *stomp.Frame, dest string) (*stompSub, hub.Re
 // RECEIPT, when one was asked for, carries the same two headers.
 func (c *stompConn) refuseSubscription(f *stomp.Frame, id, dest string, err error) {
 	code, _ := errorCode(err)
-	c.s.m.Refused.WithLabelValues(metrics.STOMP, code).Inc()
+	c.s.m.Refused.WithLabelValues(transports.STOMP, code).Inc()
 	msg := reasonText(err)
 	c.sendFrame(&stomp.Frame{Command: stomp.CmdMessage, Headers: []stomp.Header{
 		{Key: "subscription", Value: id}, {Key: "destination", Value: dest}, {Key: "message-id", Value: "refused-" + id},

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gobwas/ws"
 
-	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/stomp"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // ServeSTOMP serves STOMP over plain TCP (or TLS, when ln is a TLS listener) on ln: the same
@@ -73,14 +73,14 @@ func (s *Server) acceptSTOMP(conn net.Conn) {
 	release, err := s.admitAddr(key, "")
 	if err != nil {
 		code, _ := errorCode(err)
-		s.m.Refused.WithLabelValues(metrics.STOMPTCP, code).Inc()
+		s.m.Refused.WithLabelValues(transports.STOMPTCP, code).Inc()
 		f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{{Key: "message", Value: err.Error()}}}
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = conn.Write(stomp.AppendFrame(nil, &f))
 		_ = conn.Close()
 		return
 	}
-	s.startBareSTOMP(conn, metrics.STOMPTCP, release)
+	s.startBareSTOMP(conn, transports.STOMPTCP, release)
 }
 
 // beatsPerOp is how many heart-beats (bare EOLs between frames) cost one op beyond the first.

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // Publication cache slots used by transports (slot 0 is the hub's JSON).
@@ -180,7 +180,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, raw RawSocket) 
 	}
 	c.addr = addrKey(s.clientIP(r))
 	c.rawc = RawConn{c}
-	if !c.start(conn, c, metrics.WS) {
+	if !c.start(conn, c, transports.WS) {
 		return
 	}
 	// A fresh goroutine reads, so net/http's handler goroutine (and its deeper stack) ends now.
@@ -463,7 +463,7 @@ func (c *wsConn) reply(v any) {
 func (c *wsConn) replyError(err error, id json.RawMessage, topic string) {
 	code, _ := errorCode(err)
 	if code != "internal" && code != "unavailable" {
-		c.s.m.Refused.WithLabelValues(metrics.WS, code).Inc()
+		c.s.m.Refused.WithLabelValues(transports.WS, code).Inc()
 	}
 	ans := map[string]any{"op": "error", "code": code, "reason": reasonText(err)}
 	if len(id) > 0 {

@@ -1,6 +1,6 @@
 // Package house checks rules the code keeps as it grows: no function outside tests over 100
 // lines, nor nested more than 5 deep, so each reads in one screen; and the user docs within
-// their line budget.
+// their line budget, and each notes file under its size.
 package house
 
 import (
@@ -12,8 +12,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 const (
@@ -119,4 +122,92 @@ func TestUserDocsBudget(t *testing.T) {
 	if total > maxUserDocLines {
 		t.Errorf("user docs are %d lines, over %d: cut repetition (link instead), history and wordiness%s", total, maxUserDocLines, counts)
 	}
+}
+
+// maxNotesLines is the size a notes file stays under, so the record of sittings is read by topic
+// and month, not grown into one file without end.
+const maxNotesLines = 600
+
+// TestNotesStayShort fails when a file of docs/notes passes maxNotesLines: a sitting that
+// would pass it starts a new file, named in the index (docs/notes/benchmarks-<month>.md).
+func TestNotesStayShort(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := filepath.Glob(filepath.Join(root, "docs", "notes", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) == 0 {
+		t.Fatal("no docs/notes/*.md: the notes moved, and this test with them")
+	}
+	for _, path := range notes {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxNotesLines {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s is %d lines, over %d: split it by topic or month and list the new file in the index", rel, n, maxNotesLines)
+		}
+	}
+}
+
+// transportNamesAt are where a transport's name may stand as a literal outside the table
+// (internal/transports), and why: the transport's own code, server side and lab side.
+var transportNamesAt = map[string]string{
+	"internal/transport/":       "the transports' handlers and test clients",
+	"internal/bench/":           "the lab's drivers, each a transport's client side",
+	"tools/loadprobe/":          "a probe driving the wire itself",
+	"internal/results/kinds.go": "stomp there is a server kind (--target-kind), not a transport",
+}
+
+// TestTransportNamesInTheTable fails when a transport's name is written as a string outside
+// the table and the transports' own code: everything else reads internal/transports, so that
+// adding a transport is its own package plus one row.
+func TestTransportNamesInTheTable(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, r := range transports.All() {
+		names[strconv.Quote(r.Name)] = true
+		names[strconv.Quote(transports.LabName(r.Name))] = true
+	}
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/transports/") || allowedNames(rel) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && names[lit.Value] {
+				t.Errorf("%s:%d: transport name %s: use internal/transports", rel, fset.Position(lit.Pos()).Line, lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allowedNames(rel string) bool {
+	for place := range transportNamesAt {
+		if strings.HasPrefix(rel, place) {
+			return true
+		}
+	}
+	return strings.Contains(rel, "/.") || strings.Contains(rel, "node_modules/") || strings.Contains(rel, "testdata/")
 }

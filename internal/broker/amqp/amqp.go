@@ -46,7 +46,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/reconnect"
 	"github.com/rtlab/rtlab/internal/broker/replica"
 	"github.com/rtlab/rtlab/internal/hub"
@@ -96,7 +95,7 @@ type Config struct {
 	// to another node (sequencer.go, claim), and one that holds more hands one over (balance).
 	// Nil: this node becomes the sequencer whenever RabbitMQ makes it the active consumer, and
 	// stays it for the session.
-	Roles *broker.Roles
+	Roles *Roles
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
 	Heartbeat time.Duration

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/broker/shard"
@@ -279,7 +278,7 @@ func shardTopics(shards, per int) []string {
 // several URLs: one Roles for its shards, metrics labelled node and shard.
 func spreadNode(tb testing.TB, srv *brokertest.Server, ns string, shards, n int, reg prometheus.Registerer) (*shard.Broker, *brokertest.Recorder) {
 	tb.Helper()
-	roles := broker.NewRoles(shards)
+	roles := amqp.NewRoles(shards)
 	var bs []hub.Broker
 	for i := 1; i <= shards; i++ {
 		labels := prometheus.Labels{"node": strconv.Itoa(n), "shard": strconv.Itoa(i)}
@@ -349,7 +348,7 @@ func TestSequencerComesBack(t *testing.T) {
 	var nodes [2]hub.Broker
 	recs := [2]*brokertest.Recorder{brokertest.NewRecorder(), brokertest.NewRecorder()}
 	for i := range nodes {
-		roles := broker.NewRoles(2)
+		roles := amqp.NewRoles(2)
 		roles.Force() // one of two shards held: the share of two nodes
 		b, err := amqp.New(context.Background(), srv.URL, amqp.Config{Name: ns, MaxBytes: 64 << 20, Roles: roles, Logger: brokertest.Logger(),
 			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"node": strconv.Itoa(i + 1)}, reg)})

@@ -12,7 +12,6 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/broker/nats"
@@ -25,7 +24,7 @@ import (
 // their sequencers over the nodes.
 func open(urls, ns string, policy func(string) hub.HistoryPolicy) (hub.Broker, error) {
 	var shards []hub.Broker
-	roles := broker.NewRoles(len(strings.Fields(urls)))
+	roles := amqp.NewRoles(len(strings.Fields(urls)))
 	for _, u := range strings.Fields(urls) {
 		var (
 			b   hub.Broker

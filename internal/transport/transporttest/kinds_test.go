@@ -5,47 +5,74 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rtlab/rtlab/internal/bench"
+	"github.com/rtlab/rtlab/internal/k6export"
 	"github.com/rtlab/rtlab/internal/metrics"
-	"github.com/rtlab/rtlab/internal/transport"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
-// TestEveryKindEverywhere: every transport the server serves (transport.Kinds) has a metric
-// label, a driver in the load lab and a client here (the kind it carries, for STOMP's other
-// carriers), and nothing names a transport that is not one of them. A transport added in one
-// place and forgotten in another fails here; ARCHITECTURE.md ("Adding to it") lists the files.
+// TestEveryKindEverywhere ties the transport table (internal/transports) to what reads it: every
+// row has a metric series from the start, a driver in the load lab, a client here (the session
+// it carries, for STOMP's other carriers), a label and a colour of its own; and nothing names a
+// transport that is not a row. ARCHITECTURE.md ("Adding to it") lists the files of a transport.
 func TestEveryKindEverywhere(t *testing.T) {
-	benchName := func(k string) string { return strings.ReplaceAll(k, "_", "-") }
+	rows := transports.All()
 	driven := append(bench.Transports(), bench.TransportSTOMPTCP, bench.TransportSockJS)
-	for _, k := range transport.Kinds {
-		if !slices.Contains(metrics.Transports, k) {
-			t.Errorf("transport %s has no metric label: add it to metrics.Transports", k)
+	series := metricSeries(t)
+	colours := map[string]string{}
+	for _, r := range rows {
+		if !series[r.Name] {
+			t.Errorf("transport %s has no rtlab_connections series: metrics.New registers one per row", r.Name)
 		}
-		if !slices.Contains(driven, benchName(k)) {
-			t.Errorf("transport %s has no driver in the load lab: add %q to internal/bench (Transports, newCell)", k, benchName(k))
+		if !slices.Contains(driven, transports.LabName(r.Name)) {
+			t.Errorf("transport %s has no driver in the load lab: add %q to internal/bench (newCell)", r.Name, transports.LabName(r.Name))
 		}
-		client := k
-		if carried, ok := transport.Carries[k]; ok {
-			client = carried
+		if !slices.Contains(tt.Kinds, tt.Kind(r.Wire)) {
+			t.Errorf("transport %s carries %s, which has no transporttest client (New)", r.Name, r.Wire)
 		}
-		if !slices.Contains(tt.Kinds, tt.Kind(client)) {
-			t.Errorf("transport %s has no transporttest client: add it to transporttest.Kinds and New", k)
+		if r.Label == "" || r.Colour == "" {
+			t.Errorf("transport %s needs a label and a colour for reports", r.Name)
 		}
+		if other, dup := colours[r.Colour]; dup {
+			t.Errorf("transports %s and %s share the colour %s", other, r.Name, r.Colour)
+		}
+		colours[r.Colour] = r.Name
 	}
-	for _, l := range metrics.Transports {
-		if !slices.Contains(transport.Kinds, l) {
-			t.Errorf("metric label %s names no transport.Kinds entry", l)
-		}
-	}
-	for _, d := range driven {
-		if !slices.ContainsFunc(transport.Kinds, func(k string) bool { return benchName(k) == d }) {
-			t.Errorf("the load lab drives %s, which names no transport.Kinds entry", d)
-		}
-	}
+	named := slices.Concat(driven, k6export.Speakable())
 	for _, k := range tt.Kinds {
-		if !slices.Contains(transport.Kinds, string(k)) {
-			t.Errorf("transporttest client %s names no transport.Kinds entry", k)
+		named = append(named, string(k))
+	}
+	for _, n := range named {
+		if _, _, ok := transports.Lookup(transports.FromLab(n)); !ok {
+			t.Errorf("%s names no row of the transport table (internal/transports)", n)
 		}
 	}
+}
+
+// metricSeries returns the transport label values of a new server's rtlab_connections.
+func metricSeries(t *testing.T) map[string]bool {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, "test")
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	series := map[string]bool{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "rtlab_connections") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "transport" {
+					series[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return series
 }

@@ -11,22 +11,33 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // Kind names a transport.
 type Kind string
 
-// The transports.
+// The transports with a client of their own (STOMP's other carriers are STOMP's).
 const (
-	ShortPoll Kind = "shortpoll"
-	LongPoll  Kind = "longpoll"
-	SSE       Kind = "sse"
-	WS        Kind = "ws"
-	STOMP     Kind = "stomp"
+	ShortPoll Kind = transports.ShortPoll
+	LongPoll  Kind = transports.LongPoll
+	SSE       Kind = transports.SSE
+	WS        Kind = transports.WS
+	STOMP     Kind = transports.STOMP
 )
 
-// Kinds lists every transport, in the order Run runs them.
-var Kinds = []Kind{ShortPoll, LongPoll, SSE, WS, STOMP}
+// Kinds lists every transport that carries its own sessions (transports.Sessions), in the
+// order Run runs them; New has a client for each.
+var Kinds = kindsOf(transports.Sessions())
+
+func kindsOf(names []string) []Kind {
+	kinds := make([]Kind, len(names))
+	for i, n := range names {
+		kinds[i] = Kind(n)
+	}
+	return kinds
+}
 
 // Streaming lists the transports that hold a connection open.
 var Streaming = []Kind{SSE, WS, STOMP}

@@ -1,17 +1,17 @@
-package broker_test
+package amqp_test
 
 import (
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/rtlab/rtlab/internal/broker"
+	"github.com/rtlab/rtlab/internal/broker/amqp"
 )
 
 // TestRolesShare: shards racing to take a role get no more than the share between them;
 // releasing one lets the next in, and Force goes over the share.
 func TestRolesShare(t *testing.T) {
-	r := broker.NewRoles(5)
+	r := amqp.NewRoles(5)
 	var took atomic.Int32
 	var wg sync.WaitGroup
 	for range 5 {
