@@ -160,6 +160,7 @@ var transportNamesAt = map[string]string{
 	"internal/transport/":       "the transports' handlers and test clients",
 	"internal/bench/":           "the lab's drivers, each a transport's client side",
 	"tools/loadprobe/":          "a probe driving the wire itself",
+	"internal/socketio/":        "ws and wss there are URL schemes of the Socket.IO client",
 	"internal/results/kinds.go": "stomp there is a server kind (--target-kind), not a transport",
 }
 
