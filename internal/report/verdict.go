@@ -139,7 +139,16 @@ func verdict(users int, runs []*results.Run) string {
 	for _, r := range runs {
 		nothing = nothing && r.Delivery.Expected == 0
 	}
+	connFailed := failedConnections(runs)
 	switch {
+	case nothing && (connFailed != "" || len(refused) > 0):
+		// Failures, not the load's size, are why nothing was expected: name them.
+		why := refused
+		if connFailed != "" {
+			why = append([]string{connFailed}, refused...)
+		}
+		parts = append(parts, "no publication was expected anywhere, so there is no delivery ratio: "+strings.Join(why, "; "))
+		refused = nil
 	case nothing:
 		parts = append(parts, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio")
 	case len(runs) == 1:
