@@ -468,7 +468,8 @@ func (t *targetFlags) define(fs *flags) {
 	t.caFile = fs.String("ca-file", "", "PEM file of the CAs an https:// or wss:// --target's certificate is checked against; by default the system's")
 	t.insecure = fs.Bool("insecure", false, "do not check an https:// or wss:// --target's certificate")
 	t.pids = fs.String("target-pid", "", "local processes of the --target, a comma list of PIDs: their CPU, RSS and threads (children included) are its cost")
-	t.metrics = fs.String("target-metrics", "", "Prometheus endpoint of the --target read every second for its cost: process_cpu_seconds_total and process_resident_memory_bytes, or Micrometer's process_cpu_usage and jvm_memory_used_bytes; by default an rtlab or Centrifugo target's /metrics")
+	t.metrics = fs.String("target-metrics", "", "Prometheus endpoint of the --target read every second for its cost: process_cpu_seconds_total and process_resident_memory_bytes, or Micrometer's process_cpu_usage and jvm_memory_used_bytes")
+	fs.defText["target-metrics"] = "the /metrics of an rtlab or Centrifugo target"
 }
 
 func (t *targetFlags) fill(o *bench.Options) {
