@@ -132,6 +132,14 @@ func TestTargetOverTLS(t *testing.T) {
 	if err := Probe(ctx, o); err != nil {
 		t.Fatalf("probe with --ca-file: %v", err)
 	}
+	// A STOMP target over wss:// (rtlab's own endpoint) opens its session through the same TLS.
+	so := &Options{Target: "wss://" + front.addr + "/api/stomp?tenant=t1", TargetKind: "stomp", CAFile: front.caFile, Transports: []string{"stomp"}}
+	if err := so.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Probe(ctx, so); err != nil {
+		t.Fatalf("STOMP probe over wss://: %v", err)
+	}
 	got := executeJSON(ctx, t, o)
 	if len(got.Runs) != 3 {
 		t.Fatalf("%d runs, warnings %v", len(got.Runs), got.Warnings)
