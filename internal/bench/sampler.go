@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
-	"strconv"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -18,59 +16,33 @@ import (
 	"github.com/rtlab/rtlab/internal/results"
 )
 
-// serverMetrics are the figures read from a server's /metrics.
-type serverMetrics struct {
-	goroutines int64
-	cpuSeconds float64 // process_cpu_seconds_total
-	rss        uint64  // process_resident_memory_bytes
-	hasProcess bool    // the process collector is there
-}
-
-// scrapeMetrics reads GET /metrics from addr once.
-func scrapeMetrics(ctx context.Context, addr string) (serverMetrics, error) {
-	var sm serverMetrics
+// scrapeGoroutines reads GET /metrics from addr (a spawned server's) once, for its
+// goroutines; its CPU and memory come from /proc.
+func scrapeGoroutines(ctx context.Context, addr string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return sm, err
+		return 0, err
 	}
 	hc := newHTTPConn(conn, addr, false)
 	defer hc.close()
 	dl, _ := ctx.Deadline()
 	req := appendRequest(nil, "GET", addr, []byte("/metrics"), "Connection: close\r\n", nil)
+	var gor int64
 	err = hc.roundTrip(req, dl, func(status int, body []byte) error {
 		if status != 200 {
 			return &StatusError{Code: status}
 		}
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(make([]byte, 0, 4096), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			name, val, ok := bytes.Cut(line, []byte(" "))
-			if !ok || len(line) == 0 || line[0] == '#' {
-				continue
-			}
-			v, err := strconv.ParseFloat(string(bytes.TrimSpace(val)), 64)
-			if err != nil {
-				continue
-			}
-			switch string(name) {
-			case "go_goroutines":
-				sm.goroutines = int64(v)
-			case "process_cpu_seconds_total":
-				sm.cpuSeconds, sm.hasProcess = v, true
-			case "process_resident_memory_bytes":
-				sm.rss = uint64(v)
-			}
-		}
-		return nil
+		pm, err := parseProm(bytes.NewReader(body))
+		gor = pm.goroutines
+		return err
 	})
 	if err != nil && !errors.Is(err, errConnClose) {
-		return sm, err
+		return 0, err
 	}
-	return sm, nil
+	return gor, nil
 }
 
 // machineBusyShare is the machine CPU share above which a second counts as saturated.
@@ -233,8 +205,8 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads i
 		if srv.Metrics == "" {
 			continue
 		}
-		if sm, err := scrapeMetrics(context.Background(), srv.Metrics); err == nil {
-			gor += sm.goroutines
+		if g, err := scrapeGoroutines(context.Background(), srv.Metrics); err == nil {
+			gor += g
 		}
 	}
 	return cpu, rss, gor, threads
