@@ -119,7 +119,7 @@ func verdict(users int, runs []*results.Run) string {
 	head, said := deliveryText(runs, refused)
 	parts := []string{head}
 	if said {
-		refused = nil
+		refused = nil // named already
 	}
 
 	if len(refused) > 0 {
@@ -146,7 +146,7 @@ func verdict(users int, runs []*results.Run) string {
 
 	var failed []string
 	for _, r := range runs {
-		if r.Connections.Failed > 0 {
+		if r.Connections.Failed > 0 && !said {
 			failed = append(failed, fmt.Sprintf("%s %s", label(r), fmtInt(r.Connections.Failed)))
 		}
 	}

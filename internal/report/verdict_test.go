@@ -246,6 +246,9 @@ func TestVerdictNothingExpectedNamesFailures(t *testing.T) {
 	if strings.Contains(v, "too few") || !strings.Contains(v, "383 of 383 connection attempts failed") || !strings.Contains(v, "HTTP 404") {
 		t.Errorf("verdict %q; want it to name the failed connections and not blame too few users", v)
 	}
+	if strings.Contains(v, "failed connections:") {
+		t.Errorf("verdict %q names the failed connections twice", v)
+	}
 	r.Connections = results.Connections{}
 	r.Publish = results.Publish{Sent: 40, Failed: 40}
 	if v := verdict(20, []*results.Run{r}); strings.Contains(v, "too few") || !strings.Contains(v, "40 of 40 publishes") {
