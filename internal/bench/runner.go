@@ -499,6 +499,9 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, run.Series.ServerThreads, smp.serverBase, smp.serverAvailable)
 	if run.Server.Available {
 		run.Server.CPUSeconds = smp.serverCPU().Seconds()
+		if smp.target != nil {
+			run.Notes = append(run.Notes, smp.target.note())
+		}
 	}
 	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, nil, smp.genBase, true)
 	run.Generator.CPUSeconds = smp.genMeter.Total().Seconds()

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,6 +190,9 @@ func TestTargetCost(t *testing.T) {
 		if !s.Available || s.RSSMaxBytes == 0 || s.CPUSeconds <= 0 || s.BytesPerUser < 0 {
 			t.Errorf("%s: server usage %+v; want CPU and memory", tc.name, s)
 		}
+		if !slices.ContainsFunc(got.Runs[0].Notes, func(n string) bool { return strings.HasPrefix(n, "the target's cost is") }) {
+			t.Errorf("%s: notes %q do not say where the target's cost came from", tc.name, got.Runs[0].Notes)
+		}
 		if tc.threads && s.ThreadsMax == 0 {
 			t.Errorf("%s: no threads counted: %+v", tc.name, s)
 		}
@@ -236,6 +240,9 @@ func TestTargetMetricsMicrometer(t *testing.T) {
 	}
 	if got := tc.total(); got != 2*time.Second {
 		t.Errorf("CPU over 2 s at one core: %v, want 2s", got)
+	}
+	if n := tc.note(); !strings.Contains(n, "jvm_memory_used_bytes") {
+		t.Errorf("note %q does not say the memory is the JVM's", n)
 	}
 }
 

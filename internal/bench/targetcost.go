@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -20,12 +21,14 @@ import (
 // target's /metrics).
 type targetCost struct {
 	trees   []*procstat.Tree
+	pids    []string
 	url     string // the endpoint; "" when there is none
 	client  *http.Client
 	cpu     float64 // CPU seconds so far, as the endpoint says (or as integrated from a usage ratio)
 	first   float64 // cpu at the first sample
 	at      time.Time
 	sampled bool
+	jvm     bool // memory is Micrometer's jvm_memory_used_bytes, not an RSS
 }
 
 // newTargetCost sets up the sampling of o's target of kind.
@@ -34,6 +37,7 @@ func newTargetCost(o *Options, kind string) *targetCost {
 	for _, p := range o.TargetPIDs {
 		t.trees = append(t.trees, procstat.NewTree(p))
 	}
+	t.pids = o.TargetPIDs
 	if t.url == "" && (kind == results.KindRTLab || kind == results.KindCentrifugo) {
 		scheme := "http://"
 		if o.tlsConf != nil {
@@ -71,7 +75,19 @@ func (t *targetCost) sample(ctx context.Context, now time.Time) (cpu float64, rs
 	if err != nil || !pm.hasCPU {
 		return 0, 0, pm.goroutines, 0, false
 	}
+	t.jvm = pm.jvm
 	return t.rate(pm, now), pm.rss, pm.goroutines, 0, true
+}
+
+// note says where the target's cost came from, for the run's notes.
+func (t *targetCost) note() string {
+	switch {
+	case t.local():
+		return "the target's cost is that of processes " + strings.Join(t.pids, ", ") + " and their children, from /proc"
+	case t.jvm:
+		return "the target's cost is from " + t.url + ": Micrometer's process_cpu_usage (of all cores) and its JVM memory in use (jvm_memory_used_bytes, summed over areas) standing for RSS"
+	}
+	return "the target's cost is from " + t.url
 }
 
 // rate turns the endpoint's figures into percent of one core since the last sample, and keeps
@@ -113,6 +129,7 @@ type promProcess struct {
 	usage      float64 // cores busy: Micrometer's process_cpu_usage × system_cpu_count
 	hasCPU     bool
 	rss        uint64 // process_resident_memory_bytes, or the sum of jvm_memory_used_bytes
+	jvm        bool   // rss is the JVM's memory in use
 	goroutines int64
 }
 
@@ -157,7 +174,7 @@ func parseProm(r io.Reader) (promProcess, error) {
 	if v, ok := promSum(fams["process_resident_memory_bytes"]); ok {
 		pm.rss = uint64(v)
 	} else if v, ok := promSum(fams["jvm_memory_used_bytes"]); ok {
-		pm.rss = uint64(v)
+		pm.rss, pm.jvm = uint64(v), true
 	}
 	if v, ok := promSum(fams["go_goroutines"]); ok {
 		pm.goroutines = int64(v)
