@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +34,11 @@ func TestBenchBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := strings.Join(bench.ThresholdMetrics(), ", ")
+	// An https:// target whose certificate this machine does not trust.
+	untrusted := httptest.NewUnstartedServer(http.NotFoundHandler())
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	untrusted.StartTLS()
+	defer untrusted.Close()
 
 	tests := []struct {
 		args []string
@@ -43,6 +52,7 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--scenario", "notify", "--room-size", "1"}, `--room-size: 1: a notify room needs its owner and at least one member; want 2 or more`},
 		{[]string{"--hold"}, `--hold: applies to the chat scenario (location users always hold their connection)`},
 		{[]string{"--target", dead}, `--target: ` + dead + ` does not answer GET /readyz with 200 (*`},
+		{[]string{"--target", untrusted.URL}, `--target: ` + untrusted.URL + `: its TLS certificate was not accepted (*`},
 		{[]string{"--target", "ftp://x"}, `--target: "ftp://x": want a base URL like http://127.0.0.1:8080 or https://host`},
 		{[]string{"--ca-file", file}, `--ca-file/--insecure/--target-pid/--target-metrics: apply to a --target only (the bench samples the servers it starts)`},
 		{[]string{"--target", dead, "--insecure"}, `--ca-file/--insecure: apply to an https:// or wss:// --target`},
