@@ -149,6 +149,9 @@ func TestTargetOverTLS(t *testing.T) {
 		if r.Connections.Opened == 0 || r.Connections.Failed != 0 || r.Publish.Failed != 0 || r.Delivery.Received == 0 {
 			t.Errorf("%s over TLS: connections %+v, publish failed %d, received %d", r.Transport, r.Connections, r.Publish.Failed, r.Delivery.Received)
 		}
+		if c := r.Connections; c.Tried != c.Opened+c.Failed+c.Abandoned {
+			t.Errorf("%s: tried %d != opened %d + failed %d + abandoned %d", r.Transport, c.Tried, c.Opened, c.Failed, c.Abandoned)
+		}
 		if !r.Server.Available || r.Server.RSSMaxBytes == 0 {
 			t.Errorf("%s: the target's /metrics over TLS gave no cost: %+v", r.Transport, r.Server)
 		}

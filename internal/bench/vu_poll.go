@@ -40,29 +40,27 @@ func (d *pollDriver) run(a *activity) {
 		l.open = false // the next connection opens with its first answered poll
 	}
 	defer disconnect()
+	// pending: a connection is dialled but not yet answered, so neither opened nor failed; the
+	// user leaving then abandons it.
+	pending := false
+	defer func() {
+		if pending {
+			c.connAbandoned(v)
+		}
+	}()
 	fails := 0
 	var next time.Time // short polling: when the next poll is due
 	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		if hc == nil {
-			c.connTried(v)
-			start := time.Now()
-			conn, err := c.dial(a.ctx, v)
-			if err != nil {
-				c.connFailed(a, err)
-				if !a.sleep(backoff(fails)) {
+			var stay bool
+			if hc, stay = d.connect(l); hc == nil {
+				if !stay || !a.sleep(backoff(fails)) {
 					return
 				}
 				fails++
 				continue
 			}
-			if !a.setConn(conn) {
-				_ = conn.Close()
-				c.connAbandoned(v)
-				return
-			}
-			l.start = start
-			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
-			hc = newHTTPConn(conn, c.nodes[v.at()], d.long)
+			pending = true
 		}
 		if a.greetDue() {
 			// Subscribed (the first poll read the position): greet (enter the room).
@@ -86,6 +84,7 @@ func (d *pollDriver) run(a *activity) {
 		if closed && !isStatus {
 			err = nil // answered, then closed: not a failure
 		}
+		pending = false // answered, or failed below
 		if err == nil && !l.open {
 			l.opened()
 		}
@@ -119,6 +118,28 @@ func (d *pollDriver) run(a *activity) {
 			}
 		}
 	}
+}
+
+// connect dials a keep-alive connection for l's user and counts the attempt. On failure hc is
+// nil, and stay says whether the user is still there to try again.
+func (d *pollDriver) connect(l *link) (hc *httpConn, stay bool) {
+	a, c := l.a, d.c
+	v := a.v
+	c.connTried(v)
+	start := time.Now()
+	conn, err := c.dial(a.ctx, v)
+	if err != nil {
+		c.connFailed(a, err)
+		return nil, true
+	}
+	if !a.setConn(conn) {
+		_ = conn.Close()
+		c.connAbandoned(v)
+		return nil, false
+	}
+	l.start = start
+	// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
+	return newHTTPConn(conn, c.nodes[v.at()], d.long), true
 }
 
 // failed counts a poll that failed with err: before the connection's first
