@@ -425,7 +425,11 @@ func (o *Options) checkTarget() error {
 	o.Target = u.Scheme + "://" + u.Host + o.targetPath
 	o.targetHost = u.Host
 	if u.Port() == "" { // users dial host:port
-		o.targetHost = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[o.tlsConf != nil])
+		port := "80"
+		if o.tlsConf != nil {
+			port = "443"
+		}
+		o.targetHost = net.JoinHostPort(u.Hostname(), port)
 	}
 	if o.TargetKind != results.KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
 		return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to --target-kind stomp")
