@@ -284,3 +284,27 @@ func TestTargetRefusalsCountAsFailed(t *testing.T) {
 		}
 	}
 }
+
+// The target URL's port defaults by scheme, and its query string goes after a request's own.
+func TestTargetURL(t *testing.T) {
+	for _, tc := range []struct{ target, host, query string }{
+		{"https://rt.example.com?key=k1", "rt.example.com:443", "key=k1"},
+		{"http://10.0.0.5", "10.0.0.5:80", ""},
+		{"http://10.0.0.5:8080/?a=1&b=2", "10.0.0.5:8080", "a=1&b=2"},
+	} {
+		o := &Options{Target: tc.target, Insecure: strings.HasPrefix(tc.target, "https")}
+		if err := o.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.target, err)
+		}
+		if o.targetHost != tc.host || o.targetQuery != tc.query {
+			t.Errorf("%s: host %q, query %q; want %q, %q", tc.target, o.targetHost, o.targetQuery, tc.host, tc.query)
+		}
+	}
+	o := &Options{targetQuery: "key=k1"}
+	if got := string(o.withQuery([]byte("/api/poll/loc/1?since=3"))); got != "/api/poll/loc/1?since=3&key=k1" {
+		t.Errorf("withQuery after a query: %q", got)
+	}
+	if got := o.wsURL("h:1", "/api/ws"); got != "ws://h:1/api/ws?key=k1" {
+		t.Errorf("wsURL: %q", got)
+	}
+}
