@@ -155,7 +155,11 @@ func failedConnections(runs []*results.Run) string {
 		}
 		f := fmt.Sprintf("%s: %s of %s connection attempts failed", label(r), fmtInt(c.Failed), fmtInt(c.Tried))
 		if len(c.Errors) > 0 {
-			f += fmt.Sprintf(" (%q)", c.Errors[0].Label)
+			e := []rune(strings.TrimSpace(c.Errors[0].Label))
+			if len(e) > 160 {
+				e = append(e[:160], '…')
+			}
+			f += " (" + string(e) + ")"
 		}
 		s = append(s, f)
 	}
