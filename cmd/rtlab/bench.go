@@ -110,6 +110,7 @@ type benchFlags struct {
 	pubConns   *int
 	servers    *string
 	targetKind *string
+	target2    targetFlags
 	stompPub   *string
 	stompSub   *string
 	stompLogin *string
@@ -143,7 +144,7 @@ func benchFlagSet() *benchFlags {
 	f.hold = fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
 	f.authSecret = fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
 	f.longWait = fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
-	f.target = fs.String("target", "", "base URL of a running server (http://host:port); then only client-side figures and what /metrics offers")
+	f.target = fs.String("target", "", "base URL of a running server (http://host:port, https://host); its query string goes on every request of the users; then only client-side figures and the target's cost (--target-pid, --target-metrics)")
 	f.seed = fs.Int64("seed", 1, "seed of publish phases and positions")
 	f.out = fs.String("out", "", "output directory")
 	fs.defText["out"] = "./bench-results/<timestamp>"
@@ -154,6 +155,7 @@ func benchFlagSet() *benchFlags {
 	f.pubConns = fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
 	f.servers = fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
 	f.targetKind = fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
+	f.target2.define(fs)
 	f.stompPub = fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number")
 	f.stompSub = fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination")
 	fs.defText["stomp-pub"] = "/topic/location/{group}"
@@ -200,6 +202,7 @@ func (f *benchFlags) options(args []string, status io.Writer) (*bench.Options, e
 	if !fs.isSet("target-kind") {
 		o.TargetKind = ""
 	}
+	f.target2.fill(o)
 	if fs.isSet("interval") { // else the scenario's default
 		o.Interval = *f.interval
 	}
@@ -453,4 +456,27 @@ func exportScripts(dir string, o *bench.Options, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// targetFlags are the flags of a --target's TLS and cost.
+type targetFlags struct {
+	caFile, pids, metrics *string
+	insecure              *bool
+}
+
+func (t *targetFlags) define(fs *flags) {
+	t.caFile = fs.String("ca-file", "", "PEM file of the CAs an https:// or wss:// --target's certificate is checked against; by default the system's")
+	t.insecure = fs.Bool("insecure", false, "do not check an https:// or wss:// --target's certificate")
+	t.pids = fs.String("target-pid", "", "local processes of the --target, a comma list of PIDs: their CPU, RSS and threads (children included) are its cost")
+	t.metrics = fs.String("target-metrics", "", "Prometheus endpoint of the --target read every second for its cost: process_cpu_seconds_total and process_resident_memory_bytes, or Micrometer's process_cpu_usage and jvm_memory_used_bytes")
+	fs.defText["target-metrics"] = "the /metrics of an rtlab or Centrifugo target"
+}
+
+func (t *targetFlags) fill(o *bench.Options) {
+	o.CAFile, o.Insecure, o.TargetMetrics = *t.caFile, *t.insecure, *t.metrics
+	for _, p := range strings.Split(*t.pids, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			o.TargetPIDs = append(o.TargetPIDs, p)
+		}
+	}
 }

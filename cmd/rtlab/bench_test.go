@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +34,11 @@ func TestBenchBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := strings.Join(bench.ThresholdMetrics(), ", ")
+	// An https:// target whose certificate this machine does not trust.
+	untrusted := httptest.NewUnstartedServer(http.NotFoundHandler())
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	untrusted.StartTLS()
+	defer untrusted.Close()
 
 	tests := []struct {
 		args []string
@@ -43,7 +52,14 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--scenario", "notify", "--room-size", "1"}, `--room-size: 1: a notify room needs its owner and at least one member; want 2 or more`},
 		{[]string{"--hold"}, `--hold: applies to the chat scenario (location users always hold their connection)`},
 		{[]string{"--target", dead}, `--target: ` + dead + ` does not answer GET /readyz with 200 (*`},
-		{[]string{"--target", "ftp://x"}, `--target: "ftp://x": want a base URL like http://127.0.0.1:8080`},
+		{[]string{"--target", untrusted.URL}, `--target: ` + untrusted.URL + `: its TLS certificate was not accepted (*`},
+		{[]string{"--target", "ftp://x"}, `--target: "ftp://x": want a base URL like http://127.0.0.1:8080 or https://host`},
+		{[]string{"--ca-file", file}, `--ca-file/--insecure/--target-pid/--target-metrics: apply to a --target only (the bench samples the servers it starts)`},
+		{[]string{"--target", dead, "--insecure"}, `--ca-file/--insecure: apply to an https:// or wss:// --target`},
+		{[]string{"--target", "https://127.0.0.1:1", "--ca-file", file}, `--ca-file: ` + file + ` holds no PEM certificate`},
+		{[]string{"--target", dead, "--target-pid", "0"}, `--target-pid: "0": want a comma list of process ids like 1234,5678`},
+		{[]string{"--target", dead, "--target-pid", "999999999"}, `--target-pid: process 999999999: *`},
+		{[]string{"--target", dead, "--target-metrics", "metrics"}, `--target-metrics: "metrics": want a Prometheus endpoint's URL like http://127.0.0.1:8080/actuator/prometheus`},
 		{[]string{"--nodes", "2"}, `--nodes: 2 needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)`},
 		{[]string{"--broker", "memory,memory"}, `--broker: "memory" twice in "memory,memory": *`},
 		{[]string{"--broker", "memory,"}, `--broker: "memory,": want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…`},

@@ -17,6 +17,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rtlab/rtlab/internal/app"
+	"github.com/rtlab/rtlab/internal/procstat"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -125,7 +126,7 @@ func explainBusy(err error, dataDir string) error {
 	}
 	for _, name := range []string{"rtlab.db", "state.db", "archive.db"} {
 		path := filepath.Join(dataDir, name)
-		if who := lockHolder(path); who != "" {
+		if who := procstat.LockHolder(path); who != "" {
 			return fmt.Errorf("--data-dir %s: %s is in use by another process, %s; stop it, or give this server another --data-dir", dataDir, path, who)
 		}
 	}

@@ -1,15 +1,14 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/procstat"
 )
 
 // The Go runtime gives freed heap back to the system slowly, keeping about as much as the
@@ -66,22 +65,7 @@ func returnMemory(ctx context.Context, release func() error, log *slog.Logger) {
 
 // rssFile is the process's file-backed resident memory in bytes; false where /proc does not
 // tell it (not Linux).
-func rssFile() (uint64, bool) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	_, rest, ok := bytes.Cut(b, []byte("\nRssFile:"))
-	if !ok {
-		return 0, false
-	}
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	kb, err := strconv.ParseUint(string(bytes.TrimSuffix(bytes.TrimSpace(line), []byte(" kB"))), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return kb << 10, true
-}
+func rssFile() (uint64, bool) { return procstat.StatusBytes("self", "RssFile:") }
 
 // mapped is a file mapped into the process whose pages can be returned (a bbolt file).
 type mapped interface{ ReleaseMapped() error }

@@ -247,7 +247,17 @@ func (c *cell) dialAny(ctx context.Context, v *vu, addrs []string) (net.Conn, er
 
 // dialNode connects v to addr, and no other.
 func (c *cell) dialNode(ctx context.Context, v *vu, addr string) (net.Conn, error) {
-	return c.dialer(v.id).DialContext(ctx, "tcp", addr)
+	return c.dialAddr(ctx, v.id, addr)
+}
+
+// dialAddr opens connection k to addr, over TLS when the target wants it: every driver's
+// connections come through here.
+func (c *cell) dialAddr(ctx context.Context, k int, addr string) (net.Conn, error) {
+	conn, err := c.dialer(k).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.opts.tlsClient(ctx, conn)
 }
 
 // nodeOf is the node of user i in the default layout: the members of each group (user i is

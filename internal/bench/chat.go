@@ -245,7 +245,7 @@ func (w *pubWorker) login(job pubJob) {
 	w.body = append(w.body[:0], `{"user":"`...)
 	w.body = append(w.body, v.name...)
 	w.body = append(w.body, `"}`...)
-	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], []byte("/api/login"), "", w.body)
+	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], c.opts.withQuery([]byte("/api/login")), "", w.body)
 	var res jobResult
 	err := w.do(w.buf, func(status int, body []byte) error {
 		if status != http.StatusOK {
@@ -285,6 +285,7 @@ func (w *pubWorker) chatHTTP(a *activity, typ string) error {
 	w.buf = append(w.buf, v.room...)
 	w.buf = append(w.buf, "?type="...)
 	w.buf = append(w.buf, typ...)
+	w.buf = c.opts.withQuery(w.buf)
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)
 	err := w.do(w.buf[path:], func(status int, body []byte) error {

@@ -9,9 +9,11 @@ package bench
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -98,6 +100,16 @@ type Options struct {
 	StompPub, StompSub string
 	// StompLogin is the "login:passcode" a STOMP target's CONNECT carries; zero sends none.
 	StompLogin string
+	// CAFile is a PEM file of the CAs an https:// or wss:// target's certificate is checked
+	// against (--ca-file); zero means the system's. Insecure (--insecure) skips the check.
+	CAFile   string
+	Insecure bool
+	// TargetPIDs are local processes sampled as the target's cost (--target-pid), each with its
+	// children, as a spawned server is.
+	TargetPIDs []string
+	// TargetMetrics is a Prometheus endpoint read each second for the target's cost
+	// (--target-metrics); zero means the target's /metrics when it is rtlab or Centrifugo.
+	TargetMetrics string
 	// CentrifugoBin is the centrifugo executable; zero looks in PATH, then in PeerCache.
 	CentrifugoBin string
 	// CentrifugoAPIKey is the HTTP API key of a Centrifugo target (its SSE users publish through
@@ -122,15 +134,17 @@ type Options struct {
 	// Status receives one progress line per second; nil discards them.
 	Status io.Writer
 
-	scn        scenarioValue // the scenario Scenario names
-	stageSpecs []StageSpec
-	thresholds []Threshold
-	usersSet   bool   // Users was given explicitly
-	targetHost string // --target's host:port
-	targetPath string // a STOMP target's endpoint path
-	cfSecret   []byte // Centrifugo: the HMAC key of connection tokens (--auth-secret, or the lab's own)
-	cfKey      string // Centrifugo: the HTTP API key
-	cfHeaders  string // Centrifugo: the header lines of an API publish, built once
+	scn         scenarioValue // the scenario Scenario names
+	stageSpecs  []StageSpec
+	thresholds  []Threshold
+	usersSet    bool        // Users was given explicitly
+	targetHost  string      // --target's host:port
+	targetPath  string      // a STOMP target's endpoint path
+	targetQuery string      // --target's query string, added to the users' requests
+	tlsConf     *tls.Config // an https:// or wss:// target's; nil for plain TCP
+	cfSecret    []byte      // Centrifugo: the HMAC key of connection tokens (--auth-secret, or the lab's own)
+	cfKey       string      // Centrifugo: the HTTP API key
+	cfHeaders   string      // Centrifugo: the header lines of an API publish, built once
 	// serversUp, when set, is told the servers of each cell once they are ready (tests that
 	// inject faults into them).
 	serversUp func(transport string, servers []*peers.Server)
@@ -321,6 +335,9 @@ func (o *Options) checkWhere() error {
 		if o.StompPub != "" || o.StompSub != "" || o.StompLogin != "" {
 			return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to a STOMP --target only (the bench knows its own servers' destinations)")
 		}
+		if o.CAFile != "" || o.Insecure || len(o.TargetPIDs) > 0 || o.TargetMetrics != "" {
+			return usageErr("--ca-file/--insecure/--target-pid/--target-metrics", "apply to a --target only (the bench samples the servers it starts)")
+		}
 		if err := o.checkServers(); err != nil {
 			return err
 		}
@@ -389,18 +406,32 @@ func (o *Options) checkTarget() error {
 	u, err := url.Parse(o.Target)
 	switch {
 	case o.TargetKind == results.KindSTOMP:
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "http") || u.Host == "" || u.Path == "" || u.Path == "/" {
+		if err != nil || !slices.Contains([]string{"ws", "wss", "http", "https"}, u.Scheme) || u.Host == "" || u.Path == "" || u.Path == "/" {
 			return usageErr("--target", "%q: want the STOMP endpoint's URL, like ws://127.0.0.1:15674/ws", o.Target)
 		}
 		o.targetPath = u.Path
-	case err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/"):
-		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080", o.Target)
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/"):
+		return usageErr("--target", "%q: want a base URL like http://127.0.0.1:8080 or https://host", o.Target)
 	}
+	if err := o.targetTLS(u); err != nil {
+		return err
+	}
+	if err := o.checkTargetCost(); err != nil {
+		return err
+	}
+	o.targetQuery = u.RawQuery
 	if o.TargetKind != results.KindRTLab && o.scn.rtlabOnly() {
 		return usageErr("--target-kind", "%s runs the location scenario only: chat and notify follow rtlab's own chat rules", o.TargetKind)
 	}
 	o.Target = u.Scheme + "://" + u.Host + o.targetPath
 	o.targetHost = u.Host
+	if u.Port() == "" { // users dial host:port
+		port := "80"
+		if o.tlsConf != nil {
+			port = "443"
+		}
+		o.targetHost = net.JoinHostPort(u.Hostname(), port)
+	}
 	if o.TargetKind != results.KindSTOMP && (o.StompPub != "" || o.StompSub != "" || o.StompLogin != "") {
 		return usageErr("--stomp-pub/--stomp-sub/--stomp-login", "apply to --target-kind stomp")
 	}

@@ -19,8 +19,7 @@ func (w *pubWorker) conn() (*httpConn, error) {
 	c := w.c
 	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
 	defer cancel()
-	d := c.dialer(w.node)
-	conn, err := d.DialContext(ctx, "tcp", c.nodes[w.node])
+	conn, err := c.dialAddr(ctx, w.node, c.nodes[w.node])
 	if err != nil {
 		w.down = true
 		return nil, fmt.Errorf("publish pool: connect: %w", err)
@@ -66,6 +65,7 @@ func (w *pubWorker) httpPublish(job pubJob) {
 		w.buf = append(w.buf, "?type="...)
 		w.buf = append(w.buf, typ...)
 	}
+	w.buf = c.opts.withQuery(w.buf)
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "POST", c.nodes[w.node], w.buf[:path], v.authHeader(), w.body)
 	req := w.buf[path:]
@@ -106,6 +106,7 @@ func (w *pubWorker) fetchPosition(job pubJob) {
 	v := job.a.v
 	w.buf = append(w.buf[:0], "/api/poll/"...)
 	w.buf = append(w.buf, v.topic...)
+	w.buf = w.c.opts.withQuery(w.buf)
 	path := len(w.buf)
 	w.buf = appendRequest(w.buf, "GET", w.c.nodes[w.node], w.buf[:path], v.authHeader(), nil)
 	var res jobResult

@@ -104,14 +104,23 @@ func probeTarget(ctx context.Context, o *Options) error {
 	switch o.TargetKind {
 	case results.KindCentrifugo:
 		if err := probeCentrifugo(ctx, o); err != nil {
+			if ce := certProblem(o.Target, err); ce != nil {
+				return ce
+			}
 			return usageErr("--target", "%s: no Centrifugo connect over /connection/websocket (%v); want a running Centrifugo (and --auth-secret, its token HMAC key, when it takes no anonymous clients)", o.Target, err)
 		}
 	case results.KindSTOMP:
-		if err := probeSTOMP(ctx, o.targetHost, stompDialectFor(results.KindSTOMP, o)); err != nil {
+		if err := probeSTOMP(ctx, o, o.targetHost, stompDialectFor(results.KindSTOMP, o)); err != nil {
+			if ce := certProblem(o.Target, err); ce != nil {
+				return ce
+			}
 			return usageErr("--target", "%s: no STOMP session over WebSocket (%v); want a STOMP endpoint (and --stomp-login when it asks for one)", o.Target, err)
 		}
 	default:
-		if err := peers.ProbeReady(ctx, o.targetHost); err != nil {
+		if err := o.probeReady(ctx); err != nil {
+			if ce := certProblem(o.Target, err); ce != nil {
+				return ce
+			}
 			return usageErr("--target", "%s does not answer GET /readyz with 200 (%v); want a running rtlab server", o.Target, err)
 		}
 	}
@@ -490,6 +499,9 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 	run.Server = smp.usage(run.Series.ServerCPU, run.Series.ServerRSS, run.Series.ServerGorout, run.Series.ServerThreads, smp.serverBase, smp.serverAvailable)
 	if run.Server.Available {
 		run.Server.CPUSeconds = smp.serverCPU().Seconds()
+		if smp.target != nil {
+			run.Notes = append(run.Notes, smp.target.note())
+		}
 	}
 	run.Generator = smp.usage(run.Series.GeneratorCPU, run.Series.GeneratorRSS, nil, nil, smp.genBase, true)
 	run.Generator.CPUSeconds = smp.genMeter.Total().Seconds()
@@ -504,7 +516,7 @@ func (c *cell) results(run *results.Run, smp *sampler, cut int64) {
 		run.Notes = append(run.Notes, fmt.Sprintf("generator saturated: its CPU reached %.0f%% of its %d-core budget for %d s or more; latency figures may be the generator's", saturationShare*100, runtime.GOMAXPROCS(0), saturationWindow))
 	}
 	if run.Saturated = smp.saturation(); run.Saturated != nil {
-		run.Notes = append(run.Notes, saturationNote(run.Saturated, smp.cpus, len(smp.servers) > 0))
+		run.Notes = append(run.Notes, saturationNote(run.Saturated, smp.cpus, smp.local()))
 	}
 	run.StealSeconds = smp.steal.secs
 	if w := smp.steal; w.secs > 0 {

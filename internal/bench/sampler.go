@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
-	"strconv"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -18,59 +16,33 @@ import (
 	"github.com/rtlab/rtlab/internal/results"
 )
 
-// serverMetrics are the figures read from a server's /metrics.
-type serverMetrics struct {
-	goroutines int64
-	cpuSeconds float64 // process_cpu_seconds_total
-	rss        uint64  // process_resident_memory_bytes
-	hasProcess bool    // the process collector is there
-}
-
-// scrapeMetrics reads GET /metrics from addr once.
-func scrapeMetrics(ctx context.Context, addr string) (serverMetrics, error) {
-	var sm serverMetrics
+// scrapeGoroutines reads GET /metrics from addr (a spawned server's) once, for its
+// goroutines; its CPU and memory come from /proc.
+func scrapeGoroutines(ctx context.Context, addr string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return sm, err
+		return 0, err
 	}
 	hc := newHTTPConn(conn, addr, false)
 	defer hc.close()
 	dl, _ := ctx.Deadline()
 	req := appendRequest(nil, "GET", addr, []byte("/metrics"), "Connection: close\r\n", nil)
+	var gor int64
 	err = hc.roundTrip(req, dl, func(status int, body []byte) error {
 		if status != 200 {
 			return &StatusError{Code: status}
 		}
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(make([]byte, 0, 4096), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			name, val, ok := bytes.Cut(line, []byte(" "))
-			if !ok || len(line) == 0 || line[0] == '#' {
-				continue
-			}
-			v, err := strconv.ParseFloat(string(bytes.TrimSpace(val)), 64)
-			if err != nil {
-				continue
-			}
-			switch string(name) {
-			case "go_goroutines":
-				sm.goroutines = int64(v)
-			case "process_cpu_seconds_total":
-				sm.cpuSeconds, sm.hasProcess = v, true
-			case "process_resident_memory_bytes":
-				sm.rss = uint64(v)
-			}
-		}
-		return nil
+		pm, err := parseProm(bytes.NewReader(body))
+		gor = pm.goroutines
+		return err
 	})
 	if err != nil && !errors.Is(err, errConnClose) {
-		return sm, err
+		return 0, err
 	}
-	return sm, nil
+	return gor, nil
 }
 
 // machineBusyShare is the machine CPU share above which a second counts as saturated.
@@ -126,10 +98,7 @@ type sampler struct {
 	trees    []*procstat.Tree // one per server
 	genMeter procstat.Meter
 
-	// --target: CPU from process_cpu_seconds_total.
-	targetCPU   float64
-	targetAt    time.Time
-	targetFirst float64
+	target      *targetCost // --target: what it costs, when it can be read
 	machBusy    uint64
 	machSteal   uint64
 	machTotal   uint64
@@ -190,6 +159,9 @@ func newSampler(c *cell, servers []*peers.Server) *sampler {
 	for _, srv := range servers {
 		s.trees = append(s.trees, procstat.NewTree(srv.PID))
 	}
+	if c.opts.Target != "" {
+		s.target = newTargetCost(c.opts, c.kind)
+	}
 	return s
 }
 
@@ -218,25 +190,10 @@ func (s *sampler) baseline() {
 // server reports them) and threads (sum).
 func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads int64) {
 	c := s.c
-	if len(s.servers) == 0 { // --target: only what /metrics says
-		if c.kind == results.KindSTOMP {
-			s.serverAvailable = false
-			return 0, 0, 0, 0
-		}
-		sm, err := scrapeMetrics(context.Background(), c.nodes[0])
-		if err != nil || !sm.hasProcess {
-			s.serverAvailable = false
-			return 0, 0, sm.goroutines, 0
-		}
-		if !s.targetAt.IsZero() {
-			if dt := now.Sub(s.targetAt).Seconds(); dt > 0 {
-				cpu = max(0, 100*(sm.cpuSeconds-s.targetCPU)/dt)
-			}
-		} else {
-			s.targetFirst = sm.cpuSeconds
-		}
-		s.targetCPU, s.targetAt = sm.cpuSeconds, now
-		return cpu, sm.rss, sm.goroutines, 0
+	if s.target != nil {
+		cpu, rss, gor, threads, ok := s.target.sample(c.ctx, now)
+		s.serverAvailable = s.serverAvailable && ok
+		return cpu, rss, gor, threads
 	}
 	t := procstat.Table()
 	for i, srv := range s.servers {
@@ -248,8 +205,8 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads i
 		if srv.Metrics == "" {
 			continue
 		}
-		if sm, err := scrapeMetrics(context.Background(), srv.Metrics); err == nil {
-			gor += sm.goroutines
+		if g, err := scrapeGoroutines(context.Background(), srv.Metrics); err == nil {
+			gor += g
 		}
 	}
 	return cpu, rss, gor, threads
@@ -257,8 +214,8 @@ func (s *sampler) server(now time.Time) (cpu float64, rss uint64, gor, threads i
 
 // serverCPU is the CPU time the servers used over the run.
 func (s *sampler) serverCPU() time.Duration {
-	if len(s.servers) == 0 {
-		return time.Duration((s.targetCPU - s.targetFirst) * float64(time.Second))
+	if s.target != nil {
+		return s.target.total()
 	}
 	var d time.Duration
 	for _, t := range s.trees {
@@ -291,7 +248,7 @@ func (s *sampler) sample(run *results.Run, i int, plan *Plan) {
 	ser.ServerCPU = append(ser.ServerCPU, cpu)
 	ser.ServerRSS = append(ser.ServerRSS, rss)
 	ser.ServerGorout = append(ser.ServerGorout, gor)
-	if len(s.servers) > 0 {
+	if s.local() {
 		ser.ServerThreads = append(ser.ServerThreads, threads)
 	}
 	gcpu, grss, _ := s.genMeter.Read("self", now)
@@ -334,11 +291,17 @@ func (s *sampler) sample(run *results.Run, i int, plan *Plan) {
 		c.connected.Load(), sec.received, p99all, c.col.c.errors)
 }
 
+// local reports whether the servers' processes are sampled here: the ones the bench started,
+// or a target's --target-pid.
+func (s *sampler) local() bool {
+	return len(s.servers) > 0 || (s.target != nil && s.target.local())
+}
+
 // saturatedSecond adds a saturated second's CPU, by whose it was, to s.sat. With --target the
 // server's CPU cannot be told from other processes (it may not even run here): it counts among
 // the others.
 func (s *sampler) saturatedSecond(machine, server, generator, broker, steal float64) {
-	if len(s.servers) == 0 {
+	if !s.local() {
 		server = 0
 	}
 	s.sat.Seconds++

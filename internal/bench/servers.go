@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func (o *Options) startSpring(ctx context.Context, logw io.Writer) (*peers.Serve
 // CONNECTED.
 func startRabbit(ctx context.Context, logw io.Writer) (*peers.Server, error) {
 	s, err := peers.StartRabbit(ctx, logw, func(ctx context.Context, addr string) error {
-		return probeSTOMP(ctx, addr, stompDialectFor(results.KindRabbitMQ, nil))
+		return probeSTOMP(ctx, nil, addr, stompDialectFor(results.KindRabbitMQ, nil))
 	})
 	return s, flagErr(err)
 }
@@ -129,7 +130,7 @@ func rtlabHistory(args []string) (size int, ttl time.Duration) {
 func probeCentrifugo(ctx context.Context, o *Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, br, _, err := ws.Dialer{Timeout: 3 * time.Second}.Dial(ctx, "ws://"+o.targetHost+"/connection/websocket")
+	conn, br, _, err := ws.Dialer{Timeout: 3 * time.Second, TLSConfig: o.tlsConf}.Dial(ctx, o.wsURL(o.targetHost, "/connection/websocket"))
 	if err != nil {
 		return err
 	}
@@ -165,11 +166,16 @@ func probeCentrifugo(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// probeSTOMP opens a STOMP session over WebSocket at addr as d says and waits for CONNECTED.
-func probeSTOMP(ctx context.Context, addr string, d stompDialect) error {
+// probeSTOMP opens a STOMP session over WebSocket at addr as d says and waits for CONNECTED;
+// o, when not nil, is a target's (its TLS and query).
+func probeSTOMP(ctx context.Context, o *Options, addr string, d stompDialect) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	conn, br, hs, err := ws.Dialer{Protocols: []string{"v12.stomp"}, Timeout: 3 * time.Second}.Dial(ctx, "ws://"+addr+d.path)
+	var tlsConf *tls.Config
+	if o != nil {
+		tlsConf = o.tlsConf
+	}
+	conn, br, hs, err := ws.Dialer{Protocols: []string{"v12.stomp"}, Timeout: 3 * time.Second, TLSConfig: tlsConf}.Dial(ctx, o.wsURL(addr, d.path))
 	if err != nil {
 		return err
 	}

@@ -238,7 +238,7 @@ func (w *pubWorker) cfAPIPublish(job pubJob) {
 	w.body = append(w.body, `","data":`...)
 	w.body = append(w.body, data...)
 	w.body = append(w.body, '}')
-	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], []byte("/api/publish"),
+	w.buf = appendRequest(w.buf[:0], "POST", c.nodes[w.node], c.opts.withQuery([]byte("/api/publish")),
 		c.opts.cfHeaders, w.body)
 	if !a.httpTurn(job.seq) {
 		return

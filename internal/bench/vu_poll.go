@@ -37,32 +37,30 @@ func (d *pollDriver) run(a *activity) {
 			hc = nil
 		}
 		l.done()
+		l.open = false // the next connection opens with its first answered poll
 	}
 	defer disconnect()
+	// pending: a connection is dialled but not yet answered, so neither opened nor failed; the
+	// user leaving then abandons it.
+	pending := false
+	defer func() {
+		if pending {
+			c.connAbandoned(v)
+		}
+	}()
 	fails := 0
 	var next time.Time // short polling: when the next poll is due
 	for a.ctx.Err() == nil && !a.sessDone.Load() {
 		if hc == nil {
-			c.connTried(v)
-			start := time.Now()
-			conn, err := c.dial(a.ctx, v)
-			if err != nil {
-				c.connFailed(a, err)
-				if !a.sleep(backoff(fails)) {
+			var stay bool
+			if hc, stay = d.connect(l); hc == nil {
+				if !stay || !a.sleep(backoff(fails)) {
 					return
 				}
 				fails++
 				continue
 			}
-			if !a.setConn(conn) {
-				_ = conn.Close()
-				c.connAbandoned(v)
-				return
-			}
-			l.start = start
-			l.opened()
-			// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
-			hc = newHTTPConn(conn, c.nodes[v.at()], d.long)
+			pending = true
 		}
 		if a.greetDue() {
 			// Subscribed (the first poll read the position): greet (enter the room).
@@ -82,27 +80,30 @@ func (d *pollDriver) run(a *activity) {
 		more, err := d.poll(l, hc)
 		var se *StatusError
 		isStatus := errors.As(err, &se)
-		if closed := errors.Is(err, errConnClose); closed {
-			disconnect() // the server ended keep-alive: the next poll reconnects
-			if !isStatus {
-				err = nil // answered, then closed: not a failure
-			}
+		closed := errors.Is(err, errConnClose)
+		if closed && !isStatus {
+			err = nil // answered, then closed: not a failure
+		}
+		pending = false // answered, or failed below
+		if err == nil && !l.open {
+			l.opened()
 		}
 		if err != nil {
+			d.failed(l, err, isStatus) // an attempt of a leaving user counts as abandoned
 			if a.ending() || a.ctx.Err() != nil {
 				return
 			}
-			if isStatus {
-				v.sh.fail(fmt.Errorf("poll: %w", se), nil)
-			} else {
-				l.closed(fmt.Errorf("poll: %w", err))
-				disconnect()
+			if closed || !isStatus || !l.open {
+				disconnect() // the next poll starts on a fresh connection
 			}
 			if !a.sleep(backoff(fails)) {
 				return
 			}
 			fails++
 			continue
+		}
+		if closed {
+			disconnect() // the server ended keep-alive: the next poll reconnects
 		}
 		fails = 0
 		l.serving()
@@ -117,6 +118,42 @@ func (d *pollDriver) run(a *activity) {
 			}
 		}
 	}
+}
+
+// connect dials a keep-alive connection for l's user and counts the attempt. On failure hc is
+// nil, and stay says whether the user is still there to try again.
+func (d *pollDriver) connect(l *link) (hc *httpConn, stay bool) {
+	a, c := l.a, d.c
+	v := a.v
+	c.connTried(v)
+	start := time.Now()
+	conn, err := c.dial(a.ctx, v)
+	if err != nil {
+		c.connFailed(a, err)
+		return nil, true
+	}
+	if !a.setConn(conn) {
+		_ = conn.Close()
+		c.connAbandoned(v)
+		return nil, false
+	}
+	l.start = start
+	// A long poll holds its reader for the whole wait anyway; a short poll borrows one.
+	return newHTTPConn(conn, c.nodes[v.at()], d.long), true
+}
+
+// failed counts a poll that failed with err: before the connection's first
+// answer, a failed attempt; after it, a refusal (an HTTP error status) counts as an attempt
+// of its own that failed, so that a server refusing users mid-run shows in the failed
+// connections as one refusing them at the start does; any other error is a drop.
+func (d *pollDriver) failed(l *link, err error, isStatus bool) {
+	err = fmt.Errorf("poll: %w", err)
+	if isStatus && l.open {
+		d.c.connTried(l.a.v)
+		d.c.connFailed(l.a, err)
+		return
+	}
+	l.closed(err)
 }
 
 // poll makes one request. The first of an activity carries no since and only reads the
@@ -141,6 +178,7 @@ func (d *pollDriver) poll(l *link, hc *httpConn) (more bool, err error) {
 			b = append(b, "ms"...)
 		}
 	}
+	b = c.opts.withQuery(b)
 	path := len(b)
 	b = appendRequest(b, "GET", c.nodes[v.at()], b[:path], v.authHeader(), nil)
 	*bp = b

@@ -98,7 +98,9 @@ func (d *sseDriver) position(a *activity) (jobResult, bool) {
 		return jobResult{}, false
 	}
 	if pos.err != nil {
-		v.sh.fail(fmt.Errorf("sse: reading position: %w", pos.err), nil)
+		// The stream cannot open without its position: the user's attempt failed.
+		c.connTried(v)
+		c.connFailed(a, fmt.Errorf("sse: reading position: %w", pos.err))
 		return jobResult{}, false
 	}
 	return pos, true
@@ -182,7 +184,7 @@ func (c *cell) openSSE(l *link, target []byte, extra, what string) (lines *bufio
 		return nil, false
 	}
 	bp := bufPool.Get().(*[]byte)
-	req := appendRequest((*bp)[:0], "GET", c.nodes[v.at()], target, "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+extra, nil)
+	req := appendRequest((*bp)[:0], "GET", c.nodes[v.at()], c.opts.withQuery(target), "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"+extra, nil)
 	_ = conn.SetDeadline(time.Now().Add(requestTimeout))
 	_, err = conn.Write(req)
 	*bp = req

@@ -68,7 +68,8 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 			return c.dial(ctx, v)
 		},
 	}
-	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.at()]+path)
+	// The dial is cell.dial's (TLS included), so the handshake's URL stays ws://.
+	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.at()]+string(c.opts.withQuery([]byte(path))))
 	if err != nil {
 		return nil, err
 	}

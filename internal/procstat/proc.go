@@ -49,6 +49,21 @@ func Read(pid string) (cpu time.Duration, rss uint64, err error) {
 	return cpu, rss, nil
 }
 
+// StatusBytes returns a "Key:   123 kB" line of /proc/<pid>/status in bytes (pid "self": this
+// process), such as "VmRSS:" or "RssFile:"; false where /proc does not tell it.
+func StatusBytes(pid, key string) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	v := statusField(b, key)
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n * 1024, true
+}
+
 // statusKB returns a "Key:   123 kB" value of a /proc status-like file in bytes.
 func statusKB(b []byte, key string) uint64 {
 	n, _ := strconv.ParseUint(statusField(b, key), 10, 64)

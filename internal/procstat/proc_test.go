@@ -23,3 +23,16 @@ func TestParseMachineCPU(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusBytes(t *testing.T) {
+	rss, ok := StatusBytes("self", "VmRSS:")
+	if !ok || rss == 0 || rss%1024 != 0 {
+		t.Errorf("VmRSS of this process: %d, %v; want a positive count of KiB in bytes", rss, ok)
+	}
+	if _, ok := StatusBytes("self", "NoSuchKey:"); ok {
+		t.Error("a key /proc does not have was read")
+	}
+	if _, ok := StatusBytes("0", "VmRSS:"); ok {
+		t.Error("process 0 was read")
+	}
+}

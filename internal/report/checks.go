@@ -143,3 +143,25 @@ func latencySet(r *results.Run) string {
 	}
 	return strings.Join(s, "; ")
 }
+
+// failedConnections names the runs whose connection attempts failed, with how many and the
+// most frequent error; "" when none did.
+func failedConnections(runs []*results.Run) string {
+	var s []string
+	for _, r := range runs {
+		c := r.Connections
+		if c.Failed == 0 {
+			continue
+		}
+		f := fmt.Sprintf("%s: %s of %s connection attempts failed", label(r), fmtInt(c.Failed), fmtInt(c.Tried))
+		if len(c.Errors) > 0 {
+			e := []rune(strings.TrimSpace(c.Errors[0].Label))
+			if len(e) > 160 {
+				e = append(e[:160], '…')
+			}
+			f += " (" + string(e) + ")"
+		}
+		s = append(s, f)
+	}
+	return strings.Join(s, "; ")
+}

@@ -110,48 +110,16 @@ func verdict(users int, runs []*results.Run) string {
 	if len(runs) == 0 {
 		return ""
 	}
-	var parts []string
-
-	var bad []*results.Run
-	for _, r := range runs {
-		if r.Delivery.Ratio < MinRatio {
-			bad = append(bad, r)
-		}
-	}
-	ratioList := func(rs []*results.Run) string {
-		var s []string
-		for _, r := range rs {
-			s = append(s, label(r)+" "+fmtRatio(r.Delivery.Ratio)+" %")
-		}
-		return joinNames(s)
-	}
 	var refused []string
 	for _, r := range runs {
 		if f := failedPublishes(r); f != "" {
 			refused = append(refused, label(r)+": "+f)
 		}
 	}
-	accepted := ""
-	if len(refused) > 0 {
-		accepted = " of the publications the server accepted"
-	}
-	nothing := true
-	for _, r := range runs {
-		nothing = nothing && r.Delivery.Expected == 0
-	}
-	switch {
-	case nothing:
-		parts = append(parts, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio")
-	case len(runs) == 1:
-		parts = append(parts, fmt.Sprintf("%s delivered %s %%%s", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio), accepted))
-	case len(bad) == 0:
-		parts = append(parts, "every transport delivered ≥99.9 %"+accepted)
-	case len(bad) == len(runs):
-		parts = append(parts, "no transport reached 99.9 % delivery ("+ratioList(bad)+")")
-	case len(bad) == 1:
-		parts = append(parts, fmt.Sprintf("%s delivered only %s %%, the others ≥99.9 %%", label(bad[0]), fmtRatio(bad[0].Delivery.Ratio)))
-	default:
-		parts = append(parts, "below 99.9 % delivery: "+ratioList(bad))
+	head, said := deliveryText(runs, refused)
+	parts := []string{head}
+	if said {
+		refused = nil // named already
 	}
 
 	if len(refused) > 0 {
@@ -178,7 +146,7 @@ func verdict(users int, runs []*results.Run) string {
 
 	var failed []string
 	for _, r := range runs {
-		if r.Connections.Failed > 0 {
+		if r.Connections.Failed > 0 && !said {
 			failed = append(failed, fmt.Sprintf("%s %s", label(r), fmtInt(r.Connections.Failed)))
 		}
 	}
@@ -565,4 +533,51 @@ func compareVerdict(lp levelPair) string {
 		parts = append(parts, "only in b: "+joinNames(onlyB))
 	}
 	return "At " + lp.title() + ", b against a: " + strings.Join(parts, "; ") + "."
+}
+
+// deliveryText is the verdict's first part: how the runs delivered, or why nothing was
+// expected. said reports that it named the refused publishes already.
+func deliveryText(runs []*results.Run, refused []string) (text string, said bool) {
+	var bad []*results.Run
+	for _, r := range runs {
+		if r.Delivery.Ratio < MinRatio {
+			bad = append(bad, r)
+		}
+	}
+	ratioList := func(rs []*results.Run) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, label(r)+" "+fmtRatio(r.Delivery.Ratio)+" %")
+		}
+		return joinNames(s)
+	}
+	accepted := ""
+	if len(refused) > 0 {
+		accepted = " of the publications the server accepted"
+	}
+	nothing := true
+	for _, r := range runs {
+		nothing = nothing && r.Delivery.Expected == 0
+	}
+	connFailed := failedConnections(runs)
+	switch {
+	case nothing && (connFailed != "" || len(refused) > 0):
+		// Failures, not the load's size, are why nothing was expected: name them.
+		why := refused
+		if connFailed != "" {
+			why = append([]string{connFailed}, refused...)
+		}
+		return "no publication was expected anywhere, so there is no delivery ratio: " + strings.Join(why, "; "), true
+	case nothing:
+		return "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio", false
+	case len(runs) == 1:
+		return fmt.Sprintf("%s delivered %s %%%s", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio), accepted), false
+	case len(bad) == 0:
+		return "every transport delivered ≥99.9 %" + accepted, false
+	case len(bad) == len(runs):
+		return "no transport reached 99.9 % delivery (" + ratioList(bad) + ")", false
+	case len(bad) == 1:
+		return fmt.Sprintf("%s delivered only %s %%, the others ≥99.9 %%", label(bad[0]), fmtRatio(bad[0].Delivery.Ratio)), false
+	}
+	return "below 99.9 % delivery: " + ratioList(bad), false
 }

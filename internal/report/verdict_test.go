@@ -235,3 +235,23 @@ func TestVerdictNothingExpected(t *testing.T) {
 		t.Errorf("ratio cell %q, want %q", c, none)
 	}
 }
+
+// A run whose users could not connect has nothing expected because of the failures, not the
+// load's size: the verdict names them and never blames too few users.
+func TestVerdictNothingExpectedNamesFailures(t *testing.T) {
+	r := &results.Run{Transport: "sse", Delivery: results.Delivery{Ratio: 1}, Connections: results.Connections{
+		Tried: 383, Failed: 383, Errors: []results.Count{{Label: "connect: sse: HTTP 404 not found", N: 383}},
+	}}
+	v := verdict(20, []*results.Run{r})
+	if strings.Contains(v, "too few") || !strings.Contains(v, "383 of 383 connection attempts failed") || !strings.Contains(v, "HTTP 404") {
+		t.Errorf("verdict %q; want it to name the failed connections and not blame too few users", v)
+	}
+	if strings.Contains(v, "failed connections:") {
+		t.Errorf("verdict %q names the failed connections twice", v)
+	}
+	r.Connections = results.Connections{}
+	r.Publish = results.Publish{Sent: 40, Failed: 40}
+	if v := verdict(20, []*results.Run{r}); strings.Contains(v, "too few") || !strings.Contains(v, "40 of 40 publishes") {
+		t.Errorf("verdict %q; want it to name the failed publishes and not blame too few users", v)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/procstat"
 )
 
 // Build builds ./cmd/rtlab into dir and returns the binary's path. $RTLAB_BIN names a prebuilt
@@ -189,29 +190,11 @@ func (p *Proc) Await(path string, want int, within time.Duration) {
 // RSS is the process's resident set size in bytes, from /proc/PID/status.
 func (p *Proc) RSS() int64 {
 	p.t.Helper()
-	return procStatusBytes(p.t, p.PID(), "VmRSS:")
-}
-
-// procStatusBytes reads a "Key:  N kB" line of /proc/pid/status.
-func procStatusBytes(t testing.TB, pid int, key string) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read memory of rtlab: %v", err)
+	_, rss, err := procstat.Read(strconv.Itoa(p.PID()))
+	if err != nil || rss == 0 {
+		p.t.Fatalf("read memory of rtlab: rss %d, %v", rss, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("parse %s %q: %v", key, rest, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", key, pid)
-	return 0
+	return int64(rss)
 }
 
 // Restart stops the process (SIGKILL when crash, else SIGTERM) and starts it again with the

@@ -26,6 +26,8 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/rtlab/rtlab/internal/procstat"
 )
 
 func main() {
@@ -168,17 +170,11 @@ type writerTo struct{ b *strings.Builder }
 func (w writerTo) Write(p []byte) (int, error) { return w.b.Write(p) }
 
 func rss(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
+	n, ok := procstat.StatusBytes(strconv.Itoa(pid), "VmRSS:")
+	if !ok {
+		return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return int64(n), nil
 }
 
 func idle(args []string) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/broker/shard"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/procstat"
 )
 
 func main() {
@@ -153,16 +154,11 @@ func publish(send func(i int) error, rate int, dur time.Duration) (ok, failed in
 	return okN.Load(), badN.Load()
 }
 
-// cpuSeconds is the user and system time of pid so far (fields 14 and 15 of /proc/pid/stat,
-// in clock ticks of 1/100 s).
+// cpuSeconds is the user and system time of pid so far; 0 when it cannot be read.
 func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, _, err := procstat.Read(strconv.Itoa(pid))
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after "pid (comm) "
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) / 100
+	return cpu.Seconds()
 }

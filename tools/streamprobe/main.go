@@ -24,6 +24,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rtlab/rtlab/internal/procstat"
 )
 
 func main() {
@@ -113,11 +115,11 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	}
 	time.Sleep(500 * time.Millisecond) // consumers attached at "next" before anything is sent
 
-	cpu0, _ := cpuTicks(pid)
+	cpu0, _ := cpuTime(pid)
 	start := time.Now()
 	err = p.publishAll(ctx)
 	elapsed := time.Since(start)
-	cpu1, cpuErr := cpuTicks(pid)
+	cpu1, cpuErr := cpuTime(pid)
 	if err != nil {
 		return err
 	}
@@ -133,8 +135,7 @@ func run(url, queue string, rate, batch, size int, duration time.Duration, pid i
 	fmt.Printf("%d publications/s, %d per message: %d deliveries, p50 %.2f ms, p99 %.2f ms",
 		rate, batch, len(lat), q(0.5), q(0.99))
 	if pid > 0 && cpuErr == nil {
-		// /proc ticks are 1/100 s on Linux.
-		fmt.Printf(", RabbitMQ CPU %.0f %%", float64(cpu1-cpu0)/elapsed.Seconds())
+		fmt.Printf(", RabbitMQ CPU %.0f %%", 100*(cpu1-cpu0).Seconds()/elapsed.Seconds())
 	}
 	fmt.Println()
 	return nil
@@ -327,21 +328,11 @@ func dial(url string) (*amqp.Connection, *amqp.Channel, error) {
 	return conn, ch, nil
 }
 
-// cpuTicks is the user+system CPU of process pid in clock ticks.
-func cpuTicks(pid int) (int64, error) {
+// cpuTime is the user+system CPU of process pid so far.
+func cpuTime(pid int) (time.Duration, error) {
 	if pid <= 0 {
 		return 0, fmt.Errorf("no pid")
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s, nil
+	cpu, _, err := procstat.Read(strconv.Itoa(pid))
+	return cpu, err
 }

@@ -1,4 +1,4 @@
-package main
+package procstat
 
 import (
 	"bufio"
@@ -13,12 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockHolder names the process that holds the file at path open and locked, as
+// LockHolder names the process that holds the file at path open and locked, as
 // "pid 1234 (rtlab serve --addr 127.0.0.1:8080)", so that a second server started on the same
 // --data-dir can say who is in the way instead of "timeout". It reads /proc/locks (the flock
 // bbolt takes), then the open files of every process; "" when it cannot tell (not Linux, or the
 // holder is in another PID namespace).
-func lockHolder(path string) string {
+func LockHolder(path string) string {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
 		return ""
@@ -31,11 +31,20 @@ func lockHolder(path string) string {
 	if pid == 0 {
 		return ""
 	}
-	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(cmd) == 0 {
-		return fmt.Sprintf("pid %d", pid)
+	if cmd := Cmdline(pid); cmd != "" {
+		return fmt.Sprintf("pid %d (%s)", pid, cmd)
 	}
-	return fmt.Sprintf("pid %d (%s)", pid, strings.Join(strings.Fields(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))), " "))
+	return fmt.Sprintf("pid %d", pid)
+}
+
+// Cmdline is process pid's command line with its arguments joined by spaces; "" when it
+// cannot be read.
+func Cmdline(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))), " ")
 }
 
 // lockPID returns the process holding a lock on the file (dev, ino) according to the
