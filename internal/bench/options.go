@@ -20,6 +20,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/target"
 )
 
 // Transports returns the transports the bench drives, in the order "all" runs them for the
@@ -97,6 +98,9 @@ type Options struct {
 	StompPub, StompSub string
 	// StompLogin is the "login:passcode" a STOMP target's CONNECT carries; zero sends none.
 	StompLogin string
+	// Profile is --profile: a target profile file (or builtin:NAME) that describes --target's
+	// own routes and messages; zero measures the target as --target-kind says.
+	Profile string
 	// CentrifugoBin is the centrifugo executable; zero looks in PATH, then in PeerCache.
 	CentrifugoBin string
 	// CentrifugoAPIKey is the HTTP API key of a Centrifugo target (its SSE users publish through
@@ -133,6 +137,7 @@ type Options struct {
 	// serversUp, when set, is told the servers of each cell once they are ready (tests that
 	// inject faults into them).
 	serversUp func(transport string, servers []*peers.Server)
+	profile   *target.Profile // what Profile names
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.
@@ -151,7 +156,7 @@ func usageErr(flag, format string, args ...any) error {
 // one. It touches nothing outside the process except reading the open-file limit.
 func (o *Options) Validate() error {
 	for _, check := range []func() error{
-		o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
+		o.checkProfile, o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
 		o.checkBrokers, o.checkWhere, o.checkCentrifugo, o.checkFileLimit,
 	} {
 		if err := check(); err != nil {
@@ -182,7 +187,7 @@ func (o *Options) checkTransports() error {
 		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
 			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), strings.Join(namedOnly, ", "))
 		}
-		if slices.Contains(namedOnly, t) && o.Target != "" {
+		if slices.Contains(namedOnly, t) && o.Target != "" && o.profile == nil {
 			return usageErr("--transport", "%s runs against the servers the lab starts (their --stomp-addr and --sockjs-path), not a --target", t)
 		}
 		if seen[t] {

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/peers"
+	"github.com/rtlab/rtlab/internal/results"
+)
+
+// profileRun runs a short bench of transport with the profile against target and returns its
+// one run.
+func profileRun(t *testing.T, target, profile, transport string) results.Run {
+	t.Helper()
+	o := &Options{
+		Target: target, Profile: profile, Transports: []string{transport},
+		Users: []int{30}, Stages: "2s:PEAK,3s:PEAK,1s:0", Interval: 500 * time.Millisecond, Seed: 3,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Probe(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	got := executeJSON(ctx, t, o)
+	if got.Stopped || len(got.Warnings) > 0 || len(got.Runs) != 1 {
+		t.Fatalf("stopped %v, warnings %v, %d runs", got.Stopped, got.Warnings, len(got.Runs))
+	}
+	return got.Runs[0]
+}
+
+// checkExact asserts an honest server's run: every connection and publication served, every
+// expected delivery received once.
+func checkExact(t *testing.T, r results.Run) {
+	t.Helper()
+	c, p, d := r.Connections, r.Publish, r.Delivery
+	t.Logf("%s: conns %d/%d failed %d, pubs %d failed %d, expected %d received %d dup %d ooo %d, errors %v",
+		r.Transport, c.Opened, c.Tried, c.Failed, p.Sent, p.Failed, d.Expected, d.Received, d.Duplicates, d.OutOfOrder, c.Errors)
+	if c.Failed != 0 || c.Dropped != 0 || p.Failed != 0 || p.Sent == 0 {
+		t.Errorf("connections %+v, publish sent %d failed %d", c, p.Sent, p.Failed)
+	}
+	if d.Expected == 0 || d.Received != d.Expected || d.Duplicates != 0 || d.OutOfOrder != 0 {
+		t.Errorf("delivery: expected %d, received %d, duplicates %d, out of order %d", d.Expected, d.Received, d.Duplicates, d.OutOfOrder)
+	}
+}
+
+func example(name string) string { return filepath.Join("..", "..", "examples", "targets", name+".yaml") }
+
+func TestProfileShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three short benches")
+	}
+	t.Run("ws-envelope", func(t *testing.T) {
+		checkExact(t, profileRun(t, wsEnvelopeServer(t).URL, example("ws-envelope"), "ws"))
+	})
+	t.Run("sse-dto", func(t *testing.T) {
+		checkExact(t, profileRun(t, sseDTOServer(t, 0).URL, example("sse-dto"), "sse"))
+	})
+	t.Run("stomp-no-receipts", func(t *testing.T) {
+		checkExact(t, profileRun(t, stompNoReceiptServer(t).URL, example("stomp-no-receipts"), "stomp"))
+	})
+}
+
+// TestProfileReadsDropRate: a server that drops one delivery in 20 reads as a ratio of 95 %,
+// to within a point.
+func TestProfileReadsDropRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short bench")
+	}
+	r := profileRun(t, sseDTOServer(t, 20).URL, example("sse-dto"), "sse")
+	d := r.Delivery
+	t.Logf("expected %d, received %d, ratio %.4f", d.Expected, d.Received, d.Ratio)
+	if d.Expected < 500 || d.Ratio < 0.94 || d.Ratio > 0.96 || d.Duplicates != 0 {
+		t.Errorf("expected %d, ratio %.4f, duplicates %d: want 0.95 ± 0.01", d.Expected, d.Ratio, d.Duplicates)
+	}
+}
+
+// TestProfileFailsLoudly: a route the server does not have stops the run before the ramp with
+// an error naming the step; a bad profile is refused naming its line and field.
+func TestProfileFailsLoudly(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(example("sse-dto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := filepath.Join(dir, "wrong.yaml")
+	if err := os.WriteFile(wrong, []byte(strings.Replace(string(src), "/location/sse/connect", "/location/sse/nope", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := sseDTOServer(t, 0)
+	o := &Options{Target: srv.URL, Profile: wrong, Users: []int{2}, Stages: "1s:PEAK"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = Probe(ctx, o)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "subscribe GET /location/sse/nope?group=0") || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("got %v", err)
+	}
+	t.Log(err)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(src), "seq: $.lat", "seq: lat", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = &Options{Target: srv.URL, Profile: bad}
+	err = o.Validate()
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml:13: transports.sse.read.seq: want a path like $.payload.seq") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestBuiltinSeedProfile runs the built-in profile of the seed routes against the real rtlab.
+func TestBuiltinSeedProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server")
+	}
+	bin := buildRTLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := peers.StartRTLab(ctx, bin, "memory", nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for _, tr := range []string{"sse", "ws", "stomp"} {
+		t.Run(tr, func(t *testing.T) {
+			checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:seed", tr))
+		})
+	}
+}
