@@ -51,7 +51,9 @@ func checkExact(t *testing.T, r results.Run) {
 	}
 }
 
-func example(name string) string { return filepath.Join("..", "..", "examples", "targets", name+".yaml") }
+func example(name string) string {
+	return filepath.Join("..", "..", "examples", "targets", name+".yaml")
+}
 
 func TestProfileShapes(t *testing.T) {
 	if testing.Short() {

@@ -19,7 +19,7 @@ type profDriver struct {
 	t      *target.Transport
 	users  []string // {user} of each vu
 	tokens []string // {token} of each vu
-	runFn   func(a *activity)
+	runFn  func(a *activity)
 }
 
 // newProfDriver makes the driver of transport, which Options.Validate has found in p with a
@@ -56,8 +56,8 @@ func newProfDriver(c *cell, p *target.Profile, transport string) *profDriver {
 // profileClients are the transports a profile can be run on here.
 var profileClients = []string{"shortpoll", "longpoll", "sse", "ws", "stomp", TransportSTOMPTCP, TransportSockJS}
 
-func (d *profDriver) run(a *activity)         { d.runFn(a) }
-func (d *profDriver) httpPublish() bool       { return d.t.Publish.HTTP() }
+func (d *profDriver) run(a *activity)          { d.runFn(a) }
+func (d *profDriver) httpPublish() bool        { return d.t.Publish.HTTP() }
 func (d *profDriver) leave(*pubWorker, pubJob) {}
 
 // vals are the template values of v's publication seq sent at ts.
