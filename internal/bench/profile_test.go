@@ -119,10 +119,26 @@ func TestProfileFailsLoudly(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "bad.yaml:13: transports.sse.read.seq: want a path like $.payload.seq") {
 		t.Fatalf("got %v", err)
 	}
+
+	// A field the server does not send is named with what arrived.
+	missing := filepath.Join(dir, "missing.yaml")
+	if err := os.WriteFile(missing, []byte(strings.Replace(string(src), "seq: $.lat", "seq: $.payload.seq", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = &Options{Target: srv.URL, Profile: missing, Users: []int{2}, Stages: "1s:PEAK"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	err = Probe(ctx, o)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `receive: sse: field $.payload.seq missing in: {"lat":0,`) {
+		t.Fatalf("got %v", err)
+	}
+	t.Log(err)
 }
 
-// TestBuiltinSeedProfile runs the built-in profile of the seed routes against the real rtlab.
-func TestBuiltinSeedProfile(t *testing.T) {
+// TestProfilesOnRealRTLab runs the built-in profile of the seed routes, and the generic drivers
+// on rtlab's own API, against the real rtlab.
+func TestProfilesOnRealRTLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real server")
 	}
@@ -135,8 +151,15 @@ func TestBuiltinSeedProfile(t *testing.T) {
 	}
 	defer s.Stop()
 	for _, tr := range []string{"sse", "ws", "stomp"} {
-		t.Run(tr, func(t *testing.T) {
+		t.Run("seed-"+tr, func(t *testing.T) {
 			checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:seed", tr))
+		})
+	}
+	// Polling with a cursor, WebSocket frames answered by a reply, STOMP over TCP and SockJS.
+	t.Setenv("RTLAB_TEST_STOMP_ADDR", s.STOMP)
+	for _, tr := range []string{"shortpoll", "longpoll", "ws", TransportSTOMPTCP, TransportSockJS} {
+		t.Run("api-"+tr, func(t *testing.T) {
+			checkExact(t, profileRun(t, "http://"+s.Addr, filepath.Join("testdata", "rtlab-api.yaml"), tr))
 		})
 	}
 }

@@ -158,7 +158,11 @@ func (d *profDriver) poll(l *link, hc *httpConn, cursor *string) error {
 	if first && r.Cursor == nil {
 		a.established(c.clk.now(), 0, nil)
 	}
-	path := d.route(v, d.t.URL, *cursor)
+	route := d.t.URL
+	if first && r.Cursor != nil && d.t.Subscribe.URL != nil {
+		route = d.t.Subscribe.URL
+	}
+	path := d.route(v, route, *cursor)
 	req := appendRequest(nil, "GET", c.nodes[v.at()], []byte(path), d.headerLines(v, d.t.Headers), nil)
 	deadline := time.Now().Add(requestTimeout + c.opts.LongWait)
 	return hc.roundTrip(req, deadline, func(status int, body []byte) error {

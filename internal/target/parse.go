@@ -310,6 +310,9 @@ func (w *walker) fillDefaults(n *yaml.Node, at string, t *Transport) error {
 	if pub.Ack == AckStatus && !pub.HTTP() {
 		return w.errf(n, at+".publish.ack", "status answers an HTTP publish; want receipt, reply, echo or none")
 	}
+	if t.Subscribe.URL != nil && (t.Read.Cursor == nil || (t.Name != "longpoll" && t.Name != "shortpoll")) {
+		return w.errf(n, at+".subscribe.url", "is the first poll, which reads read.cursor: give read.cursor, on longpoll or shortpoll")
+	}
 	r := &t.Subscribe.Ready
 	if r.Kind == "" {
 		r.Kind = ReadyOpen
@@ -341,6 +344,7 @@ func (w *walker) subscribe(n *yaml.Node, at string, t *Transport) error {
 			return err
 		},
 		"destination": func(v *yaml.Node, at string) (err error) { s.Destination, err = w.tmpl(v, at); return err },
+		"url":         func(v *yaml.Node, at string) (err error) { s.URL, err = w.tmpl(v, at); return err },
 		"headers":     func(v *yaml.Node, at string) (err error) { s.Headers, err = w.headers(v, at); return err },
 		"ready":       func(v *yaml.Node, at string) (err error) { s.Ready, err = w.ready(v, at); return err },
 	})

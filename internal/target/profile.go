@@ -55,6 +55,7 @@ type Header struct {
 
 // Subscribe is what a user does once connected, and how it knows it is subscribed.
 type Subscribe struct {
+	URL         *Template   // polling: the first request, which reads the starting cursor
 	Send        []*Template // ws: frames sent after open
 	Destination *Template   // STOMP
 	Headers     []Header    // STOMP: SUBSCRIBE's extra headers
