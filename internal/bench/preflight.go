@@ -34,7 +34,7 @@ func preflight(ctx context.Context, o *Options, transport string) error {
 	for _, v := range []*vu{recv, pub} {
 		c.start(v, total)
 		if !c.await(func() bool { a := v.act.Load(); return a != nil && a.estab.Load() != 0 }) {
-			return c.stepErr(fmt.Sprintf("subscribe %s", d.describe(v)), "not subscribed")
+			return c.stepErr("subscribe "+d.describe(v), "not subscribed", "")
 		}
 	}
 	a := pub.act.Load()
@@ -44,12 +44,30 @@ func preflight(ctx context.Context, o *Options, transport string) error {
 	a.inflight.Add(1)
 	c.pubq[0] <- pubJob{a: a, seq: 0, kind: jobPublish}
 	if !c.await(func() bool { return p.state.Load() == pubOK || p.state.Load() == pubFailed }) || p.state.Load() == pubFailed {
-		return c.stepErr("publish "+d.describePub(pub), "no answer")
+		return c.stepErr("publish "+d.describePub(pub), "no answer", "")
 	}
 	if !c.await(func() bool { return p.recv.Load() > 0 }) {
-		return c.stepErr("receive", "no delivery")
+		return c.stepErr("receive", "no delivery", c.othersSeen(d))
 	}
 	return nil
+}
+
+// othersSeen says how many messages arrived that the profile's read did not take, if any.
+func (c *cell) othersSeen(d *profDriver) string {
+	var n int64
+	for _, s := range c.col.shards {
+		s.mu.Lock()
+		n += s.c.other
+		s.mu.Unlock()
+	}
+	if n == 0 {
+		return ""
+	}
+	why := "read.match"
+	if d.t.Name == "sse" {
+		why = fmt.Sprintf("read.event %q or read.match", nonEmptyStr(d.t.Read.Event, "message"))
+	}
+	return fmt.Sprintf(" (%d messages arrived that %s left out)", n, why)
 }
 
 // await polls cond until it holds, a user meets an error, or preflightWait has passed.
@@ -77,12 +95,13 @@ func (c *cell) firstErr() error {
 	return nil
 }
 
-// stepErr names a failed step with the first error the users met, or what did not happen.
-func (c *cell) stepErr(step, missing string) error {
+// stepErr names a failed step with the first error the users met, or what did not happen
+// (and detail, what was seen instead).
+func (c *cell) stepErr(step, missing, detail string) error {
 	if err := c.firstErr(); err != nil {
 		return fmt.Errorf("%s: %s", step, strings.TrimSpace(err.Error()))
 	}
-	return fmt.Errorf("%s: %s in %s", step, missing, preflightWait)
+	return fmt.Errorf("%s: %s in %s%s", step, missing, preflightWait, detail)
 }
 
 // describe names v's subscription route for the pre-flight's errors.

@@ -48,6 +48,9 @@ func (d *profDriver) sseRead(l *link, br *bufio.Reader, lastID *string) bool {
 		case len(line) == 0:
 			if len(data) > 0 && event == want {
 				d.message(l, data, len(data), d.c.clk.now())
+			} else if len(data) > 0 {
+				n := len(data)
+				l.a.v.sh.update(func(k *counters) { k.other++; k.bytesIn += int64(n) })
 			}
 			event, data = "message", data[:0]
 		case line[0] == ':':
