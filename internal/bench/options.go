@@ -249,6 +249,9 @@ func (o *Options) checkTiming() error {
 			if d, ok := pollEvery(t, o.Interval); ok {
 				longest = max(longest, d)
 			}
+			if o.profile != nil && o.profile.Transports[t] != nil {
+				longest = max(longest, o.profile.Transports[t].Interval)
+			}
 		}
 		o.Grace = longest + time.Second
 	}

@@ -163,3 +163,24 @@ func TestProfilesOnRealRTLab(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileOptions: --profile needs a --target, runs the profile's transports, and refuses
+// one the profile lacks or the bench has no client for.
+func TestProfileOptions(t *testing.T) {
+	o := &Options{Profile: "builtin:seed"}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "needs --target") {
+		t.Fatalf("got %v", err)
+	}
+	o = &Options{Target: "http://127.0.0.1:1", Profile: "builtin:seed"}
+	if err := o.Validate(); err != nil || strings.Join(o.Transports, ",") != "longpoll,sse,ws,stomp" {
+		t.Fatalf("%v %v", err, o.Transports)
+	}
+	o = &Options{Target: "http://127.0.0.1:1", Profile: "builtin:seed", Transports: []string{"sockjs"}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "does not describe it") {
+		t.Fatalf("got %v", err)
+	}
+	o = &Options{Target: "http://127.0.0.1:1", Profile: "builtin:nope"}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "no built-in profile") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -103,8 +103,9 @@ func (d *profDriver) headerLines(v *vu, hs []target.Header) string {
 
 // message hands one message of the server to the link: a delivery (its fields where the
 // profile reads them), the answer to a publication, or the sign that the subscription is in
-// place.
-func (d *profDriver) message(l *link, msg []byte, size int, now int64) {
+// place. It reports whether the connection has nothing more to do (a leaving user's last
+// answer).
+func (d *profDriver) message(l *link, msg []byte, size int, now int64) (end bool) {
 	a := l.a
 	v := a.v
 	r := &d.t.Read
@@ -112,8 +113,7 @@ func (d *profDriver) message(l *link, msg []byte, size int, now int64) {
 	if pub.Ack == target.AckReply && matchAll(pub.ReplyMatch, msg) {
 		if seq, ok := pub.ReplySeq.Text(msg); ok {
 			if n, err := parseSeq(seq); err == nil {
-				l.answered(now, reply{seq: n})
-				return
+				return l.answered(now, reply{seq: n})
 			}
 		}
 	}
@@ -122,12 +122,12 @@ func (d *profDriver) message(l *link, msg []byte, size int, now int64) {
 	}
 	if !r.Matches(msg) {
 		v.sh.update(func(k *counters) { k.other++; k.bytesIn += int64(size) })
-		return
+		return false
 	}
 	f, err := r.Extract(msg)
 	if err != nil {
 		v.sh.fail(fmt.Errorf("%s: %w", d.t.Name, err), nil)
-		return
+		return false
 	}
 	df := dataFields{vu: f.VU, seq: f.Seq, ts: f.TS, ok: true}
 	// The record holds the exact intended send time; the message's may have lost digits in a
@@ -135,10 +135,11 @@ func (d *profDriver) message(l *link, msg []byte, size int, now int64) {
 	if p := d.c.pubRecord(f.VU, f.Seq); p != nil && (f.TS == 0 || absDiff(f.TS, p.ts) < int64(time.Second)) {
 		df.ts = p.ts
 	}
-	if pub.Ack == target.AckEcho && f.VU == int64(v.id) {
-		l.answered(now, reply{seq: f.Seq})
-	}
 	l.message(now, false, 0, nil, df, size)
+	if pub.Ack == target.AckEcho && f.VU == int64(v.id) {
+		return l.answered(now, reply{seq: f.Seq})
+	}
+	return false
 }
 
 func matchAll(ms []target.Match, msg []byte) bool {
@@ -201,7 +202,9 @@ func (d *profDriver) wsSession(a *activity) (opened bool) {
 		if err != nil {
 			return l.closed(fmt.Errorf("ws: %w", err))
 		}
-		d.message(l, p, len(p), c.clk.now())
+		if d.message(l, p, len(p), c.clk.now()) {
+			return true
+		}
 	}
 }
 

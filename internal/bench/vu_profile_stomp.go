@@ -126,7 +126,7 @@ func (d *profDriver) stompFrame(l *link, fr *stomp.Frame, size int, now int64) (
 	a := l.a
 	switch fr.Command {
 	case stomp.CmdMessage:
-		d.message(l, fr.Body, size, now)
+		return d.message(l, fr.Body, size, now), nil
 	case stomp.CmdReceipt:
 		id, _ := fr.Get("receipt-id")
 		if id == subReceipt {

@@ -146,3 +146,30 @@ func FuzzParseProfile(f *testing.F) {
 		_, _ = Parse("f.yaml", t.TempDir(), []byte(src))
 	})
 }
+
+func TestSocketIOSection(t *testing.T) {
+	src := `transports:
+  socketio:
+    path: /socket.io/
+    namespace: /loc
+    join: {event: join, data: '{"room":"g{group}"}'}
+    publish: {event: location, data: '{"vu":{vu},"seq":{seq},"ts":{ts}}'}
+    receive: {event: location}
+    read: {vu: $.vu, seq: $.seq, ts: $.ts}
+`
+	p, err := Parse("p.yaml", ".", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.SocketIO
+	if s == nil || s.Namespace != "/loc" || s.JoinEvent != "join" || s.PubEvent != "location" || s.RecvEvent != "location" || s.Read.Seq.String() != "$.seq" {
+		t.Fatalf("%+v", s)
+	}
+	if got := p.Names(); len(got) != 1 || got[0] != "socketio" {
+		t.Fatalf("names %v", got)
+	}
+	_, err = Parse("p.yaml", ".", []byte(strings.Replace(src, "    receive: {event: location}\n", "", 1)))
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:3: transports.socketio.receive.event: missing") {
+		t.Fatalf("got %v", err)
+	}
+}
