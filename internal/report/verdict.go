@@ -139,7 +139,17 @@ func verdict(users int, runs []*results.Run) string {
 	for _, r := range runs {
 		nothing = nothing && r.Delivery.Expected == 0
 	}
+	connFailed, why := int64(0), ""
+	for _, r := range runs {
+		connFailed += r.Connections.Failed
+		if why == "" && r.Connections.Failed > 0 && len(r.Connections.Errors) > 0 {
+			why = ": " + r.Connections.Errors[0].Label
+		}
+	}
 	switch {
+	case nothing && connFailed > 0:
+		// Not "too few users": the users were there, the server refused them.
+		parts = append(parts, fmt.Sprintf("no publication was expected anywhere: %d connections failed%s, so there is no delivery ratio", connFailed, why))
 	case nothing:
 		parts = append(parts, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio")
 	case len(runs) == 1:

@@ -235,3 +235,14 @@ func TestVerdictNothingExpected(t *testing.T) {
 		t.Errorf("ratio cell %q, want %q", c, none)
 	}
 }
+
+// TestVerdictRefusedUsers: when nothing was expected because the users' connections failed,
+// the verdict says so rather than blaming too few users.
+func TestVerdictRefusedUsers(t *testing.T) {
+	r := &results.Run{Transport: "sse", Peak: 100}
+	r.Connections = results.Connections{Tried: 383, Failed: 383, Errors: []results.Count{{Label: "connect: sse: HTTP N page not found", N: 383}}}
+	got := verdict(100, []*results.Run{r})
+	if !strings.Contains(got, "383 connections failed: connect: sse: HTTP N page not found") || strings.Contains(got, "too few users") {
+		t.Errorf("verdict = %q", got)
+	}
+}
