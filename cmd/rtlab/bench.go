@@ -76,6 +76,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return bad(err)
 	}
 	switch {
+	case *f.exportK6 != "" && o.Profile != "":
+		return bad(fmt.Errorf("--export-k6: writes rtlab's routes, not a --profile's workload"))
 	case *f.prepare:
 		return prepareServers(o, stdout, stderr)
 	case *f.exportK6 != "":

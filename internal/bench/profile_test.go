@@ -184,3 +184,25 @@ func TestProfileOptions(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestProfileAuth: per-user tokens, cookies, query and subprotocols reach the server's
+// handshake; a wrong secret is refused there, and the pre-flight names the refusal.
+func TestProfileAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short bench")
+	}
+	srv := authedEnvelopeServer(t, "team-secret")
+	t.Setenv("RTLAB_TEST_JWT", "team-secret")
+	checkExact(t, profileRun(t, srv.URL, filepath.Join("testdata", "ws-auth.yaml"), "ws"))
+
+	t.Setenv("RTLAB_TEST_JWT", "wrong")
+	o := &Options{Target: srv.URL, Profile: filepath.Join("testdata", "ws-auth.yaml"), Users: []int{2}, Stages: "1s:PEAK"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Probe(ctx, o); err == nil || !strings.Contains(err.Error(), "subscribe GET /ws/location?group=0&client=bench") || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/rtlab/rtlab/internal/stomp"
 )
@@ -228,4 +230,46 @@ func stompNoReceiptServer(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// authedEnvelopeServer is wsEnvelopeServer behind what a team's gateway checks: ?client=bench,
+// a Bearer JWT (HS256 with secret) whose group claim is the group asked for, a session cookie
+// naming the token's subject, and the subprotocol loc.v1. Anything else gets 401.
+func authedEnvelopeServer(t *testing.T, secret string) *httptest.Server {
+	f := newFanout()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws/location", func(w http.ResponseWriter, r *http.Request) {
+		g := r.URL.Query().Get("group")
+		if err := checkGateway(r, secret, g); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		out := f.join(g)
+		defer f.leave(g, out)
+		wsServe(w, r, "loc.v1", out, func(_ net.Conn, p []byte) {
+			f.send(g, []byte(`{"type":"LOCATION","payload":`+string(p)+`}`))
+		})
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func checkGateway(r *http.Request, secret, group string) error {
+	if r.URL.Query().Get("client") != "bench" {
+		return fmt.Errorf("no client=bench")
+	}
+	claims := jwt.MapClaims{}
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if _, err := jwt.ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return []byte(secret), nil }); err != nil {
+		return err
+	}
+	sub, _ := claims.GetSubject()
+	if c, err := r.Cookie("session"); err != nil || c.Value != "s-"+sub || !strings.HasPrefix(sub, "user-") {
+		return fmt.Errorf("session cookie does not name %q", sub)
+	}
+	if fmt.Sprint(claims["group"]) != group {
+		return fmt.Errorf("token for group %v, asked %s", claims["group"], group)
+	}
+	return nil
 }
