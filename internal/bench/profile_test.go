@@ -206,3 +206,33 @@ func TestProfileAuth(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestProfileCountsRefusals: during a run, refused connections and publishes count as failed,
+// so --threshold failed==0,pubfailed==0 catches them on any target.
+func TestProfileCountsRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short bench")
+	}
+	srv := sseDTOServer(t, 0, refusing(7))
+	o := &Options{
+		Target: srv.URL, Profile: example("sse-dto"), Users: []int{30}, Stages: "2s:PEAK,3s:PEAK,1s:0",
+		Interval: 500 * time.Millisecond, Thresholds: "failed==0,pubfailed==0",
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The pre-flight's requests may meet a refusal too; the run is what is checked here.
+	got := executeJSON(ctx, t, o)
+	r := got.Runs[0]
+	t.Logf("connections %+v, publish failed %d of %d, thresholds %+v", r.Connections, r.Publish.Failed, r.Publish.Sent, r.Thresholds)
+	if r.Connections.Failed == 0 || r.Publish.Failed == 0 {
+		t.Errorf("refusals not counted: %d failed connections, %d failed publishes", r.Connections.Failed, r.Publish.Failed)
+	}
+	for _, th := range r.Thresholds {
+		if th.Pass {
+			t.Errorf("threshold %s passed with refusals", th.Expr)
+		}
+	}
+}

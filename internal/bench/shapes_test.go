@@ -128,7 +128,7 @@ func wsEnvelopeServer(t *testing.T) *httptest.Server {
 // sseDTOServer: GET /location/sse/connect?group=G streams event: location with
 // {"userId","lat","lng","sentAt"}; POST /location/sse/share?group=G takes {"userId","x","y"},
 // copies x to lat and y to lng and drops the rest. It drops every dropEvery-th delivery.
-func sseDTOServer(t *testing.T, dropEvery int64) *httptest.Server {
+func sseDTOServer(t *testing.T, dropEvery int64, wrap ...func(http.Handler) http.Handler) *httptest.Server {
 	f := newFanout()
 	f.dropEv = dropEvery
 	mux := http.NewServeMux()
@@ -173,7 +173,11 @@ func sseDTOServer(t *testing.T, dropEvery int64) *httptest.Server {
 		f.send(r.URL.Query().Get("group"), out)
 		w.WriteHeader(http.StatusOK)
 	})
-	s := httptest.NewServer(mux)
+	var h http.Handler = mux
+	for _, w := range wrap {
+		h = w(h)
+	}
+	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -272,4 +276,19 @@ func checkGateway(r *http.Request, secret, group string) error {
 		return fmt.Errorf("token for group %v, asked %s", claims["group"], group)
 	}
 	return nil
+}
+
+// refusing wraps h so that every every-th request (a stream, a poll, a publish, a WebSocket
+// handshake) is answered 503.
+func refusing(every int64) func(http.Handler) http.Handler {
+	var n atomic.Int64
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1)%every == 0 {
+				http.Error(w, `{"error":"busy"}`, http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 }
