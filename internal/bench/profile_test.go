@@ -236,3 +236,19 @@ func TestProfileCountsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinRabbitMQProfile runs builtin:rabbitmq against a real RabbitMQ with Web-STOMP.
+func TestBuiltinRabbitMQProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts RabbitMQ")
+	}
+	peerOrSkip(t, results.KindRabbitMQ)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := startRabbit(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:rabbitmq", "stomp"))
+}
