@@ -252,3 +252,22 @@ func TestBuiltinRabbitMQProfile(t *testing.T) {
 	defer s.Stop()
 	checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:rabbitmq", "stomp"))
 }
+
+// TestBuiltinSpringProfile runs builtin:spring against the Spring peer, and a profile that asks
+// it for no RECEIPT at all.
+func TestBuiltinSpringProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the Spring peer")
+	}
+	peerOrSkip(t, results.KindSpring)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := peerOptions(t)
+	s, err := o.startSpring(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:spring", "stomp"))
+	checkExact(t, profileRun(t, "http://"+s.Addr, filepath.Join("testdata", "spring-no-receipts.yaml"), "stomp"))
+}

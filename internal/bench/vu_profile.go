@@ -248,7 +248,8 @@ func (d *profDriver) publishHTTP(w *pubWorker, job pubJob) {
 		w.body = nil
 	}
 	path := d.route(v, pub.URL, "")
-	w.buf = appendRequest(w.buf[:0], pub.Method, c.nodes[w.node], []byte(path), d.headerLines(v, pub.Headers), w.body)
+	hs := append(d.t.Headers[:len(d.t.Headers):len(d.t.Headers)], pub.Headers...) // the transport's, then the request's own
+	w.buf = appendRequest(w.buf[:0], pub.Method, c.nodes[w.node], []byte(path), d.headerLines(v, hs), w.body)
 	if !a.httpTurn(job.seq) {
 		return
 	}
