@@ -104,6 +104,26 @@ func failsThreshold(r *results.Run) []string {
 // label is a run's transport as a reader says it.
 func label(r *results.Run) string { return transportLabel(r.Key()) }
 
+// nothingExpected reports whether no run expected any delivery, and says why: the users'
+// connections failed, or too few stayed long enough.
+func nothingExpected(runs []*results.Run) (bool, string) {
+	connFailed, why := int64(0), ""
+	for _, r := range runs {
+		if r.Delivery.Expected != 0 {
+			return false, ""
+		}
+		connFailed += r.Connections.Failed
+		if why == "" && r.Connections.Failed > 0 && len(r.Connections.Errors) > 0 {
+			why = ": " + r.Connections.Errors[0].Label
+		}
+	}
+	if connFailed > 0 {
+		// Not "too few users": the users were there, the server refused them.
+		return true, fmt.Sprintf("no publication was expected anywhere: %d connections failed%s, so there is no delivery ratio", connFailed, why)
+	}
+	return true, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio"
+}
+
 // verdict sums up one user level in one sentence built from the figures, so the reader gets the
 // answer before the tables: did every transport deliver, which was fastest, which cost most.
 func verdict(users int, runs []*results.Run) string {
@@ -135,23 +155,10 @@ func verdict(users int, runs []*results.Run) string {
 	if len(refused) > 0 {
 		accepted = " of the publications the server accepted"
 	}
-	nothing := true
-	for _, r := range runs {
-		nothing = nothing && r.Delivery.Expected == 0
-	}
-	connFailed, why := int64(0), ""
-	for _, r := range runs {
-		connFailed += r.Connections.Failed
-		if why == "" && r.Connections.Failed > 0 && len(r.Connections.Errors) > 0 {
-			why = ": " + r.Connections.Errors[0].Label
-		}
-	}
+	nothing, why := nothingExpected(runs)
 	switch {
-	case nothing && connFailed > 0:
-		// Not "too few users": the users were there, the server refused them.
-		parts = append(parts, fmt.Sprintf("no publication was expected anywhere: %d connections failed%s, so there is no delivery ratio", connFailed, why))
 	case nothing:
-		parts = append(parts, "no publication was expected anywhere (no receiver stayed --grace after one: too few users or too short a run), so there is no delivery ratio")
+		parts = append(parts, why)
 	case len(runs) == 1:
 		parts = append(parts, fmt.Sprintf("%s delivered %s %%%s", label(runs[0]), fmtRatio(runs[0].Delivery.Ratio), accepted))
 	case len(bad) == 0:
