@@ -43,7 +43,8 @@ Spawned servers run in open dev mode (tokens identify users, none are required) 
 Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
 stopped.
 
-Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input (nothing is written);
+Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input or a failed --profile
+pre-flight (nothing is written);
 99 a --threshold was crossed (the results are written).
 
 flags:
