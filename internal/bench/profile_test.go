@@ -155,6 +155,9 @@ func TestProfilesOnRealRTLab(t *testing.T) {
 			checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:seed", tr))
 		})
 	}
+	t.Run("seed-text", func(t *testing.T) {
+		checkExact(t, profileRun(t, "http://"+s.Addr, filepath.Join("testdata", "seed-text.yaml"), "ws"))
+	})
 	// Polling with a cursor, WebSocket frames answered by a reply, STOMP over TCP and SockJS.
 	t.Setenv("RTLAB_TEST_STOMP_ADDR", s.STOMP)
 	for _, tr := range []string{"shortpoll", "longpoll", "ws", TransportSTOMPTCP, TransportSockJS} {
