@@ -43,7 +43,8 @@ Spawned servers run in open dev mode (tokens identify users, none are required) 
 Ctrl-C stops the run cleanly: what was measured is written (marked stopped) and the server is
 stopped.
 
-Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input (nothing is written);
+Exit status: 0 done; 1 the run failed or was interrupted; 2 bad input or a failed --profile
+pre-flight (nothing is written);
 99 a --threshold was crossed (the results are written).
 
 flags:
@@ -76,6 +77,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return bad(err)
 	}
 	switch {
+	case *f.exportK6 != "" && o.Profile != "":
+		return bad(fmt.Errorf("--export-k6: writes rtlab's routes, not a --profile's workload"))
 	case *f.prepare:
 		return prepareServers(o, stdout, stderr)
 	case *f.exportK6 != "":
@@ -114,6 +117,7 @@ type benchFlags struct {
 	stompPub   *string
 	stompSub   *string
 	stompLogin *string
+	profile    *string
 	cfBin      *string
 	cfKey      *string
 	springJar  *string
@@ -161,6 +165,7 @@ func benchFlagSet() *benchFlags {
 	fs.defText["stomp-pub"] = "/topic/location/{group}"
 	fs.defText["stomp-sub"] = "the --stomp-pub one"
 	f.stompLogin = fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
+	f.profile = fs.String("profile", "", "a target profile (YAML, docs/targets.md) describing --target's own routes and messages, or builtin:"+strings.Join(bench.BuiltinProfiles(), ", builtin:")+"; its transports run unless --transport names some, after a pre-flight publish → receive")
 	f.cfBin = fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+peers.CentrifugoVersion+"/centrifugo")
 	f.cfKey = fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
 	f.springJar = fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
@@ -186,7 +191,7 @@ func (f *benchFlags) options(args []string, status io.Writer) (*bench.Options, e
 		Grace: *f.grace, LongWait: *f.longWait, Target: *f.target, Seed: *f.seed,
 		ServerArgs: strings.Fields(*f.serverArgs), Nodes: *f.nodes, Rounds: *f.rounds, PubConns: *f.pubConns,
 		RoomSize: *f.roomSize, Talks: *f.talks, Hold: *f.hold, AuthSecret: *f.authSecret,
-		TargetKind: *f.targetKind, StompPub: *f.stompPub, StompSub: *f.stompSub, StompLogin: *f.stompLogin,
+		TargetKind: *f.targetKind, StompPub: *f.stompPub, StompSub: *f.stompSub, StompLogin: *f.stompLogin, Profile: *f.profile,
 		CentrifugoBin: *f.cfBin, CentrifugoAPIKey: *f.cfKey, SpringJar: *f.springJar, PeerCache: *f.peerCache,
 		Thresholds: *f.thresholds,
 		Args:       append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: status,

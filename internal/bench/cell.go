@@ -107,6 +107,9 @@ func newCell(ctx context.Context, o *Options, kind, transport string, plan *Plan
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
 	c.scn.prepare(c)
+	if o.profile != nil {
+		c.drv = newProfDriver(c, o.profile, transport)
+	}
 	c.vus = make([]*vu, plan.Peak)
 	for i := range c.vus {
 		g := i % c.groups

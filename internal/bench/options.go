@@ -22,6 +22,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/results"
+	"github.com/rtlab/rtlab/internal/target"
 	"github.com/rtlab/rtlab/internal/transports"
 )
 
@@ -110,6 +111,9 @@ type Options struct {
 	// TargetMetrics is a Prometheus endpoint read each second for the target's cost
 	// (--target-metrics); zero means the target's /metrics when it is rtlab or Centrifugo.
 	TargetMetrics string
+	// Profile is --profile: a target profile file (or builtin:NAME) that describes --target's
+	// own routes and messages; zero measures the target as --target-kind says.
+	Profile string
 	// CentrifugoBin is the centrifugo executable; zero looks in PATH, then in PeerCache.
 	CentrifugoBin string
 	// CentrifugoAPIKey is the HTTP API key of a Centrifugo target (its SSE users publish through
@@ -148,6 +152,7 @@ type Options struct {
 	// serversUp, when set, is told the servers of each cell once they are ready (tests that
 	// inject faults into them).
 	serversUp func(transport string, servers []*peers.Server)
+	profile   *target.Profile // what Profile names
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.
@@ -166,7 +171,7 @@ func usageErr(flag, format string, args ...any) error {
 // one. It touches nothing outside the process except reading the open-file limit.
 func (o *Options) Validate() error {
 	for _, check := range []func() error{
-		o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
+		o.checkProfile, o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
 		o.checkBrokers, o.checkWhere, o.checkCentrifugo, o.checkFileLimit,
 	} {
 		if err := check(); err != nil {
@@ -197,7 +202,7 @@ func (o *Options) checkTransports() error {
 		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
 			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), strings.Join(namedOnly, ", "))
 		}
-		if slices.Contains(namedOnly, t) && o.Target != "" {
+		if slices.Contains(namedOnly, t) && o.Target != "" && o.profile == nil {
 			return usageErr("--transport", "%s runs against the servers the lab starts (their --stomp-addr and --sockjs-path), not a --target", t)
 		}
 		if seen[t] {
@@ -258,6 +263,9 @@ func (o *Options) checkTiming() error {
 		for _, t := range o.Transports {
 			if d, ok := pollEvery(t, o.Interval); ok {
 				longest = max(longest, d)
+			}
+			if o.profile != nil && o.profile.Transports[t] != nil {
+				longest = max(longest, o.profile.Transports[t].Interval)
 			}
 		}
 		o.Grace = longest + time.Second

@@ -91,6 +91,7 @@ type shard struct {
 	hist   [numHists]*hdrhistogram.Histogram // guarded by mu
 	c      counters                          // guarded by mu
 	errors map[string]int64                  // error texts, whole run; guarded by mu
+	first  error                             // the first error as it was (the pre-flight names it); guarded by mu
 }
 
 func newShard() *shard {
@@ -138,6 +139,9 @@ func (s *shard) fail(err error, f func(c *counters)) {
 	}
 	s.c.errors++
 	s.errors[txt]++
+	if s.first == nil {
+		s.first = err
+	}
 	s.mu.Unlock()
 }
 

@@ -101,6 +101,14 @@ func probeRTLab(ctx context.Context, o *Options) error {
 
 // probeTarget checks that --target answers as its kind should.
 func probeTarget(ctx context.Context, o *Options) error {
+	if o.profile != nil {
+		for _, t := range o.Transports {
+			if err := preflight(ctx, o, t); err != nil {
+				return usageErr("--profile", "%s pre-flight: %v", t, err)
+			}
+		}
+		return nil
+	}
 	switch o.TargetKind {
 	case results.KindCentrifugo:
 		if err := probeCentrifugo(ctx, o); err != nil {

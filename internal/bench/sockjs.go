@@ -69,6 +69,11 @@ type sockjsConn struct {
 // counting the attempt: the streaming request is answered and the open frame read. ok is false
 // when it failed or was abandoned; otherwise the caller ends it with a.clearConn.
 func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool) {
+	return c.openSockJSAt(a, peers.SockJSPath)
+}
+
+// openSockJSAt is openSockJS on the SockJS endpoint at path (a profile's).
+func (c *cell) openSockJSAt(a *activity, path string) (s *sockjsConn, start time.Time, ok bool) {
 	v := a.v
 	c.connTried(v)
 	start = time.Now()
@@ -77,7 +82,7 @@ func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool)
 		c.connFailed(a, fmt.Errorf("sockjs: %w", err))
 		return nil, start, false
 	}
-	s = newSockJSConn(c, a.ctx, v, conn)
+	s = newSockJSConn(c, a.ctx, v, conn, path)
 	if !a.setConn(s) {
 		_ = conn.Close()
 		c.connAbandoned(v)
@@ -93,10 +98,10 @@ func (c *cell) openSockJS(a *activity) (s *sockjsConn, start time.Time, ok bool)
 }
 
 // newSockJSConn makes a new session of v's on conn, a connection to v's node.
-func newSockJSConn(c *cell, ctx context.Context, v *vu, conn net.Conn) *sockjsConn {
+func newSockJSConn(c *cell, ctx context.Context, v *vu, conn net.Conn, path string) *sockjsConn {
 	// Server ids are three digits; the session id is new for every session, since the server
 	// keeps a session whose streaming request ended for a few seconds.
-	base := append(make([]byte, 0, 64), peers.SockJSPath+"/"...)
+	base := append(make([]byte, 0, 64), path+"/"...)
 	base = strconv.AppendInt(base, int64(100+v.id%900), 10)
 	base = append(base, '/')
 	base = strconv.AppendUint(base, rand.Uint64(), 36)

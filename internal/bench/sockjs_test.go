@@ -121,7 +121,7 @@ func TestSockJSSessionOutlivesItsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSockJSConn(c, ctx, v, conn)
+	s := newSockJSConn(c, ctx, v, conn, peers.SockJSPath)
 	defer s.Close()
 	if err := s.open(); err != nil {
 		t.Fatal(err)

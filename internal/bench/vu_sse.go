@@ -195,7 +195,11 @@ func (c *cell) openSSE(l *link, target []byte, extra, what string) (lines *bufio
 		head, err = readHead(br)
 	}
 	if err == nil && (head.status != http.StatusOK || !head.stream) {
-		msg, _ := io.ReadAll(io.LimitReader(br, 200))
+		n := int64(200)
+		if head.length >= 0 { // a keep-alive answer: read its body, not up to the deadline
+			n = min(n, head.length)
+		}
+		msg, _ := io.ReadAll(io.LimitReader(br, n))
 		err = &StatusError{Code: head.status, Body: string(msg)}
 	}
 	if err != nil {

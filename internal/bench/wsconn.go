@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -59,6 +60,12 @@ func closeName(c ws.StatusCode) string {
 // wsDial opens a WebSocket for v with gobwas/ws's client handshake (its buffers are pooled and
 // returned once the handshake is over) and wraps the connection in a small reader of our own.
 func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []string) (*wsStream, error) {
+	return c.wsDialWith(ctx, v, path, protocols, "")
+}
+
+// wsDialWith is wsDial with extra handshake header lines (a profile's headers and cookies);
+// the server may choose any of protocols.
+func (c *cell) wsDialWith(ctx context.Context, v *vu, path string, protocols []string, header string) (*wsStream, error) {
 	d := ws.Dialer{
 		ReadBufferSize:  1024,
 		WriteBufferSize: 1024,
@@ -68,12 +75,15 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 			return c.dial(ctx, v)
 		},
 	}
+	if header != "" {
+		d.Header = ws.HandshakeHeaderString(header)
+	}
 	// The dial is cell.dial's (TLS included), so the handshake's URL stays ws://.
 	conn, br, hs, err := d.Dial(ctx, "ws://"+c.nodes[v.at()]+string(c.opts.withQuery([]byte(path))))
 	if err != nil {
 		return nil, err
 	}
-	if len(protocols) > 0 && hs.Protocol != protocols[0] {
+	if len(protocols) > 0 && !slices.Contains(protocols, hs.Protocol) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("websocket: server chose subprotocol %q, want %q", hs.Protocol, protocols[0])
 	}
@@ -93,10 +103,15 @@ func (c *cell) wsDial(ctx context.Context, v *vu, path string, protocols []strin
 // it a's connection, counting the attempt. ok is false when it failed or was abandoned;
 // otherwise the caller ends it with a.endStream(s). what names the client in errors.
 func (c *cell) openWS(a *activity, path string, protocols []string, what string) (s *wsStream, start time.Time, ok bool) {
+	return c.openWSWith(a, path, protocols, "", what)
+}
+
+// openWSWith is openWS with extra handshake header lines.
+func (c *cell) openWSWith(a *activity, path string, protocols []string, header, what string) (s *wsStream, start time.Time, ok bool) {
 	v := a.v
 	c.connTried(v)
 	start = time.Now()
-	s, err := c.wsDial(a.ctx, v, path, protocols)
+	s, err := c.wsDialWith(a.ctx, v, path, protocols, header)
 	if err != nil {
 		c.connFailed(a, fmt.Errorf("%s: %w", what, err))
 		return nil, start, false

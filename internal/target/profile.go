@@ -1,0 +1,129 @@
+// Package target reads a target profile: a YAML file that describes a real-time server's own
+// protocol per transport (how a user connects and subscribes, how it publishes, where the
+// bench's sender, sequence number and send time are in what arrives), so that the load lab can
+// measure any server with the same accounting as its own. It imports nothing of rtlab's.
+package target
+
+import (
+	"regexp"
+	"time"
+)
+
+// Transports a profile may describe, in the order the bench runs them.
+var Transports = []string{"shortpoll", "longpoll", "sse", "ws", "stomp", "stomp-tcp", "sockjs", "socketio"}
+
+// Profile is a validated target profile.
+type Profile struct {
+	File       string
+	User       *Template // a user's name, {user}; u{vu} when not given
+	Auth       *Auth
+	Transports map[string]*Transport
+	SocketIO   *SocketIO
+}
+
+// Names lists the transports the profile describes, in Transports order.
+func (p *Profile) Names() []string {
+	var out []string
+	for _, t := range Transports {
+		if _, ok := p.Transports[t]; ok || (t == "socketio" && p.SocketIO != nil) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Transport is how a user of one transport connects, subscribes, publishes and reads.
+type Transport struct {
+	Name         string
+	URL          *Template // path and query on the target (stomp-tcp: host:port, or empty for the target's)
+	Headers      []Header  // on the handshake or request
+	Cookies      []Header
+	Query        []Header // appended to URL's query
+	Subprotocols []string
+	Interval     time.Duration // shortpoll: between polls; zero means the run's --interval
+	Connect      []Header      // STOMP: CONNECT's headers
+	Subscribe    Subscribe
+	Publish      Publish
+	Read         Read
+}
+
+// Header is a name and a template for its value.
+type Header struct {
+	Name  string
+	Value *Template
+}
+
+// Subscribe is what a user does once connected, and how it knows it is subscribed.
+type Subscribe struct {
+	URL         *Template   // polling: the first request, which reads the starting cursor
+	Send        []*Template // ws: frames sent after open
+	Destination *Template   // STOMP
+	Headers     []Header    // STOMP: SUBSCRIBE's extra headers
+	Ready       Ready
+}
+
+// Readiness kinds: how a subscription is known to be in place.
+const (
+	ReadyOpen    = "open"    // when the connection is open (the stream's head, the first poll)
+	ReadyReceipt = "receipt" // STOMP: a RECEIPT for the SUBSCRIBE
+	ReadyMessage = "message" // the first message that matches
+	ReadyDelay   = "delay"   // a fixed time after open
+)
+
+// Ready says how a subscription is known to be in place.
+type Ready struct {
+	Kind   string
+	Delay  time.Duration
+	Status int     // the HTTP status of the stream or first poll; zero means 200
+	Match  []Match // ReadyMessage: what the message must hold (none: any)
+}
+
+// Ack kinds: how a publication is known to be accepted.
+const (
+	AckStatus  = "status"  // an HTTP status
+	AckReceipt = "receipt" // a STOMP RECEIPT
+	AckReply   = "reply"   // a message that matches, with the publication's seq at a path
+	AckEcho    = "echo"    // the publisher's own delivery
+	AckNone    = "none"    // fire-and-forget: accepted when written
+)
+
+// Publish is how a user publishes: an HTTP request, a frame on its connection, or a STOMP
+// SEND.
+type Publish struct {
+	Method      string    // HTTP
+	URL         *Template // HTTP: path and query on the target
+	Headers     []Header  // HTTP headers, or SEND's extra headers
+	Body        *Template // HTTP body, the ws frame, or SEND's body
+	Destination *Template // STOMP
+	Ack         string
+	Status      int     // AckStatus: the status wanted; zero means any 2xx
+	ReplyMatch  []Match // AckReply
+	ReplySeq    *Path   // AckReply
+}
+
+// HTTP reports whether publications are HTTP requests.
+func (p *Publish) HTTP() bool { return p.URL != nil }
+
+// SocketIO describes a Socket.IO v4 application (read here; its client lives elsewhere).
+type SocketIO struct {
+	Path      string
+	Namespace string
+	JoinEvent string
+	JoinData  *Template
+	PubEvent  string
+	PubData   *Template
+	PubAck    string
+	RecvEvent string
+	Read      Read
+	Headers   []Header
+	Query     []Header
+}
+
+// compiled regexps are checked for the named groups the bench reads.
+func regexGroups(re *regexp.Regexp) (vu, seq bool) {
+	for _, n := range re.SubexpNames() {
+		vu = vu || n == "vu"
+		seq = seq || n == "seq"
+	}
+	return vu, seq
+}
