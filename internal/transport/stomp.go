@@ -699,7 +699,7 @@ func unavailable(err error) bool {
 		return false
 	}
 	code, _ := errorCode(err)
-	return code == "unavailable"
+	return code == "unavailable" || code == "outcome_unknown"
 }
 
 // onReply answers a SUBSCRIBE to a route that replies once (Spring's @SubscribeMapping): the
@@ -848,7 +848,8 @@ func (c *stompConn) txSend(f *stomp.Frame) (STOMPRoute, hub.PublishRequest, erro
 		data = AsJSON(f.Body)
 	}
 	typ, _ := f.Get("type")
-	return route, hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}, nil
+	key, _ := f.Get("idempotency-key")
+	return route, hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User, Key: key}, nil
 }
 
 // txFrameError names the held SEND a COMMIT was refused for.
@@ -943,9 +944,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 		return false
 	}
 	typ, _ := f.Get("type")
+	key, _ := f.Get("idempotency-key")
 	pctx, cancel := context.WithTimeout(context.WithValue(ctx, sendFrameKey{}, f), 10*time.Second)
 	defer cancel()
-	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}
+	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User, Key: key}
 	if route.Prepare != nil {
 		c.sendPrepared(pctx, f, dest, route, req)
 		return true
@@ -971,6 +973,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 func (c *stompConn) sent(f *stomp.Frame, p *hub.Publication) {
 	if p == nil { // a route that published nothing (an application's backend said so)
 		c.receipt(f)
+		return
+	}
+	if p.Duplicate {
+		c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch}, stomp.Header{Key: "duplicate", Value: "true"})
 		return
 	}
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch})

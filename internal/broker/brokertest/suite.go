@@ -122,6 +122,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Presence", func(t *testing.T) { testPresence(t, h) })
 	t.Run("DurableTopics", func(t *testing.T) { testDurable(t, h) })
 	t.Run("DurableWindowPagedBack", func(t *testing.T) { testDurablePaging(t, h) })
+	t.Run("RetriesPublishOnce", func(t *testing.T) { testRetries(t, h) })
 }
 
 // Concurrent runs the suite's NodesPublishConcurrently check alone, for a broker's own test of
