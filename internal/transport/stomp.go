@@ -37,6 +37,7 @@ type stompConn struct {
 	connectBy time.Time           // the CONNECT frame must come before this
 	published bool                // the last message held a SEND (readMessage keeps the stack)
 	refusals  int                 // SENDs refused on /user/queue/errors, for their message-ids
+	held      unresolved          // a keyed SEND whose outcome is unknown
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -956,7 +957,12 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 	if route.Publish != nil {
 		publish = route.Publish
 	}
-	p, err := publish(pctx, c.client(), req)
+	err = c.held.check(req)
+	var p *hub.Publication
+	if err == nil {
+		p, err = publish(pctx, c.client(), req)
+		c.held.settle(req, err)
+	}
 	if err != nil && unavailable(err) && !paid {
 		c.refuseSend(f, dest, err) // the broker is away: this SEND alone fails, the session goes on
 		return true

@@ -89,6 +89,7 @@ type wsConn struct {
 	ops  rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
+	held      unresolved   // a keyed publish whose outcome is unknown
 	pinged    atomic.Int64 // when the keepalive loop last pinged, in Unix ns (keepaliveDue)
 	heard     atomic.Int64 // when a frame was last read (at most touchEvery ago), in Unix ns
 }
@@ -427,7 +428,12 @@ func (c *wsConn) publish(ctx context.Context, req hub.PublishRequest, id json.Ra
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req.Sender = c.ident.User
-	p, err := c.s.policy.Publish(pctx, c.client(), req)
+	err := c.held.check(req)
+	var p *hub.Publication
+	if err == nil {
+		p, err = c.s.policy.Publish(pctx, c.client(), req)
+		c.held.settle(req, err)
+	}
 	if err != nil {
 		c.replyError(err, id, req.Topic)
 		return
