@@ -134,3 +134,27 @@ test('restart: the default list is out no longer than 1.5× a WebSocket-only cli
   console.log('# restart outage (ms, longest pause in delivery): ' + JSON.stringify(outage));
   assert.ok(outage.default <= Math.max(1.5 * outage['ws only'], outage['ws only'] + 500), JSON.stringify(outage));
 });
+
+// A publish sent into a black hole has no answer: the client retries it with its idempotency
+// key (on a new connection once the old one is found dead), and when the network is back the
+// held copy and the retry both reach the server; it is published once, at the offset answered.
+test('a publish lost in a black hole is retried with its key and published once', { skip }, async () => {
+  for (const name of ['ws', 'stomp']) {
+    const topic = fresh(`retry-${name}`);
+    const c = new Client(proxies[name], { ...opts, transports: [name] });
+    try {
+      await waitFor(`${name} to connect`, () => c.state === 'connected', 10000);
+      await proxy(name, 'fault/blackhole');
+      const acked = c.publish(topic, { n: 1 }, { retries: 50 });
+      await sleep(maxSilence + 1000);
+      await proxy(name, 'fault/pass');
+      const ack = await acked;
+      await sleep(500);
+      const hist = await fetch(`${base}/api/topics/${topic}/history?since=0`).then((r) => r.json());
+      assert.deepEqual(hist.publications.map((p) => p.offset), [ack.offset], `${name}: ${JSON.stringify(hist)}`);
+    } finally {
+      await proxy(name, 'fault/pass');
+      c.close();
+    }
+  }
+});
