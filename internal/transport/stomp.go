@@ -379,7 +379,7 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	if code == "internal" {
 		msg = "internal error"
 	}
-	if code == "unavailable" {
+	if code == "unavailable" || code == "outcome_unknown" {
 		wsCode = 1013 // try again later: the broker is away, not the client's fault
 	}
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {

@@ -3,11 +3,16 @@ package hostile
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/faultproxy"
+	"github.com/rtlab/rtlab/internal/servertest"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
@@ -97,4 +102,73 @@ func offsetHeader(frame string) string {
 		}
 	}
 	return ""
+}
+
+// TestUnknownOutcomeHoldsLaterPublishes: on a node whose Redis is black-holed, a keyed
+// WebSocket publish is answered outcome_unknown (it may yet run, and does when the network
+// heals); until its retry is answered, the connection's next publish is refused as not
+// published, so that the late one cannot land after it. History then holds the keyed
+// publication once, before the next one. A bystander on another node of the same Redis is
+// served throughout.
+func TestUnknownOutcomeHoldsLaterPublishes(t *testing.T) {
+	redis := brokertest.StartRedis(t)
+	proxy, err := faultproxy.Start(redis.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	p := servertest.Start(t, bin, "--broker", "redis://"+proxy.Addr())
+	_, b := startWithBystander(t, "news/bystander", "--broker", redis.URL) // its path to Redis is whole
+	w := dialWS(t, p.WS("/api/ws"), attacker, nil)
+	w.Until(`"connected"`, 15*time.Second)
+	proxy.Set(faultproxy.BlackHole)
+	w.Send(`{"op":"publish","topic":"news/held","data":{"n":1},"idem":"first"}`)
+	if m := w.Op("error"); m.Code != "outcome_unknown" || !strings.Contains(m.Reason, "same idempotency key") {
+		t.Fatalf("publish into a black hole: %+v, want outcome_unknown", m)
+	}
+	w.Send(`{"op":"publish","topic":"news/held","data":{"n":2},"idem":"second"}`)
+	if m := w.Op("error"); m.Code != "unavailable" || !strings.Contains(m.Reason, "retry it first") {
+		t.Fatalf("the next publish while the first is unresolved: %+v", m)
+	}
+	proxy.Set(faultproxy.Pass)
+	publishUntilAcked(t, w, `{"op":"publish","topic":"news/held","data":{"n":1},"idem":"first"}`)
+	publishUntilAcked(t, w, `{"op":"publish","topic":"news/held","data":{"n":2},"idem":"second"}`)
+	_, _, body := get(t, httpFrom(attacker), p.URL()+"/api/topics/news/held/history?since=0")
+	var hist tt.PollAnswer
+	if err := json.Unmarshal(body, &hist); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pub := range hist.Publications {
+		got = append(got, string(pub.Data))
+	}
+	if strings.Join(got, " ") != `{"n":1} {"n":2}` {
+		t.Fatalf("history holds %v, want the keyed publication once, then the next", got)
+	}
+	check(t, b, 5)
+}
+
+// publishUntilAcked sends a publish until it is acknowledged (the broker comes back).
+func publishUntilAcked(t *testing.T, w *tt.WSConn, msg string) {
+	t.Helper()
+	eventually.Nil(t, 60*time.Second, func() error {
+		w.Send(msg)
+		for {
+			b, err := w.Next(30 * time.Second)
+			if err != nil {
+				return err
+			}
+			var m tt.Msg
+			if json.Unmarshal(b, &m) != nil {
+				continue
+			}
+			switch m.Op {
+			case "ack":
+				return nil
+			case "error":
+				time.Sleep(200 * time.Millisecond)
+				return fmt.Errorf("%s: %s", m.Code, m.Reason)
+			}
+		}
+	})
 }
