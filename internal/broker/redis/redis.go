@@ -325,14 +325,14 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 // them. On a cluster the durable set is on another slot than the topic's keys, so it cannot be
 // in the script: a durable topic is listed there first, and so is never published but not
 // listed.
-func (b *Broker) publishKeys(ctx context.Context, req hub.PublishRequest, pol hub.HistoryPolicy, t time.Time) ([]string, string, error) {
+func (b *Broker) publishKeys(ctx context.Context, req hub.PublishRequest, pol hub.HistoryPolicy, t time.Time) ([]string, any, error) {
 	stream, meta := b.keys(req.Topic)
-	keys, inSet := []string{stream, meta}, "0"
+	keys, inSet := []string{stream, meta}, any("0") // constants: boxing them allocates nothing
 	if pol.TTL < 0 {
 		if !b.sharded {
-			keys, inSet = append(keys, b.durableKey()), "1"
+			keys, inSet = append(keys, b.durableKey()), any("1")
 		} else if err := b.client.ZAdd(ctx, b.durableKey(), goredis.Z{Score: float64(t.UnixMilli()), Member: req.Topic}).Err(); err != nil {
-			return nil, "", b.wrap("publish", err)
+			return nil, nil, b.wrap("publish", err)
 		}
 	}
 	if req.Key != "" {
