@@ -495,6 +495,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		if !isWrongLastSeq(err) {
 			return nil, fail(b.wrap("publish to "+req.Topic, err))
 		}
+		sent = false // refused by the compare-and-set: not stored
 		// Another node published to the topic since this node last saw it. A node that keeps
 		// losing that race on a busy topic retries until conflictBudget rather than a fixed
 		// number of times, and after a few losses in a row first waits a random moment, so
