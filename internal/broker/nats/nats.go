@@ -528,6 +528,12 @@ func msgID(req hub.PublishRequest) string {
 // original answers a retry with the publication JetStream stored at seq.
 func (b *Broker) original(ctx context.Context, l *streamLog, req hub.PublishRequest, seq uint64) (*hub.Publication, error) {
 	m, err := b.streamOf(l).GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Published, but no longer in the stream (its topic's size limit): the answer says so
+		// with offset 0 rather than publish it again.
+		return &hub.Publication{Topic: req.Topic, Time: req.Time, Sender: req.Sender, Type: req.Type,
+			Data: req.Data, Key: req.Key, Duplicate: true}, nil
+	}
 	if err != nil {
 		return nil, b.wrap("read the original of a retry to "+req.Topic, err)
 	}
