@@ -187,7 +187,7 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 		req.Data = b.Bytes()
 	}
 	p, err := h.broker.Publish(ctx, req)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrOutcomeUnknown) {
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrOutcomeUnknown) {
 		// The caller's deadline passed with the publication possibly on its way: that is not
 		// a refusal, whatever the broker's words.
 		err = OutcomeUnknown("", err)

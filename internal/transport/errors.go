@@ -48,10 +48,10 @@ func errorCode(err error) (string, int) {
 		return "timeout", http.StatusRequestTimeout
 	case errors.Is(err, hub.ErrTooManyTopics):
 		return "too_many_topics", http.StatusServiceUnavailable
+	case errors.Is(err, hub.ErrOutcomeUnknown): // before unavailable: a cause may be a broker's outage
+		return "outcome_unknown", http.StatusGatewayTimeout
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
 		return "unavailable", http.StatusServiceUnavailable
-	case errors.Is(err, hub.ErrOutcomeUnknown):
-		return "outcome_unknown", http.StatusGatewayTimeout
 	}
 	return "internal", http.StatusInternalServerError
 }

@@ -446,7 +446,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	fail := func(err error) error {
 		b.m.PublishErrors.Inc()
 		if sent && mayBeStored(err, scope.ctx) {
-			return hub.OutcomeUnknown("nats", fmt.Errorf("publish to %s: %w", req.Topic, err))
+			return hub.OutcomeUnknown("nats", fmt.Errorf("publish to %s: %v", req.Topic, err)) // %v: not an outage's ErrNotReady
 		}
 		if scope.ctx.Err() != nil {
 			return hub.Unavailable("nats", fmt.Errorf("connection lost while publishing to %s", req.Topic))
