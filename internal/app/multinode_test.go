@@ -487,7 +487,7 @@ func startPublishers(t *testing.T, topic string, nodes []*testServer) *publisher
 					return // the node is gone
 				case code == 200 && err == nil:
 					p.acks.add(pos)
-				case code == 503:
+				case code == 503 || code == 504: // not published, or sent with no answer (it may be)
 					p.mu.Lock()
 					p.n503++
 					p.mu.Unlock()
