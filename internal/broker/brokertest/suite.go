@@ -1044,7 +1044,7 @@ func testFlush(t *testing.T, h Harness) {
 	for i := range 4 {
 		eventually.Nil(t, 30*time.Second, func() error {
 			p, err := publish(nodes[i%2])
-			if errors.Is(err, hub.ErrNotReady) {
+			if errors.Is(err, hub.ErrNotReady) || errors.Is(err, hub.ErrOutcomeUnknown) {
 				return notYet("publish after the flush: %v", err)
 			}
 			if err != nil {
