@@ -235,6 +235,7 @@ export class Client extends Emitter {
     this.backoffN = 0;
     this.timers = {};
     this.closed = false;
+    this.unresolved = null; // a publish of unknown outcome, which later ones wait for
     this._scheduleRefresh();
     queueMicrotask(() => this._open());
   }
@@ -271,19 +272,36 @@ export class Client extends Emitter {
   // opts.type sets the publication's type. Each publish carries an idempotency key (opts.idem,
   // or a new one): an answer that leaves it unpublished or its outcome open (unavailable,
   // outcome_unknown, a timeout, a lost connection) is retried with that key up to opts.retries
-  // (5) times, so that it is published once; the server holds the connection's later publishes
-  // meanwhile, so a late one does not land after them.
+  // (5) times, so that it is published once. Publishes made meanwhile wait for it (the server
+  // holds a socket's too), so that it does not land after them.
   async publish(topic, data, opts = {}) {
     if (this.closed) throw new RtlabError('closed', 'client is closed');
     const idem = opts.idem || newKey();
     for (let attempt = 0; ; attempt++) {
+      while (this.unresolved && this.unresolved.idem !== idem) await this.unresolved.done;
       try {
-        return await this._publishOnce(topic, data, opts.type, idem);
+        const ack = await this._publishOnce(topic, data, opts.type, idem);
+        this._resolved(idem);
+        return ack;
       } catch (e) {
-        if (this.closed || attempt >= (opts.retries ?? 5) || !retriable.has(e.code)) throw e;
+        if (e.code !== 'unavailable' && retriable.has(e.code) && !this.unresolved) { // no answer: it may land
+          let release;
+          this.unresolved = { idem, done: new Promise((r) => { release = r; }), release };
+        }
+        if (this.closed || attempt >= (opts.retries ?? 5) || !retriable.has(e.code)) {
+          this._resolved(idem); // given up: the others go on
+          throw e;
+        }
         await sleep(Math.max(e.retryAfter || 0, Math.min(this.opts.maxBackoff, this.opts.minBackoff * 2 ** attempt)));
       }
     }
+  }
+
+  // _resolved lets the publishes waiting for idem's outcome go on.
+  _resolved(idem) {
+    if (this.unresolved?.idem !== idem) return;
+    this.unresolved.release();
+    this.unresolved = null;
   }
 
   _publishOnce(topic, data, type, idem) {

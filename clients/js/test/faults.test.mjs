@@ -158,3 +158,31 @@ test('a publish lost in a black hole is retried with its key and published once'
     }
   }
 });
+
+// A server whose path to Redis is black-holed leaves a publish's outcome unknown (504, or no
+// answer within the client's 10 s): the client retries it with its key, and a publish made
+// after that answer waits for it, so that once Redis is back each is published once, in the
+// order they were made.
+const onRedis = process.env.RTLAB_REDIS_URL;
+test('a publish of unknown outcome is retried with its key, and later ones wait for it', { skip: onRedis ? skip : 'RTLAB_REDIS_URL is not set' }, async () => {
+  for (const transports of [['ws'], ['longpoll']]) {
+    const topic = fresh(`unknown-${transports[0]}`);
+    const c = new Client(onRedis, { ...opts, transports });
+    try {
+      await waitFor(`${transports[0]} to connect`, () => c.state === 'connected', 10000);
+      await proxy('redis', 'fault/blackhole');
+      const first = c.publish(topic, { n: 1 }, { retries: 100 });
+      await waitFor('the first publish to be unresolved', () => c.unresolved, 30000);
+      const second = c.publish(topic, { n: 2 }, { retries: 100 });
+      await sleep(500);
+      await proxy('redis', 'fault/pass');
+      const acks = [await first, await second];
+      const hist = await fetch(`${onRedis}/api/topics/${topic}/history?since=0`).then((r) => r.json());
+      assert.deepEqual(hist.publications.map((p) => p.data.n), [1, 2], `${transports}: ${JSON.stringify(hist)}`);
+      assert.deepEqual(acks.map((a) => a.offset), hist.publications.map((p) => p.offset));
+    } finally {
+      await proxy('redis', 'fault/pass');
+      c.close();
+    }
+  }
+});
