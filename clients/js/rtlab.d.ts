@@ -125,7 +125,7 @@ export class Client {
   readonly transport: TransportName;
   readonly state: ClientState['state'];
   subscribe<T = unknown>(topic: string, opts?: SubscribeOptions, handlers?: Handlers<T>): Subscription<T>;
-  /** idem: the idempotency key (default: a new one); retries: of an unknown outcome (5). */
+  /** idem: the idempotency key (default: a new one); retries: of an unknown outcome (5), which later publishes wait for. */
   publish(topic: string, data: unknown, opts?: { type?: string; idem?: string; retries?: number }): Promise<Ack>;
   presence(topic: string): Promise<{ topic: string; clients: ClientInfo[]; users: string[] }>;
   history(topic: string, opts?: { since?: number; limit?: number; epoch?: string }): Promise<{
