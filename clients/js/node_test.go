@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rtlabjs "github.com/rtlab/rtlab/clients/js"
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
 	"github.com/rtlab/rtlab/internal/faultproxy"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
@@ -89,10 +90,21 @@ func startFaults(t *testing.T, apiKey string) (*servertest.Proc, []string) {
 		t.Cleanup(p.Close)
 		proxies[tr], urls[tr] = p, "http://"+p.Addr()
 	}
+	// A server on Redis, whose path to it is the proxy "redis": a black hole there leaves its
+	// publishes' outcome unknown.
+	redis := brokertest.StartRedis(t)
+	rp, err := faultproxy.Start(redis.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rp.Close)
+	proxies["redis"] = rp
+	onRedis := servertest.StartWith(t, bin, servertest.Options{Memory: true, Args: []string{
+		"--broker", "redis://" + rp.Addr(), "--msg-rate", "-1", "--http-pub-rate", "-1"}})
 	ctl := httptest.NewServer(faultproxy.Handler(proxies))
 	t.Cleanup(ctl.Close)
 	b, _ := json.Marshal(urls)
-	return srv, []string{"RTLAB_FAULT_CTL=" + ctl.URL, "RTLAB_FAULT_PROXIES=" + string(b)}
+	return srv, []string{"RTLAB_FAULT_CTL=" + ctl.URL, "RTLAB_FAULT_PROXIES=" + string(b), "RTLAB_REDIS_URL=" + onRedis.URL()}
 }
 
 // TestPackage packs the npm package (npm pack), installs the tarball in an empty project, and

@@ -66,6 +66,15 @@ class Emitter {
   }
 }
 
+// retriable are the codes of a publish that a retry with the same key may still publish once.
+const retriable = new Set(['unavailable', 'outcome_unknown', 'timeout', 'network', 'closed']);
+
+// newKey is a publish's idempotency key: random, 32 hex digits.
+const newKey = () => {
+  if (globalThis.crypto?.randomUUID) return globalThis.crypto.randomUUID().replaceAll('-', '');
+  return Array.from({ length: 4 }, () => Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')).join('');
+};
+
 // sleep waits ms, or less when signal aborts; it leaves no listener behind either way.
 const sleep = (ms, signal) => new Promise((resolve) => {
   if (signal?.aborted) return resolve();
@@ -229,6 +238,7 @@ class Client extends Emitter {
     this.backoffN = 0;
     this.timers = {};
     this.closed = false;
+    this.unresolved = null; // a publish of unknown outcome, which later ones wait for
     this._scheduleRefresh();
     queueMicrotask(() => this._open());
   }
@@ -261,12 +271,46 @@ class Client extends Emitter {
   }
 
   // publish publishes data on topic (over the socket on ws and stomp, else over HTTP) and
-  // resolves to {topic, offset, epoch}. opts.type sets the publication's type.
+  // resolves to {topic, offset, epoch}, with duplicate: true when a retry found it published.
+  // opts.type sets the publication's type. Each publish carries an idempotency key (opts.idem,
+  // or a new one): an answer that leaves it unpublished or its outcome open (unavailable,
+  // outcome_unknown, a timeout, a lost connection) is retried with that key up to opts.retries
+  // (5) times, so that it is published once. Publishes made meanwhile wait for it (the server
+  // holds a socket's too), so that it does not land after them.
   async publish(topic, data, opts = {}) {
     if (this.closed) throw new RtlabError('closed', 'client is closed');
-    if (this.t?.publish && this.state === 'connected') return this.t.publish(topic, data, opts.type);
-    const q = opts.type ? { type: opts.type } : {};
-    return this._http('POST', '/api/publish/' + topic, q, data);
+    const idem = opts.idem || newKey();
+    for (let attempt = 0; ; attempt++) {
+      while (this.unresolved && this.unresolved.idem !== idem) await this.unresolved.done;
+      try {
+        const ack = await this._publishOnce(topic, data, opts.type, idem);
+        this._resolved(idem);
+        return ack;
+      } catch (e) {
+        if (e.code !== 'unavailable' && retriable.has(e.code) && !this.unresolved) { // no answer: it may land
+          let release;
+          this.unresolved = { idem, done: new Promise((r) => { release = r; }), release };
+        }
+        if (this.closed || attempt >= (opts.retries ?? 5) || !retriable.has(e.code)) {
+          this._resolved(idem); // given up: the others go on
+          throw e;
+        }
+        await sleep(Math.max(e.retryAfter || 0, Math.min(this.opts.maxBackoff, this.opts.minBackoff * 2 ** attempt)));
+      }
+    }
+  }
+
+  // _resolved lets the publishes waiting for idem's outcome go on.
+  _resolved(idem) {
+    if (this.unresolved?.idem !== idem) return;
+    this.unresolved.release();
+    this.unresolved = null;
+  }
+
+  _publishOnce(topic, data, type, idem) {
+    if (this.t?.publish && this.state === 'connected') return this.t.publish(topic, data, type, idem);
+    const q = type ? { type } : {};
+    return this._http('POST', '/api/publish/' + topic, q, data, undefined, 0, { 'Idempotency-Key': idem });
   }
 
   // presence reads who is connected to topic: {topic, clients, users}.
@@ -328,9 +372,9 @@ class Client extends Emitter {
   // _http makes a JSON request; a refused token is refreshed through getToken and the request
   // tried once more, unless it is a transport's own (signal given): that transport then
   // reconnects, as the others do when the server refuses their token.
-  async _http(method, path, params = {}, body, signal, timeout = 0) {
+  async _http(method, path, params = {}, body, signal, timeout = 0, headers = {}) {
     for (let attempt = 0; ; attempt++) {
-      const init = { method, headers: this._headers(), cache: 'no-store' };
+      const init = { method, headers: this._headers(headers), cache: 'no-store' };
       if (body !== undefined) {
         init.headers['Content-Type'] = 'application/json';
         init.body = JSON.stringify(body);
@@ -657,7 +701,7 @@ class WSTransport {
       case 'presence': sub?._presence(m.clients || []); break;
       case 'join': sub?._join(m.info); break;
       case 'leave': sub?._leave(m.info); break;
-      case 'ack': this.settle(m.id, null, { topic: m.topic, offset: m.offset, epoch: m.epoch }); break;
+      case 'ack': this.settle(m.id, null, { topic: m.topic, offset: m.offset, epoch: m.epoch, ...(m.duplicate && { duplicate: true }) }); break;
       case 'refreshed': this.settle(this.refreshId, null, m); break;
       case 'error':
         if (m.id !== undefined && this.pending.has(m.id)) this.settle(m.id, new RtlabError(m.code, m.reason));
@@ -688,8 +732,8 @@ class WSTransport {
     }).finally(() => { if (this.refreshId === id) this.refreshId = undefined; });
   }
 
-  publish(topic, data, type) {
-    const msg = { op: 'publish', topic, data };
+  publish(topic, data, type, idem) {
+    const msg = { op: 'publish', topic, data, idem };
     if (type) msg.type = type;
     return this.request(msg, 'no ack within 10 s');
   }
@@ -907,9 +951,12 @@ class StompTransport {
     if (id && !sub.refused) this.send('UNSUBSCRIBE', { id });
   }
 
-  async publish(topic, data, type) {
-    const f = await this.receipt('SEND', { destination: '/topic/' + topic, 'content-type': 'application/json', type }, JSON.stringify(data));
-    return { topic, offset: Number(f.headers.offset), epoch: f.headers.epoch };
+  async publish(topic, data, type, idem) {
+    const f = await this.receipt('SEND', { destination: '/topic/' + topic, 'content-type': 'application/json', type, 'idempotency-key': idem }, JSON.stringify(data));
+    if (f.headers.refused) throw new RtlabError(f.headers.refused, f.headers.message);
+    const ans = { topic, offset: Number(f.headers.offset), epoch: f.headers.epoch };
+    if (f.headers.duplicate === 'true') ans.duplicate = true;
+    return ans;
   }
 
   // refresh: SEND to /rtlab/refresh with the new token as passcode; RECEIPT on success.

@@ -116,6 +116,8 @@ export interface Ack {
   topic: string;
   offset: number;
   epoch: string;
+  /** A retry found the publication published before, at offset. */
+  duplicate?: boolean;
 }
 
 export class Client {
@@ -123,7 +125,8 @@ export class Client {
   readonly transport: TransportName;
   readonly state: ClientState['state'];
   subscribe<T = unknown>(topic: string, opts?: SubscribeOptions, handlers?: Handlers<T>): Subscription<T>;
-  publish(topic: string, data: unknown, opts?: { type?: string }): Promise<Ack>;
+  /** idem: the idempotency key (default: a new one); retries: of an unknown outcome (5), which later publishes wait for. */
+  publish(topic: string, data: unknown, opts?: { type?: string; idem?: string; retries?: number }): Promise<Ack>;
   presence(topic: string): Promise<{ topic: string; clients: ClientInfo[]; users: string[] }>;
   history(topic: string, opts?: { since?: number; limit?: number; epoch?: string }): Promise<{
     topic: string; epoch: string; offset: number; recovered: boolean; reason?: string; publications: Publication[];

@@ -467,7 +467,7 @@ func (a *acked) checkUnique(t *testing.T, top tt.Position) {
 type publishers struct {
 	acks     acked
 	mu       sync.Mutex
-	failures []string // answers other than 200 and 503; guarded by mu
+	failures []string // answers other than 200, 503 and 504; guarded by mu
 	n503     int      // guarded by mu
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -487,7 +487,7 @@ func startPublishers(t *testing.T, topic string, nodes []*testServer) *publisher
 					return // the node is gone
 				case code == 200 && err == nil:
 					p.acks.add(pos)
-				case code == 503:
+				case code == 503 || code == 504: // not published, or sent with no answer (it may be)
 					p.mu.Lock()
 					p.n503++
 					p.mu.Unlock()
@@ -518,7 +518,7 @@ func (p *publishers) await(t *testing.T, n int, what string) {
 	eventually.True(t, 30*time.Second, fmt.Sprintf("%d %s", n, what), func() bool { return p.count() >= n })
 }
 
-// stop stops publishing and fails the test if any publish got an answer other than 200 or 503.
+// stop stops publishing and fails the test if any publish got an answer other than 200, 503 or 504.
 func (p *publishers) stop(t *testing.T) {
 	t.Helper()
 	p.cancel()

@@ -112,3 +112,14 @@ func (r *Ring) After(since uint64, limit int) []*hub.Publication {
 	}
 	return out
 }
+
+// FindKey returns the newest retained publication sender published with idempotency key key,
+// nil when none is. It looks at every retained publication: only keyed publishes call it.
+func (r *Ring) FindKey(sender, key string) *hub.Publication {
+	for i := r.n - 1; i >= 0; i-- {
+		if p := r.buf[(r.head+i)%len(r.buf)]; p.Key == key && p.Sender == sender {
+			return p
+		}
+	}
+	return nil
+}

@@ -20,7 +20,9 @@ type Broker interface {
 
 	// Publish appends a publication to the topic's history and delivers it to every node
 	// subscribed to the topic, atomically with respect to other publishes on that topic.
-	// It returns the stored publication (with offset, epoch and time set).
+	// It returns the stored publication (with offset, epoch and time set), or for a retry of
+	// req.Key the original (Duplicate set). An error wrapping ErrNotReady means nothing was
+	// published; one wrapping ErrOutcomeUnknown, that it may have been.
 	Publish(ctx context.Context, req PublishRequest) (*Publication, error)
 
 	// Subscribe makes this node receive the topic's publications. When it returns, every
@@ -62,6 +64,10 @@ type PublishRequest struct {
 	Type   string
 	// Time is the publish time; the broker sets it when zero.
 	Time time.Time
+	// Key is the idempotency key (CheckKey): a retry with the same key and sender on the same
+	// topic, within the topic's history window, is answered with the original publication
+	// (Publication.Duplicate) and not published again. Empty: no de-duplication, no cost.
+	Key string
 }
 
 // HistoryResult is an answer from Broker.History.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -171,6 +172,11 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 	if err := checkName("sender", req.Sender); err != nil {
 		return nil, err
 	}
+	if req.Key != "" {
+		if err := CheckKey(req.Key); err != nil {
+			return nil, err
+		}
+	}
 	if bytes.ContainsAny(req.Data, "\r\n") {
 		// Raw line breaks can only be whitespace between JSON tokens; without them the data is
 		// one line, as SSE's data: field needs.
@@ -181,8 +187,16 @@ func (h *Hub) Publish(ctx context.Context, req PublishRequest) (*Publication, er
 		req.Data = b.Bytes()
 	}
 	p, err := h.broker.Publish(ctx, req)
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotReady) && !errors.Is(err, ErrOutcomeUnknown) {
+		// The caller's deadline passed with the publication possibly on its way: that is not
+		// a refusal, whatever the broker's words.
+		err = OutcomeUnknown("", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hub: publish to %s: %w", req.Topic, err)
+	}
+	if p.Duplicate {
+		return p, nil // counted and archived when it was published
 	}
 	h.stats.Publications.Add(1)
 	if h.archive != nil {

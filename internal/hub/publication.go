@@ -17,6 +17,12 @@ type Publication struct {
 	Sender string // authenticated user or member name; may be empty
 	Type   string // application type such as ENTER, TALK, LEAVE; may be empty
 	Data   json.RawMessage
+	// Key is the publisher's idempotency key (PublishRequest.Key), kept where a broker finds
+	// retries in its history; empty when none.
+	Key string
+	// Duplicate marks an answer to a retry: the publication was published before, at Offset.
+	// Only answers carry it; delivered publications never do.
+	Duplicate bool
 
 	// cache holds encodings computed once and shared by all subscribers of one transport kind.
 	cache [cacheSlots]atomic.Pointer[[]byte]

@@ -28,7 +28,7 @@ func errorCode(err error) (string, int) {
 		return "bad_topic", http.StatusBadRequest
 	case errors.Is(err, hub.ErrTooLarge):
 		return "too_large", http.StatusRequestEntityTooLarge
-	case errors.Is(err, hub.ErrBadData), errors.Is(err, hub.ErrBadText), errors.Is(err, hub.ErrBadName), errors.Is(err, ErrBadRequest):
+	case errors.Is(err, hub.ErrBadData), errors.Is(err, hub.ErrBadText), errors.Is(err, hub.ErrBadName), errors.Is(err, hub.ErrBadKey), errors.Is(err, ErrBadRequest):
 		return "bad_request", http.StatusBadRequest
 	case errors.Is(err, ErrUnauthorized):
 		return "unauthorized", http.StatusUnauthorized
@@ -48,6 +48,8 @@ func errorCode(err error) (string, int) {
 		return "timeout", http.StatusRequestTimeout
 	case errors.Is(err, hub.ErrTooManyTopics):
 		return "too_many_topics", http.StatusServiceUnavailable
+	case errors.Is(err, hub.ErrOutcomeUnknown): // before unavailable: a cause may be a broker's outage
+		return "outcome_unknown", http.StatusGatewayTimeout
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrNotReady):
 		return "unavailable", http.StatusServiceUnavailable
 	}
@@ -73,7 +75,7 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		return // nobody reads an answer and it is not a server fault
 	}
 	code, status := errorCode(err)
-	if code != "internal" && code != "unavailable" {
+	if !serverSide(code) {
 		s.m.Refused.WithLabelValues("http", code).Inc()
 	} else {
 		s.log.Warn("request failed", "err", err)
@@ -85,6 +87,12 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Connection", "close") // the rest of a trickled body is not waited for
 	}
 	WriteJSON(w, status, map[string]string{"error": code, "reason": reasonText(err)})
+}
+
+// serverSide reports whether code is the server's or its broker's failure rather than a
+// refusal of the client's request: those are logged, not counted as refusals.
+func serverSide(code string) bool {
+	return code == "internal" || code == "unavailable" || code == "outcome_unknown"
 }
 
 // WriteJSON answers an HTTP request with v as JSON, uncached.

@@ -68,12 +68,17 @@ func (s *Server) HandlePublishTo(w http.ResponseWriter, r *http.Request, topic s
 	}
 	p, err := s.policy.Publish(r.Context(), Client{Identity: ident}, hub.PublishRequest{
 		Topic: topic, Data: body, Type: r.URL.Query().Get("type"), Sender: ident.User,
+		Key: r.Header.Get("Idempotency-Key"),
 	})
 	if err != nil {
 		s.WriteError(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch})
+	ans := map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch}
+	if p.Duplicate {
+		ans["duplicate"] = true
+	}
+	WriteJSON(w, http.StatusOK, ans)
 }
 
 // pollParams are the query parameters of poll and history reads.

@@ -37,6 +37,7 @@ type stompConn struct {
 	connectBy time.Time           // the CONNECT frame must come before this
 	published bool                // the last message held a SEND (readMessage keeps the stack)
 	refusals  int                 // SENDs refused on /user/queue/errors, for their message-ids
+	held      unresolved          // a keyed SEND whose outcome is unknown
 }
 
 // stompTx is an open transaction: the SENDs it holds until COMMIT.
@@ -379,7 +380,7 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 	if code == "internal" {
 		msg = "internal error"
 	}
-	if code == "unavailable" {
+	if code == "unavailable" || code == "outcome_unknown" {
 		wsCode = 1013 // try again later: the broker is away, not the client's fault
 	}
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -700,7 +701,7 @@ func unavailable(err error) bool {
 		return false
 	}
 	code, _ := errorCode(err)
-	return code == "unavailable"
+	return code == "unavailable" || code == "outcome_unknown"
 }
 
 // onReply answers a SUBSCRIBE to a route that replies once (Spring's @SubscribeMapping): the
@@ -849,7 +850,8 @@ func (c *stompConn) txSend(f *stomp.Frame) (STOMPRoute, hub.PublishRequest, erro
 		data = AsJSON(f.Body)
 	}
 	typ, _ := f.Get("type")
-	return route, hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}, nil
+	key, _ := f.Get("idempotency-key")
+	return route, hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User, Key: key}, nil
 }
 
 // txFrameError names the held SEND a COMMIT was refused for.
@@ -947,9 +949,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 		return false
 	}
 	typ, _ := f.Get("type")
+	key, _ := f.Get("idempotency-key")
 	pctx, cancel := context.WithTimeout(context.WithValue(ctx, sendFrameKey{}, f), 10*time.Second)
 	defer cancel()
-	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User}
+	req := hub.PublishRequest{Topic: route.Topic, Data: data, Type: typ, Sender: c.ident.User, Key: key}
 	if route.Prepare != nil {
 		c.sendPrepared(pctx, f, dest, route, req)
 		return true
@@ -958,7 +961,12 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 	if route.Publish != nil {
 		publish = route.Publish
 	}
-	p, err := publish(pctx, c.client(), req)
+	err = c.held.check(req)
+	var p *hub.Publication
+	if err == nil {
+		p, err = publish(pctx, c.client(), req)
+		c.held.settle(req, err)
+	}
 	if err != nil && unavailable(err) && !paid {
 		c.refuseSend(f, dest, err) // the broker is away: this SEND alone fails, the session goes on
 		return true
@@ -975,6 +983,10 @@ func (c *stompConn) onSend(ctx context.Context, f *stomp.Frame, paid bool) bool 
 func (c *stompConn) sent(f *stomp.Frame, p *hub.Publication) {
 	if p == nil { // a route that published nothing (an application's backend said so)
 		c.receipt(f)
+		return
+	}
+	if p.Duplicate {
+		c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch}, stomp.Header{Key: "duplicate", Value: "true"})
 		return
 	}
 	c.receipt(f, stomp.Header{Key: "offset", Value: strconv.FormatUint(p.Offset, 10)}, stomp.Header{Key: "epoch", Value: p.Epoch})

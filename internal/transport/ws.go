@@ -89,6 +89,7 @@ type wsConn struct {
 	ops  rateLimiter // every message (--op-rate)
 	// published: the last message handled was a publication (readMessage keeps the stack).
 	published bool
+	held      unresolved   // a keyed publish whose outcome is unknown
 	pinged    atomic.Int64 // when the keepalive loop last pinged, in Unix ns (keepaliveDue)
 	heard     atomic.Int64 // when a frame was last read (at most touchEvery ago), in Unix ns
 }
@@ -237,6 +238,8 @@ type wsRequest struct {
 	Data  json.RawMessage `json:"data"`
 	Type  string          `json:"type"`
 	ID    json.RawMessage `json:"id"`
+	// Idem is a publish's idempotency key (hub.PublishRequest.Key).
+	Idem string `json:"idem"`
 	// Presence asks subscribe for the topic's presence: who is there, then joins and leaves.
 	Presence bool `json:"presence"`
 }
@@ -275,7 +278,7 @@ func (c *wsConn) op(ctx context.Context, msg []byte) {
 		}
 		c.reply(map[string]any{"op": "unsubscribed", "topic": req.Topic})
 	case "publish":
-		c.publish(ctx, req.Topic, req.Data, req.Type, req.ID)
+		c.publish(ctx, hub.PublishRequest{Topic: req.Topic, Data: req.Data, Type: req.Type, Key: req.Idem}, req.ID)
 	case "ping":
 		c.w.sendRaw(pongMessage(req.ID)) // limit.go
 	case "history":
@@ -417,20 +420,27 @@ func (c *wsConn) allowPublish() bool {
 	return c.rl.allow(time.Now())
 }
 
-func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage, typ string, id json.RawMessage) {
+// publish publishes req (its sender is the connection's) and answers with an ack.
+func (c *wsConn) publish(ctx context.Context, req hub.PublishRequest, id json.RawMessage) {
 	if !c.allowPublish() {
-		c.replyError(c.s.errRateLimited(), id, topic)
+		c.replyError(c.s.errRateLimited(), id, req.Topic)
 		return
 	}
 	if err := c.allowUserPublish(1); err != nil {
-		c.replyError(err, id, topic)
+		c.replyError(err, id, req.Topic)
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := c.s.policy.Publish(pctx, c.client(), hub.PublishRequest{Topic: topic, Data: data, Type: typ, Sender: c.ident.User})
+	req.Sender = c.ident.User
+	err := c.held.check(req)
+	var p *hub.Publication
+	if err == nil {
+		p, err = c.s.policy.Publish(pctx, c.client(), req)
+		c.held.settle(req, err)
+	}
 	if err != nil {
-		c.replyError(err, id, topic)
+		c.replyError(err, id, req.Topic)
 		return
 	}
 	if c.raw == nil {
@@ -447,6 +457,9 @@ func (c *wsConn) publish(ctx context.Context, topic string, data json.RawMessage
 		b = strconv.AppendUint(b, p.Offset, 10)
 		b = append(b, `,"epoch":`...)
 		b = hub.AppendJSONString(b, p.Epoch)
+		if p.Duplicate {
+			b = append(b, `,"duplicate":true`...)
+		}
 		b = append(b, '}')
 		c.w.sendRaw(appendWSText(nil, b))
 	}
@@ -462,7 +475,7 @@ func (c *wsConn) reply(v any) {
 
 func (c *wsConn) replyError(err error, id json.RawMessage, topic string) {
 	code, _ := errorCode(err)
-	if code != "internal" && code != "unavailable" {
+	if !serverSide(code) {
 		c.s.m.Refused.WithLabelValues(transports.WS, code).Inc()
 	}
 	ans := map[string]any{"op": "error", "code": code, "reason": reasonText(err)}

@@ -134,3 +134,55 @@ test('restart: the default list is out no longer than 1.5× a WebSocket-only cli
   console.log('# restart outage (ms, longest pause in delivery): ' + JSON.stringify(outage));
   assert.ok(outage.default <= Math.max(1.5 * outage['ws only'], outage['ws only'] + 500), JSON.stringify(outage));
 });
+
+// A publish sent into a black hole has no answer: the client retries it with its idempotency
+// key (on a new connection once the old one is found dead), and when the network is back the
+// held copy and the retry both reach the server; it is published once, at the offset answered.
+test('a publish lost in a black hole is retried with its key and published once', { skip }, async () => {
+  for (const name of ['ws', 'stomp']) {
+    const topic = fresh(`retry-${name}`);
+    const c = new Client(proxies[name], { ...opts, transports: [name] });
+    try {
+      await waitFor(`${name} to connect`, () => c.state === 'connected', 10000);
+      await proxy(name, 'fault/blackhole');
+      const acked = c.publish(topic, { n: 1 }, { retries: 50 });
+      await sleep(maxSilence + 1000);
+      await proxy(name, 'fault/pass');
+      const ack = await acked;
+      await sleep(500);
+      const hist = await fetch(`${base}/api/topics/${topic}/history?since=0`).then((r) => r.json());
+      assert.deepEqual(hist.publications.map((p) => p.offset), [ack.offset], `${name}: ${JSON.stringify(hist)}`);
+    } finally {
+      await proxy(name, 'fault/pass');
+      c.close();
+    }
+  }
+});
+
+// A server whose path to Redis is black-holed leaves a publish's outcome unknown (504, or no
+// answer within the client's 10 s): the client retries it with its key, and a publish made
+// after that answer waits for it, so that once Redis is back each is published once, in the
+// order they were made.
+const onRedis = process.env.RTLAB_REDIS_URL;
+test('a publish of unknown outcome is retried with its key, and later ones wait for it', { skip: onRedis ? skip : 'RTLAB_REDIS_URL is not set' }, async () => {
+  for (const transports of [['ws'], ['longpoll']]) {
+    const topic = fresh(`unknown-${transports[0]}`);
+    const c = new Client(onRedis, { ...opts, transports });
+    try {
+      await waitFor(`${transports[0]} to connect`, () => c.state === 'connected', 10000);
+      await proxy('redis', 'fault/blackhole');
+      const first = c.publish(topic, { n: 1 }, { retries: 100 });
+      await waitFor('the first publish to be unresolved', () => c.unresolved, 30000);
+      const second = c.publish(topic, { n: 2 }, { retries: 100 });
+      await sleep(500);
+      await proxy('redis', 'fault/pass');
+      const acks = [await first, await second];
+      const hist = await fetch(`${onRedis}/api/topics/${topic}/history?since=0`).then((r) => r.json());
+      assert.deepEqual(hist.publications.map((p) => p.data.n), [1, 2], `${transports}: ${JSON.stringify(hist)}`);
+      assert.deepEqual(acks.map((a) => a.offset), hist.publications.map((p) => p.offset));
+    } finally {
+      await proxy('redis', 'fault/pass');
+      c.close();
+    }
+  }
+});

@@ -33,6 +33,7 @@
 package amqp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -336,14 +337,23 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.PublishTimeout)
 	defer cancel()
 	id := newID()
+	if req.Key != "" {
+		id = keyedID(req.Topic, req.Sender, req.Key)
+	}
 	body := appendRequest(nil, id, s.liveQ, req.Topic, req.Time.Truncate(time.Millisecond), req.Sender, req.Type, req.Data)
 	ch := b.await(id, body)
 	defer b.unawait(id)
 	// fail counts a publish that did not complete and says why: late is the reason when ctx
-	// ran out.
+	// ran out. Once the request was handed over it may still be sequenced (resent on a new
+	// link, or taken late): its outcome is unknown, not a refusal.
+	sent := false
 	fail := func(late string) (*hub.Publication, error) {
 		b.m.PublishErrors.Inc()
 		switch {
+		case sent && errors.Is(ctx.Err(), context.Canceled) && s.ctx.Err() == nil:
+			return nil, fmt.Errorf("amqp broker: publish to %s: %w", req.Topic, ctx.Err())
+		case sent:
+			return nil, hub.OutcomeUnknown("amqp", fmt.Errorf("publish to %s: %s", req.Topic, cmp.Or(late, "connection lost")))
 		case s.ctx.Err() != nil:
 			return nil, hub.Unavailable("amqp", errors.New("connection lost while publishing"))
 		case errors.Is(ctx.Err(), context.Canceled):
@@ -364,6 +374,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	case <-ctx.Done():
 		return fail("the sequencer did not take the publication in time")
 	}
+	sent = true
 	select {
 	case p := <-ch:
 		b.m.Publish.Observe(time.Since(start).Seconds())

@@ -3,6 +3,7 @@ package amqp
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"errors"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 //	l <id> <reply> <since-ms>          a request for the durable topics published to since, to the sequencer
 //	a <id> <topic> <head><tail>        a publication with its offset and epoch (head as replica.AppendHead)
 //	k <id> <topic> <head><tail>        the same, sent to the node that asked for it (its answer)
+//	d <id> <topic> <head><tail>        the answer to a retry of a keyed request: its original's head
 //	r <id> <topic> <head><oldest>      the answer to g: the topic's top and oldest offset, then its publications as a entries
 //	t <id> <topic> <topic>…            the answer to l
 //	m <id>                             a marker: whoever appended it to the log waits to read it back
@@ -35,6 +37,7 @@ const (
 	kindList      = 'l'
 	kindAssigned  = 'a'
 	kindAck       = 'k'
+	kindDuplicate = 'd'
 	kindReply     = 'r'
 	kindTopics    = 't'
 	kindMarker    = 'm'
@@ -58,6 +61,17 @@ func newID() string {
 	_, _ = rand.Read(b[:])
 	return string(bytes.ToLower([]byte(idText.EncodeToString(b[:]))))
 }
+
+// keyedID is the id of a request with an idempotency key: the same for every retry of it, so
+// the sequencer finds a retry among the ids it remembers. It starts with '0', which random ids
+// (base32) never hold.
+func keyedID(topic, sender, key string) string {
+	h := sha256.Sum256([]byte(strconv.Itoa(len(topic)) + ":" + topic + strconv.Itoa(len(sender)) + ":" + sender + key))
+	return "0" + string(bytes.ToLower([]byte(idText.EncodeToString(h[:15]))))[:idLen-1]
+}
+
+// keyed reports whether id is a keyedID.
+func keyed(id string) bool { return len(id) > 0 && id[0] == '0' }
 
 // entry is a parsed entry. Its byte slices point into the message body.
 type entry struct {
@@ -126,6 +140,12 @@ func appendTopics(dst []byte, id string, topics []string) []byte {
 // appendAssigned appends publication p, whose request had id.
 func appendAssigned(dst []byte, id string, p *hub.Publication) []byte {
 	return appendPublication(dst, kindAssigned, id, p)
+}
+
+// appendDuplicate appends publication p, a retry of request id answered with its original's
+// offset, epoch and time.
+func appendDuplicate(dst []byte, id string, p *hub.Publication) []byte {
+	return appendPublication(dst, kindDuplicate, id, p)
 }
 
 // appendAck appends publication p as the answer to its request, id.
@@ -217,7 +237,7 @@ func parseEntry(b []byte) (entry, error) {
 			e.rest = rest
 			return e, nil
 		}
-	case kindAssigned, kindAck, kindReply:
+	case kindAssigned, kindAck, kindDuplicate, kindReply:
 	default:
 		return entry{}, errEntry
 	}

@@ -401,7 +401,13 @@ func (q *sequencer) request(body []byte) {
 			go q.b.answerList(q.s, e.id, e.reply, time.UnixMilli(ms))
 			continue
 		}
-		if e.kind != kindRequest || q.assigned.has(e.id) || q.b.recent.has(e.id) {
+		if e.kind != kindRequest {
+			continue
+		}
+		if pos, ok := q.seen(e.id); ok {
+			if keyed(e.id) {
+				q.answerRetry(e, pos)
+			}
 			continue
 		}
 		p, err := e.request()
@@ -410,7 +416,7 @@ func (q *sequencer) request(body []byte) {
 			continue
 		}
 		q.assign(p, now)
-		q.assigned.add(e.id)
+		q.assigned.add(e.id, p)
 		x := q.b.liveX
 		if q.b.durable(p.Topic) {
 			x = q.b.dliveX
@@ -421,6 +427,32 @@ func (q *sequencer) request(body []byte) {
 			q.ack(e.reply, appendAck(nil, e.id, p))
 		}
 	}
+}
+
+// seen returns where the publication of request id went, if this sequencer assigned it or
+// this node applied it.
+func (q *sequencer) seen(id string) (idPos, bool) {
+	if pos, ok := q.assigned.get(id); ok {
+		return pos, true
+	}
+	return q.b.recent.get(id)
+}
+
+// answerRetry answers a retry of a keyed request, published before at pos, with that position:
+// nothing is published again.
+func (q *sequencer) answerRetry(e *entry, pos idPos) {
+	p, err := e.request()
+	if err != nil {
+		q.b.m.malformed.Inc()
+		return
+	}
+	p.Offset, p.Epoch, p.Time = pos.offset, pos.epoch, pos.time
+	if e.reply == q.s.liveQ {
+		p.Duplicate = true
+		q.b.notify(e.id, p)
+		return
+	}
+	q.ack(e.reply, appendDuplicate(nil, e.id, p))
 }
 
 // assign gives p the next offset of its topic.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/rtlab/rtlab/internal/hub"
 )
 
 const (
@@ -263,8 +265,9 @@ func (b *Broker) applyMessage(s *session, body []byte, batch []entry, id string)
 		switch e := &batch[i]; e.kind {
 		case kindAssigned:
 			b.apply(s, e)
-		case kindAck:
+		case kindAck, kindDuplicate:
 			if p, err := e.publication(); err == nil {
+				p.Duplicate = e.kind == kindDuplicate
 				b.notify(e.id, p)
 			}
 		case kindMarker:
@@ -298,7 +301,7 @@ func (b *Broker) apply(s *session, e *entry) {
 		// starts after a hole, so the topic's history is taken again at its next read.
 		b.unseed(e.topic)
 	}
-	b.recent.add(e.id)
+	b.recent.add(e.id, p)
 	if following {
 		b.handler.HandlePublication(p)
 	}
@@ -413,33 +416,49 @@ func (b *Broker) requestLoop(s *session) error {
 	}
 }
 
-// recentIDs remembers the latest ids added, up to a fixed number. It is safe for concurrent use.
+// recentIDs remembers the latest ids added, up to a fixed number, with the position each
+// publication got (a retry of a keyed request is answered with it). It is safe for concurrent
+// use.
 type recentIDs struct {
 	mu   sync.Mutex
-	set  map[string]struct{}
+	set  map[string]idPos
 	ring []string
 	next int
 }
 
+// idPos is where a request's publication went.
+type idPos struct {
+	offset uint64
+	epoch  string
+	time   time.Time
+}
+
 func (r *recentIDs) init(n int) {
-	r.set = make(map[string]struct{}, n)
+	r.set = make(map[string]idPos, n)
 	r.ring = make([]string, n)
 }
 
-func (r *recentIDs) add(id string) {
+// add remembers id, whose publication is p.
+func (r *recentIDs) add(id string, p *hub.Publication) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old := r.ring[r.next]; old != "" {
 		delete(r.set, old)
 	}
 	r.ring[r.next] = id
-	r.set[id] = struct{}{}
+	r.set[id] = idPos{offset: p.Offset, epoch: p.Epoch, time: p.Time}
 	r.next = (r.next + 1) % len(r.ring)
 }
 
 func (r *recentIDs) has(id string) bool {
+	_, ok := r.get(id)
+	return ok
+}
+
+// get returns where id's publication went.
+func (r *recentIDs) get(id string) (idPos, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.set[id]
-	return ok
+	pos, ok := r.set[id]
+	return pos, ok
 }

@@ -207,6 +207,12 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	}
 	before := s.ring.Bytes()
 	s.expireLocked(now)
+	if req.Key != "" {
+		if orig := s.ring.FindKey(req.Sender, req.Key); orig != nil {
+			s.mu.Unlock()
+			return hub.Duplicate(orig), nil
+		}
+	}
 	s.top++
 	p := &hub.Publication{
 		Topic:  req.Topic,
@@ -216,6 +222,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		Sender: req.Sender,
 		Type:   req.Type,
 		Data:   req.Data,
+		Key:    req.Key,
 	}
 	s.ring.Append(p)
 	s.visible = p.Offset
@@ -455,10 +462,17 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 		s.appendMu.Unlock()
 		return nil, s.loadErr
 	}
+	if req.Key != "" {
+		if orig := s.ring.FindKey(req.Sender, req.Key); orig != nil {
+			s.mu.Unlock()
+			s.appendMu.Unlock()
+			return hub.Duplicate(orig), nil
+		}
+	}
 	s.top++
 	p := &hub.Publication{
 		Topic: req.Topic, Offset: s.top, Epoch: s.epoch, Time: req.Time.Truncate(time.Millisecond),
-		Sender: req.Sender, Type: req.Type, Data: req.Data,
+		Sender: req.Sender, Type: req.Type, Data: req.Data, Key: req.Key,
 	}
 	s.lastUsed = now
 	s.sender = req.Sender

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,9 +261,12 @@ func (b *Broker) streamConfig(l *streamLog) jetstream.StreamConfig {
 		// What the stream stored, in its order, to the nodes that follow a topic.
 		RePublish: &jetstream.RePublish{Source: l.name + ".>", Destination: l.live() + ".>"},
 	}
+	// Retries with an idempotency key are found within the history TTL (Nats-Msg-Id).
+	c.Duplicates = hub.HistoryPolicy{TTL: b.cfg.Retention.TTL}.Resolved().TTL
 	if l.durable {
 		c.Description = "rtlab publications of durable topics (chat rooms), one subject per topic"
 		c.MaxMsgsPerSubject, c.MaxAge = int64(b.cfg.DurableSize), 0
+		c.Duplicates = hub.DefaultHistoryTTL
 	}
 	return c
 }
@@ -437,9 +441,13 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	defer cancel()
 	defer context.AfterFunc(scope.ctx, cancel)()
 	// A lost connection cancels ctx too; the caller is told the broker is unavailable, not
-	// that its own call was canceled.
+	// that its own call was canceled, or, once a message was sent, that it may be stored.
+	sent := false
 	fail := func(err error) error {
 		b.m.PublishErrors.Inc()
+		if sent && mayBeStored(err, scope.ctx) {
+			return hub.OutcomeUnknown("nats", fmt.Errorf("publish to %s: %v", req.Topic, err)) // %v: not an outage's ErrNotReady
+		}
 		if scope.ctx.Err() != nil {
 			return hub.Unavailable("nats", fmt.Errorf("connection lost while publishing to %s", req.Topic))
 		}
@@ -458,8 +466,21 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			epoch, off = last.Epoch, last.Offset+1
 		}
 		payload = replica.AppendTail(replica.AppendHead(payload[:0], off, epoch), t, req.Sender, req.Type, req.Data)
-		ack, err := b.js.PublishMsg(ctx, &natsgo.Msg{Subject: subj, Data: payload},
-			jetstream.WithExpectLastSequencePerSubject(last.Seq))
+		msg := &natsgo.Msg{Subject: subj, Data: payload}
+		if req.Key != "" {
+			// JetStream's own de-duplication, per stream within its Duplicates window: a
+			// retry is acknowledged with the original's sequence and not stored.
+			msg.Header = natsgo.Header{natsgo.MsgIdHdr: []string{msgID(req)}}
+		}
+		sent = true
+		ack, err := b.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last.Seq))
+		if err == nil && ack.Duplicate {
+			p, err := b.original(ctx, l, req, ack.Sequence)
+			if err != nil {
+				return nil, fail(err)
+			}
+			return p, nil
+		}
 		if err == nil {
 			b.hints[shard].put(req.Topic, replica.Last{Seq: ack.Sequence, Epoch: epoch, Offset: off, Time: t})
 			if f != nil {
@@ -474,6 +495,7 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 		if !isWrongLastSeq(err) {
 			return nil, fail(b.wrap("publish to "+req.Topic, err))
 		}
+		sent = false // refused by the compare-and-set: not stored
 		// Another node published to the topic since this node last saw it. A node that keeps
 		// losing that race on a busy topic retries until conflictBudget rather than a fixed
 		// number of times, and after a few losses in a row first waits a random moment, so
@@ -495,6 +517,47 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 			return nil, fail(err)
 		}
 	}
+}
+
+// msgID is a keyed publication's Nats-Msg-Id: unique per stream, so it names the topic and
+// the sender too.
+func msgID(req hub.PublishRequest) string {
+	return req.Topic + " " + strconv.Itoa(len(req.Sender)) + ":" + req.Sender + " " + req.Key
+}
+
+// original answers a retry with the publication JetStream stored at seq.
+func (b *Broker) original(ctx context.Context, l *streamLog, req hub.PublishRequest, seq uint64) (*hub.Publication, error) {
+	m, err := b.streamOf(l).GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Published, but no longer in the stream (its topic's size limit): the answer says so
+		// with offset 0 rather than publish it again.
+		return &hub.Publication{Topic: req.Topic, Time: req.Time, Sender: req.Sender, Type: req.Type,
+			Data: req.Data, Key: req.Key, Duplicate: true}, nil
+	}
+	if err != nil {
+		return nil, b.wrap("read the original of a retry to "+req.Topic, err)
+	}
+	p, err := replica.Decode(req.Topic, m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("nats broker: read the original of a retry to %s: %w", req.Topic, err)
+	}
+	p.Key = req.Key
+	return hub.Duplicate(p), nil
+}
+
+// mayBeStored reports whether a publish that failed with err after its message was sent may
+// still be stored: no answer came (a timeout, the connection lost, whose reconnect buffer may
+// send it later), rather than JetStream's refusal or no stream to take it.
+func mayBeStored(err error, scope context.Context) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsgo.ErrNoResponders):
+		return false
+	case scope.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, natsgo.ErrTimeout):
+		return true
+	}
+	var ue *hub.UnavailableError
+	return errors.As(err, &ue) // wrap's "could not be reached", after the send
 }
 
 // conflictBudget bounds how long a publish keeps retrying offset conflicts.

@@ -136,14 +136,14 @@ func (p *publisher) send(batch []*pubCall) {
 }
 
 // failQueued fails every queued call with err, the failure of the batch before them: they
-// would meet the same Redis.
+// would meet the same Redis. They were not sent, so they were not published.
 func (p *publisher) failQueued(err error) {
 	p.mu.Lock()
 	q := p.queue
 	p.queue = nil
 	p.mu.Unlock()
 	for _, c := range q {
-		c.err = err
+		c.err = hub.Unavailable("redis", err)
 		close(c.done)
 	}
 }

@@ -291,36 +291,82 @@ func (b *Broker) Publish(ctx context.Context, req hub.PublishRequest) (*hub.Publ
 	}
 	t := req.Time.Truncate(time.Millisecond)
 	pol := b.policy(req.Topic)
-	stream, meta := b.keys(req.Topic)
-	body := replica.AppendTail(nil, t, req.Sender, req.Type, req.Data)
-	keys := []string{stream, meta}
-	if pol.TTL < 0 {
-		if !b.sharded {
-			keys = append(keys, b.durableKey())
-		} else if err := b.client.ZAdd(ctx, b.durableKey(), goredis.Z{Score: float64(t.UnixMilli()), Member: req.Topic}).Err(); err != nil {
-			// On a cluster the set is on another slot than the topic's keys, so it cannot be in
-			// the script; listed first, a topic is never published but not listed.
-			b.m.PublishErrors.Inc()
-			return nil, b.wrap("publish", err)
-		}
+	keys, inSet, err := b.publishKeys(ctx, req, pol, t)
+	if err != nil {
+		b.m.PublishErrors.Inc()
+		return nil, err
 	}
 	ttl, metaTTL, cutoff := b.ttls(pol, start)
 	res, err := b.pub.run(ctx, keys, []any{
-		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(), body, req.Topic,
-		b.publishCommand()})
+		b.channel(req.Topic), replica.NewEpoch(), pol.Size, ttl, metaTTL, cutoff, t.UnixMilli(),
+		replica.AppendTail(nil, t, req.Sender, req.Type, req.Data), req.Topic, b.publishCommand(),
+		keyTTL(req.Key, pol), inSet})
 	if err != nil {
 		b.m.PublishErrors.Inc()
-		return nil, b.wrap("publish", err)
+		return nil, b.publishFailed(err)
 	}
-	if len(res) != 2 {
+	if len(res) != 2 && len(res) != 4 {
 		b.m.PublishErrors.Inc()
 		return nil, fmt.Errorf("redis broker: publish: unexpected script result %v", res)
 	}
 	off, _ := res[0].(int64)
 	epoch, _ := res[1].(string)
 	b.m.Publish.Observe(time.Since(start).Seconds())
-	return &hub.Publication{Topic: req.Topic, Offset: uint64(off), Epoch: epoch, Time: t,
-		Sender: req.Sender, Type: req.Type, Data: req.Data}, nil
+	p := &hub.Publication{Topic: req.Topic, Offset: uint64(off), Epoch: epoch, Time: t,
+		Sender: req.Sender, Type: req.Type, Data: req.Data}
+	if len(res) == 4 { // a retry: the original's position and time
+		ms, _ := res[3].(int64)
+		p.Time, p.Duplicate = time.UnixMilli(ms), true
+	}
+	return p, nil
+}
+
+// publishKeys are the publish script's keys for req, and '1' when the durable set is among
+// them. On a cluster the durable set is on another slot than the topic's keys, so it cannot be
+// in the script: a durable topic is listed there first, and so is never published but not
+// listed.
+func (b *Broker) publishKeys(ctx context.Context, req hub.PublishRequest, pol hub.HistoryPolicy, t time.Time) ([]string, any, error) {
+	stream, meta := b.keys(req.Topic)
+	keys, inSet := []string{stream, meta}, any("0") // constants: boxing them allocates nothing
+	if pol.TTL < 0 {
+		if !b.sharded {
+			keys, inSet = append(keys, b.durableKey()), any("1")
+		} else if err := b.client.ZAdd(ctx, b.durableKey(), goredis.Z{Score: float64(t.UnixMilli()), Member: req.Topic}).Err(); err != nil {
+			return nil, nil, b.wrap("publish", err)
+		}
+	}
+	if req.Key != "" {
+		keys = append(keys, b.cfg.Prefix+":i:{"+req.Topic+"}:"+strconv.Itoa(len(req.Sender))+":"+req.Sender+":"+req.Key)
+	}
+	return keys, inSet, nil
+}
+
+// keyTTL is how long a publication's idempotency key is kept, in ms: the topic's history TTL,
+// ten minutes for a durable topic; 0 for no key.
+func keyTTL(key string, pol hub.HistoryPolicy) int64 {
+	switch {
+	case key == "":
+		return 0
+	case pol.TTL < 0:
+		return hub.DefaultHistoryTTL.Milliseconds()
+	}
+	return pol.Resolved().TTL.Milliseconds()
+}
+
+// publishFailed classifies a failed publish script: not run when Redis answered so, or when it
+// was never sent (not ready, queued behind a batch that found Redis gone, no connection to be
+// had); outcome unknown when it was sent and no answer came, since it may still run (a
+// blackholed connection delivers it when it heals).
+func (b *Broker) publishFailed(err error) error {
+	var rerr goredis.Error
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, hub.ErrNotReady), errors.As(err, &rerr), errors.Is(err, context.Canceled):
+		return b.wrap("publish", err)
+	case errors.As(err, &oe) && oe.Op == "dial", errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrClosed):
+		return hub.Unavailable("redis", fmt.Errorf("publish not sent: %w", err))
+	}
+	return hub.OutcomeUnknown("redis", fmt.Errorf("publish: %w", err))
 }
 
 // History reads the topic's retained publications after since and its position.

@@ -9,6 +9,9 @@ import goredis "github.com/redis/go-redis/v9"
 //	          (the encoded publication, as published on the channel).
 //	P:c:T     pub/sub channel of T's publications, in offset order; P:c:{T}, a shard channel in
 //	          the keys' slot, on a Redis Cluster.
+//	P:i:{T}:N:S:K  string "<offset> <epoch> <time-ms>": the publication sender S (N its length)
+//	          published with idempotency key K; expires with T's history TTL (10 minutes for a
+//	          durable topic). Only keyed publishes make one.
 //	P:durable sorted set: durable topics (no TTL), scored by their latest publish time (ms), for
 //	          archive sweeps (Broker.TopicsSince). On a cluster it lives on another slot than
 //	          the topic's keys, and is updated before the script instead of by it.
@@ -82,10 +85,14 @@ end
 // it before reading, so this only bounds what expired entries hold in memory, and MAXLEN
 // bounds that too).
 //
-// KEYS: stream, meta, and for a durable topic the durable set. ARGV: channel, new epoch, size,
-// TTL ms, meta TTL ms, cutoff ms, time ms, body (the encoding after the epoch), topic, and the
-// publish command (PUBLISH, or SPUBLISH on a cluster, where the channel shares the keys' slot).
-// Returns {offset, epoch}.
+// A keyed publish first looks for its key: a retry of a publication of this epoch returns the
+// original's position and publishes nothing.
+//
+// KEYS: stream, meta, for a durable topic the durable set, and for a keyed publish the key's
+// key, last. ARGV: channel, new epoch, size, TTL ms, meta TTL ms, cutoff ms, time ms, body (the
+// encoding after the epoch), topic, the publish command (PUBLISH, or SPUBLISH on a cluster,
+// where the channel shares the keys' slot), the key's TTL ms ('0': no key), and '1' when the
+// durable set is in KEYS. Returns {offset, epoch}, or {offset, epoch, 1, time ms} for a retry.
 var publishScript = goredis.NewScript(trimLua + `
 local stream, m = KEYS[1], KEYS[2]
 local epoch = redis.call('HGET', m, 'e')
@@ -93,6 +100,15 @@ if not epoch then
   epoch = ARGV[2]
   redis.call('DEL', stream)
   redis.call('HSET', m, 'e', epoch, 'o', 0)
+end
+local idem = nil
+if ARGV[11] ~= '0' then
+  idem = KEYS[#KEYS]
+  local seen = redis.call('GET', idem)
+  if seen then
+    local o, e, t = string.match(seen, '^(%d+) (%S+) (%d+)$')
+    if e == epoch then return {tonumber(o), epoch, 1, tonumber(t)} end
+  end
 end
 local off = redis.call('HINCRBY', m, 'o', 1)
 local payload = string.format('%d ', off) .. epoch .. ' ' .. ARGV[8]
@@ -105,8 +121,11 @@ else
   redis.call('PERSIST', m)
   redis.call('PERSIST', stream)
 end
-if #KEYS == 3 then
+if ARGV[12] == '1' then
   redis.call('ZADD', KEYS[3], ARGV[7], ARGV[9])
+end
+if idem then
+  redis.call('SET', idem, string.format('%d ', off) .. epoch .. ' ' .. ARGV[7], 'PX', ARGV[11])
 end
 redis.call(ARGV[10], ARGV[1], payload)
 return {off, epoch}
