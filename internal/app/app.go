@@ -29,6 +29,7 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
 	"github.com/rtlab/rtlab/web"
@@ -141,7 +142,7 @@ type App struct {
 	policy    *policy
 	appd      *appDests // STOMP SENDs to the application prefix
 	chat      *chatRooms
-	notes     *notifications
+	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
 	durableAt string            // the file of durable topics, empty without one
 	archive   *archive.Archiver // nil without an archive
@@ -268,7 +269,7 @@ func New(cfg Config) (*App, error) {
 	if cfg.Dev && required {
 		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
 	}
-	a.notes = newNotifications(h, cfg.Logger)
+	a.notes = notify.New(h, cfg.Logger)
 	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
 		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, maxRooms: cfg.ChatMaxRooms, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
 	}, cfg.Logger)
@@ -620,8 +621,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	mux.HandleFunc("GET /api/chat/{rest...}", a.handleRoom)
 	mux.HandleFunc("POST /api/chat/{rest...}", a.handleRoom)
 	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
-	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
+	a.notes.Routes(mux, tr, a.policy)
 	a.serverRoutes(mux)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/shrink"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -77,7 +78,7 @@ type chatConfig struct {
 type chatRooms struct {
 	hub    *hub.Hub
 	store  state.Store
-	notify *notifications
+	notify *notify.Notes
 	cfg    chatConfig
 	log    *slog.Logger
 
@@ -88,7 +89,7 @@ type chatRooms struct {
 	joins   [64]sync.Mutex                 // serialise implicit ENTERs by room and member (seedchat.go)
 }
 
-func newChatRooms(h *hub.Hub, st state.Store, n *notifications, cfg chatConfig, log *slog.Logger) *chatRooms {
+func newChatRooms(h *hub.Hub, st state.Store, n *notify.Notes, cfg chatConfig, log *slog.Logger) *chatRooms {
 	return &chatRooms{hub: h, store: st, notify: n, cfg: cfg, log: log,
 		entered: make(map[string]map[string][]string), online: make(map[[2]string]int), views: shrink.NewMap[string, *roomView](shrink.Floor)}
 }
@@ -222,7 +223,7 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 		cr.track(c.ID, topic, name)
 	case typeTalk:
 		if owner != "" && owner != name {
-			cr.notify.send(ctx, owner, p, f.Message)
+			cr.notify.Send(ctx, owner, p, f.Message)
 		}
 	}
 	return p, nil

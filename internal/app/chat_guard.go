@@ -172,7 +172,7 @@ func (cr *chatRooms) sweep(ctx context.Context) {
 			}
 			cr.views.Tidy()
 			cr.mu.Unlock()
-			cr.notify.sweep(now)
+			cr.notify.Sweep(now)
 		}
 	}
 }

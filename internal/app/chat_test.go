@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/stomp"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -210,7 +211,7 @@ func TestNotificationOnEveryTransport(t *testing.T) {
 	}
 	// The owner's own TALK does not notify the owner.
 	do(t, s, "POST", "/api/publish/chat/n?type=TALK", owner, `{"message":"yes"}`)
-	var ns notificationState
+	var ns notify.State
 	_, body := do(t, s, "GET", "/api/notifications", owner, "")
 	_ = json.Unmarshal([]byte(body), &ns)
 	if ns.Unread != 1 || len(ns.Notifications) != 1 {
