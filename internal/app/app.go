@@ -27,6 +27,7 @@ import (
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/memory"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/notify"
@@ -141,7 +142,7 @@ type App struct {
 	locations *locations
 	policy    *policy
 	appd      *appDests // STOMP SENDs to the application prefix
-	chat      *chatRooms
+	chat      *chat.Rooms
 	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
 	durableAt string            // the file of durable topics, empty without one
@@ -270,8 +271,8 @@ func New(cfg Config) (*App, error) {
 		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
 	}
 	a.notes = notify.New(h, cfg.Logger)
-	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
-		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, maxRooms: cfg.ChatMaxRooms, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
+	a.chat = chat.New(h, a.state, a.notes, chat.Config{
+		MaxMsg: cfg.ChatMaxBytes, MaxMembers: cfg.ChatMaxMembers, MaxRooms: cfg.ChatMaxRooms, Private: cfg.PrivateRooms, Idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
 	appd, err := newAppDests(&cfg, h, a.policy, reg)
@@ -296,7 +297,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 // themselves call it directly.
 func (a *App) Start(ctx context.Context) error {
 	go a.locations.sweep(ctx)
-	go a.chat.sweep(ctx)
+	go a.chat.Sweep(ctx)
 	go returnMemory(ctx, a.mappedFiles(), a.log)
 	if err := a.hub.Run(ctx); err != nil {
 		return err
@@ -618,9 +619,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
 	mux.HandleFunc("POST /api/login", a.handleLogin)
 	mux.HandleFunc("POST /api/logout", a.handleLogout)
-	mux.HandleFunc("GET /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("POST /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
+	a.chat.Routes(mux, tr, a.policy)
 	a.notes.Routes(mux, tr, a.policy)
 	a.serverRoutes(mux)
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/stomp"
@@ -103,7 +104,7 @@ func TestChatRulesAndMembers(t *testing.T) {
 	if code, _ := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"`+strings.Repeat("x", 600)+`"}`); code != 413 {
 		t.Fatalf("oversized chat message: %d", code)
 	}
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, s, "GET", "/api/chat/r/members", ann, "")
 	_ = json.Unmarshal([]byte(body), &ri)
 	if ri.Owner != "ann" || len(ri.Members) != 2 || ri.Members[1].User != "bob" {
@@ -164,7 +165,7 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 		c.Op("ack")
 	}
 	members := func() int {
-		var ri roomInfo
+		var ri chat.RoomInfo
 		_, body := do(t, s, "GET", "/api/chat/x/members", ann, "")
 		_ = json.Unmarshal([]byte(body), &ri)
 		return len(ri.Members)

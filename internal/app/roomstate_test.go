@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
 )
 
@@ -39,7 +40,7 @@ func TestRoomStateOutlivesRedisRestart(t *testing.T) {
 			t.Fatalf("mallory's ENTER into alice's members-only room after the restart, on node %d: %d %s", 2-i, code, body)
 		}
 	}
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, n1, "GET", "/api/chat/team/members", alice, "")
 	if err := json.Unmarshal([]byte(body), &ri); err != nil || ri.Owner != "alice" || !ri.Private || len(ri.Members) != 2 {
 		t.Fatalf("members after the restart: %s", body)

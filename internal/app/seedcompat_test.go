@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -64,7 +65,7 @@ func chatHistory(t *testing.T, s *testServer, room, token string) []string {
 
 func roomMembers(t *testing.T, s *testServer, room, token string) []string {
 	t.Helper()
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, s, "GET", "/api/chat/"+room+"/members", token, "")
 	_ = json.Unmarshal([]byte(body), &ri)
 	var out []string
@@ -156,10 +157,7 @@ func TestSeedChatOneEnterPerMember(t *testing.T) {
 
 // memberConns is how many connections on this node entered a room as member.
 func memberConns(s *testServer, topic, member string) int {
-	cr := s.app.chat
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	return cr.online[[2]string{topic, member}]
+	return s.app.chat.Conns(topic, member)
 }
 
 // stompMessage is a MESSAGE frame's body, type, sender and offset.

@@ -217,8 +217,8 @@ func (a *App) apiRoom(ctx context.Context, body []byte) (any, error) {
 	if err := decodeInto(body, &req); err != nil {
 		return nil, err
 	}
-	if err := a.chat.create(ctx, req.Room, req.Owner, req.Invited); err != nil {
+	if err := a.chat.Create(ctx, req.Room, req.Owner, req.Invited); err != nil {
 		return nil, err
 	}
-	return a.chat.info(ctx, req.Room)
+	return a.chat.Info(ctx, req.Room)
 }
