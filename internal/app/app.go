@@ -29,6 +29,7 @@ import (
 	"github.com/rtlab/rtlab/internal/broker/memory"
 	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/state"
@@ -113,7 +114,7 @@ type Config struct {
 	// carrying the STOMP sessions of /api/stomp.
 	SockJSPath string
 	// Location bounds the state kept for GET /cur/{group}.
-	Location LocationLimits
+	Location location.Limits
 	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
 	APIKey string
 	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
@@ -139,7 +140,7 @@ type App struct {
 	log       *slog.Logger
 	hub       *hub.Hub
 	tr        *transport.Server
-	locations *locations
+	locations *location.Groups
 	policy    *policy
 	appd      *appDests // STOMP SENDs to the application prefix
 	chat      *chat.Rooms
@@ -254,7 +255,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), files: ob.Files, durableAt: ob.DurableAt, state: ob.State, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: location.New(h, cfg.Location), files: ob.Files, durableAt: ob.DurableAt, state: ob.State, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		if arch != nil {
 			_ = arch.Close(0)
@@ -296,7 +297,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 // Start starts the hub's broker and background work. Run calls it; tests that serve Handler
 // themselves call it directly.
 func (a *App) Start(ctx context.Context) error {
-	go a.locations.sweep(ctx)
+	go a.locations.Sweep(ctx)
 	go a.chat.Sweep(ctx)
 	go returnMemory(ctx, a.mappedFiles(), a.log)
 	if err := a.hub.Run(ctx); err != nil {
@@ -616,7 +617,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 
 	// Native API: the transports' routes, then the application's.
 	tr.Routes(mux)
-	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
+	mux.HandleFunc("GET /api/location/{group}", a.locations.Handler(tr, a.policy))
 	mux.HandleFunc("POST /api/login", a.handleLogin)
 	mux.HandleFunc("POST /api/logout", a.handleLogout)
 	a.chat.Routes(mux, tr, a.policy)
@@ -752,22 +753,6 @@ func localHost(hostport, listenHost string) bool {
 		return false
 	}
 	return host == listenHost
-}
-
-func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
-	ident, err := a.tr.AuthenticateRequest(r)
-	if err == nil {
-		err = a.tr.AllowRead(r, ident.User)
-	}
-	if err == nil {
-		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
-	}
-	if err == nil {
-		err = a.locations.serve(w, r, r.PathValue("group"))
-	}
-	if err != nil {
-		a.tr.WriteError(w, r, err)
-	}
 }
 
 // registerHubStats exports the hub's counters.

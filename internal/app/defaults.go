@@ -6,6 +6,7 @@ import (
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -38,7 +39,7 @@ func Defaults() Config {
 		ArchiveSweep:    archive.DefaultSweep,
 		ArchiveGrace:    archive.DefaultGrace,
 		ResultsDir:      "bench-results",
-		Location:        LocationLimits{Groups: 1000, Members: 10_000, Bytes: 4 << 20, MemberTTL: 5 * time.Minute},
+		Location:        location.DefaultLimits(),
 		PresenceRefresh: hub.DefaultPresenceRefresh,
 		AppPrefix:       "/app",
 		AppProxyTimeout: 5 * time.Second,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -42,22 +43,23 @@ func (c *SeedConfig) fill() {
 // seedRoutes registers the seed routes on mux.
 func (a *App) seedRoutes(mux *http.ServeMux) {
 	tr, seed := a.tr, a.cfg.Seed
-	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
+	cur := a.locations.Handler(tr, a.policy)
+	mux.HandleFunc("GET /cur/{group}", cur)
+	mux.HandleFunc("GET /location/cur/{group}", cur)
 	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleDataLongPoll(w, r, locationTopic(r.PathValue("group")), seed.LongTimeout)
+		tr.HandleDataLongPoll(w, r, location.Topic(r.PathValue("group")), seed.LongTimeout)
 	})
 	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandlePublishTo(w, r, locationTopic(r.PathValue("group")), generatedPosition)
+		tr.HandlePublishTo(w, r, location.Topic(r.PathValue("group")), generatedPosition)
 	})
 	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleDataSSE(w, r, locationTopic(groupParam(r)), seed.SSETimeout)
+		tr.HandleDataSSE(w, r, location.Topic(groupParam(r)), seed.SSETimeout)
 	})
 	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandlePublishTo(w, r, locationTopic(groupParam(r)), generatedPosition)
+		tr.HandlePublishTo(w, r, location.Topic(groupParam(r)), generatedPosition)
 	})
 	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
-		topic := locationTopic(groupParam(r))
+		topic := location.Topic(groupParam(r))
 		if err := hub.ValidateTopic(topic); err != nil {
 			tr.WriteError(w, r, err)
 			return
@@ -70,9 +72,6 @@ func (a *App) seedRoutes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
 }
-
-// locationTopic is the topic of a location group.
-func locationTopic(group string) string { return "location/" + group }
 
 // groupParam is the group a seed route names with ?group=, group 0 when it names none.
 func groupParam(r *http.Request) string {
@@ -109,7 +108,7 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	}
 	if send {
 		if g, ok := strings.CutPrefix(dest, "/pub/share/"); ok {
-			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
+			return transport.STOMPRoute{Topic: location.Topic(g), Publish: d.publish}, true
 		}
 		if room, ok := strings.CutPrefix(dest, "/pub/chat/message/"); ok {
 			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat, Check: d.checkChat}, true
@@ -117,7 +116,7 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 		return transport.STOMPRoute{}, false
 	}
 	if g, ok := strings.CutPrefix(dest, "/sub/location/"); ok {
-		return transport.STOMPRoute{Topic: locationTopic(g)}, true
+		return transport.STOMPRoute{Topic: location.Topic(g)}, true
 	}
 	if room, ok := strings.CutPrefix(dest, "/sub/chat/"); ok {
 		return transport.STOMPRoute{Topic: "chat/" + room}, true
