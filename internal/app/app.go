@@ -30,6 +30,7 @@ import (
 	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/location"
+	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/state"
@@ -150,7 +151,7 @@ type App struct {
 	archive   *archive.Archiver // nil without an archive
 	archDesc  string            // the archive, for the start line
 	state     state.Store       // rooms and revocations; never nil
-	revoker   *revoker
+	revoker   *login.Revoker
 	login     *auth.Signer // nil: POST /api/login is off
 	users     *auth.Users  // nil: login takes any name (open dev mode)
 	reg       *prometheus.Registry
@@ -286,7 +287,7 @@ func New(cfg Config) (*App, error) {
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 		Proxies: cfg.TrustedProxies,
 	})
-	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
+	a.revoker = login.NewRevoker(h, a.state, revoked, a.tr, controlPrefix+"revocations", cfg.Logger)
 	a.handler, a.admin = a.routes()
 	return a, nil
 }
@@ -306,7 +307,7 @@ func (a *App) Start(ctx context.Context) error {
 	if a.archive != nil {
 		a.archive.Run(ctx) // its first sweep catches up what a stopped node left unarchived
 	}
-	return a.revoker.start(ctx)
+	return a.revoker.Start(ctx)
 }
 
 // Shutdown tells clients to reconnect, flushes and closes connections, and stops the hub.
@@ -618,8 +619,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	// Native API: the transports' routes, then the application's.
 	tr.Routes(mux)
 	mux.HandleFunc("GET /api/location/{group}", a.locations.Handler(tr, a.policy))
-	mux.HandleFunc("POST /api/login", a.handleLogin)
-	mux.HandleFunc("POST /api/logout", a.handleLogout)
+	login.Routes(mux, tr, a.revoker, login.Config{Signer: a.login, Users: a.users, Verifier: a.policy.verifier})
 	a.chat.Routes(mux, tr, a.policy)
 	a.notes.Routes(mux, tr, a.policy)
 	a.serverRoutes(mux)

@@ -15,9 +15,9 @@ import (
 
 const testSecret = "test-secret-0123456789abcdef"
 
-// login returns a token for user: minted with testSecret as an application's backend would
+// loginAs returns a token for user: minted with testSecret as an application's backend would
 // when the server has a secret (login is off then), else from POST /api/login (open dev mode).
-func login(t testing.TB, s *testServer, user string) string {
+func loginAs(t testing.TB, s *testServer, user string) string {
 	t.Helper()
 	if secret := s.app.cfg.Auth.Secret; secret != "" {
 		return mintWith(t, secret, user, time.Hour)
@@ -31,7 +31,7 @@ func login(t testing.TB, s *testServer, user string) string {
 
 func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	tok := login(t, s, "ann")
+	tok := loginAs(t, s, "ann")
 	// Anonymous: refused clearly everywhere.
 	for _, path := range []string{"/api/poll/a", "/api/sse?topic=a", "/api/topics/a/history", "/cur/1"} {
 		if code, body := do(t, s, "GET", path, "", ""); code != 401 || !strings.Contains(body, "unauthorized") {
@@ -86,7 +86,7 @@ func TestAuthRequiredOnEveryTransport(t *testing.T) {
 
 func TestChatRulesAndMembers(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.ChatMaxBytes = 512 })
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	if code, body := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"sneak"}`); code != 403 || !strings.Contains(body, "ENTER") {
 		t.Fatalf("TALK before ENTER: %d %s", code, body)
 	}
@@ -156,7 +156,7 @@ func TestChatRulesAndMembers(t *testing.T) {
 
 func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	ann := login(t, s, "ann")
+	ann := loginAs(t, s, "ann")
 	a1 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
 	a2 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
 	for _, c := range []*tt.WSConn{a1, a2} {
@@ -192,7 +192,7 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 // counts and mark-as-read work.
 func TestNotificationOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	owner, guest := login(t, s, "owner"), login(t, s, "guest")
+	owner, guest := loginAs(t, s, "owner"), loginAs(t, s, "guest")
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", owner, `{}`)
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", guest, `{}`)
 	var clients []tt.Client

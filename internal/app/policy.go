@@ -10,6 +10,7 @@ import (
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -29,19 +30,8 @@ type policy struct {
 
 var _ transport.Policy = (*policy)(nil)
 
-// bearerToken returns the token of a request: Authorization: Bearer, or access_token (for
-// EventSource and WebSocket, which cannot set headers in browsers).
-func bearerToken(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok)
-		}
-	}
-	return r.URL.Query().Get("access_token")
-}
-
 func (p *policy) Authenticate(r *http.Request) (transport.Identity, error) {
-	tok := bearerToken(r)
+	tok := login.BearerToken(r)
 	if tok == "" {
 		return transport.Identity{}, nil
 	}

@@ -23,7 +23,7 @@ func TestRoomStateOutlivesRedisRestart(t *testing.T) {
 		})
 	}
 	n1, n2 := node(), node()
-	alice, bob, mallory, carol := login(t, n1, "alice"), login(t, n1, "bob"), login(t, n1, "mallory"), login(t, n1, "carol")
+	alice, bob, mallory, carol := loginAs(t, n1, "alice"), loginAs(t, n1, "bob"), loginAs(t, n1, "mallory"), loginAs(t, n1, "carol")
 	mustDo(t, n1, "POST", "/api/publish/chat/team?type=ENTER", alice, `{}`, 200)
 	mustDo(t, n2, "POST", "/api/publish/chat/team?type=ENTER", bob, `{}`, 200)
 	mustDo(t, n1, "POST", "/api/chat/team/private", alice, `{"private":true}`, 200)

@@ -230,7 +230,7 @@ func TestSTOMPSeedChatFirstSendJoins(t *testing.T) {
 // user's, whatever the message's "sender" says, on both seed chat routes.
 func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	a := tt.DialWS(t, s.ws("/chat?access_token="+ann))
 	a.Send(seedChat("mallory", "Hello"))
 	if d := readChat(t, a); d.Type != "ENTER" || d.Sender != "ann" {
@@ -265,7 +265,7 @@ func TestSeedChatMembersOnlyRoom(t *testing.T) {
 	s := startServer(t, func(c *Config) {
 		c.Auth.Secret, c.APIKey, c.PrivateRooms = testSecret, "backend-key", []string{"chat/private/"}
 	})
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	// A members-only room is the backend's to create.
 	if code := do2(t, s, "POST", "/api/server/rooms", "apikey backend-key", `{"room":"private/x","owner":"ann"}`, nil); code != 200 {
 		t.Fatalf("server API creates the room: %d", code)
