@@ -33,6 +33,7 @@ import (
 	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/notify"
+	"github.com/rtlab/rtlab/internal/serverapi"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
 	"github.com/rtlab/rtlab/web"
@@ -622,7 +623,7 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	login.Routes(mux, tr, a.revoker, login.Config{Signer: a.login, Users: a.users, Verifier: a.policy.verifier})
 	a.chat.Routes(mux, tr, a.policy)
 	a.notes.Routes(mux, tr, a.policy)
-	a.serverRoutes(mux)
+	serverapi.Routes(mux, a.cfg.APIKey, a.hub, tr, a.chat, a.log)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
 	// (seed.go).
