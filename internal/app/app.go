@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rtlab/rtlab/internal/appproxy"
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/broker"
@@ -144,7 +145,7 @@ type App struct {
 	tr        *transport.Server
 	locations *location.Groups
 	policy    *policy
-	appd      *appDests // STOMP SENDs to the application prefix
+	appd      *appproxy.Dests // STOMP SENDs to the application prefix
 	chat      *chat.Rooms
 	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
@@ -278,7 +279,10 @@ func New(cfg Config) (*App, error) {
 		MaxMsg: cfg.ChatMaxBytes, MaxMembers: cfg.ChatMaxMembers, MaxRooms: cfg.ChatMaxRooms, Private: cfg.PrivateRooms, Idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
-	appd, err := newAppDests(&cfg, h, a.policy, reg)
+	appd, err := appproxy.New(appproxy.Config{
+		Prefix: cfg.AppPrefix, URL: cfg.AppProxy, Timeout: cfg.AppProxyTimeout, Secret: cfg.AppProxySecret,
+		Conns: cfg.AppProxyConns, Routes: cfg.AppRoutes, Reserved: controlPrefix, Logger: cfg.Logger,
+	}, h, a.policy, reg)
 	if err != nil {
 		return fail(err)
 	}

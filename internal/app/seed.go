@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/appproxy"
 	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/location"
@@ -91,7 +92,7 @@ func generatedPosition() json.RawMessage {
 // publishes a generated position; a SEND to a room joins it first (seedJoin).
 type seedDests struct {
 	p   *policy
-	app *appDests // SENDs to the application prefix (/app)
+	app *appproxy.Dests // SENDs to the application prefix (/app)
 }
 
 var (
@@ -102,7 +103,7 @@ var (
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	if d.app != nil {
-		if r, ok := d.app.dest(dest, send); ok {
+		if r, ok := d.app.Dest(dest, send); ok {
 			return r, true
 		}
 	}
@@ -125,16 +126,12 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 }
 
 func (d seedDests) Forms(send bool) string {
-	if send {
-		app := ""
-		if d.app != nil && (d.app.proxy != "" || len(d.app.routes) > 0) {
-			app = d.app.prefix + "... (the application's), "
-		}
-		return app + "/pub/share/{g} or /pub/chat/message/{room}"
-	}
 	app := ""
-	if d.app != nil && d.app.proxy != "" {
-		app = d.app.prefix + "... (answered once by the application), "
+	if d.app != nil {
+		app = d.app.Form(send)
+	}
+	if send {
+		return app + "/pub/share/{g} or /pub/chat/message/{room}"
 	}
 	return app + "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
 }
