@@ -34,6 +34,7 @@ import (
 	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/metrics"
 	"github.com/rtlab/rtlab/internal/notify"
+	"github.com/rtlab/rtlab/internal/seed"
 	"github.com/rtlab/rtlab/internal/serverapi"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -58,7 +59,7 @@ type Config struct {
 	// zero means 64 MiB, negative unlimited.
 	DurableMaxBytes int64
 	Limits          transport.Limits
-	Seed            SeedConfig    // the seed-compatible routes (seed.go)
+	Seed            seed.Config   // the seed-compatible routes (internal/seed)
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
@@ -146,6 +147,7 @@ type App struct {
 	locations *location.Groups
 	policy    *policy
 	appd      *appproxy.Dests // STOMP SENDs to the application prefix
+	seed      *seed.Routes
 	chat      *chat.Rooms
 	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
@@ -179,7 +181,6 @@ func (c *Config) fill() (*tls.Certificate, error) {
 	}
 	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
 	orDefault(&c.DurableHistory, d.DurableHistory)
-	c.Seed.fill()
 	orDefault(&c.ChatMaxBytes, d.ChatMaxBytes)
 	orDefault(&c.ChatMaxMembers, d.ChatMaxMembers)
 	orDefault(&c.ChatMaxRooms, d.ChatMaxRooms)
@@ -287,8 +288,9 @@ func New(cfg Config) (*App, error) {
 		return fail(err)
 	}
 	a.appd = appd
+	a.seed = seed.New(cfg.Seed, a.policy, a.chat, appd)
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy, app: appd}, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: a.seed.Dests(), Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 		Proxies: cfg.TrustedProxies,
 	})
@@ -630,8 +632,8 @@ func (a *App) routes() (http.Handler, http.Handler) {
 	serverapi.Routes(mux, a.cfg.APIKey, a.hub, tr, a.chat, a.log)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
-	// (seed.go).
-	a.seedRoutes(mux)
+	// (internal/seed).
+	a.seed.Register(mux, tr, a.locations.Handler(tr, a.policy))
 
 	// SockJS (sockjs-client, Spring's withSockJS endpoints) carrying the STOMP sessions.
 	if p := strings.TrimSuffix(a.cfg.SockJSPath, "/"); p != "" {

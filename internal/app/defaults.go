@@ -7,6 +7,7 @@ import (
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/location"
+	"github.com/rtlab/rtlab/internal/seed"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -25,7 +26,7 @@ func Defaults() Config {
 		MaxTopics:       DefaultMaxTopics,
 		DurableMaxBytes: DefaultDurableMaxBytes,
 		Limits:          transport.DefaultLimits(),
-		Seed:            SeedConfig{LongTimeout: 10 * time.Second, SSETimeout: 30 * time.Second},
+		Seed:            seed.DefaultConfig(),
 		ShutdownTimeout: 5 * time.Second,
 		Auth:            AuthConfig{TokenTTL: auth.DefaultTTL, MaxRevocations: 100_000, Cache: 10_000},
 		ChatMaxBytes:    4 << 10,

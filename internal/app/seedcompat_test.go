@@ -253,7 +253,7 @@ func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 		t.Fatalf("members %s", got)
 	}
 	// No user, no implicit ENTER (the transports refuse anonymous clients before this).
-	err := s.app.policy.seedJoin(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
+	err := s.app.seed.Join(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
 	if !errors.Is(err, transport.ErrUnauthorized) {
 		t.Fatalf("anonymous implicit ENTER: %v", err)
 	}
