@@ -119,7 +119,7 @@ type Config struct {
 	SockJSPath string
 	// Location bounds the state kept for GET /cur/{group}.
 	Location location.Limits
-	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
+	// APIKey enables the server API for backends (internal/serverapi); empty leaves it off.
 	APIKey string
 	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
 	// entries to the others (zero means 5 s; entries expire after three missed refreshes).
