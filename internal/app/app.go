@@ -146,8 +146,7 @@ type App struct {
 	tr        *transport.Server
 	locations *location.Groups
 	policy    *policy
-	appd      *appproxy.Dests // STOMP SENDs to the application prefix
-	seed      *seed.Routes
+	seed      *seed.Routes // the seed routes and STOMP destinations, the application prefix's too
 	chat      *chat.Rooms
 	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
@@ -287,7 +286,6 @@ func New(cfg Config) (*App, error) {
 	if err != nil {
 		return fail(err)
 	}
-	a.appd = appd
 	a.seed = seed.New(cfg.Seed, a.policy, a.chat, appd)
 	a.tr = transport.New(transport.Config{
 		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: a.seed.Dests(), Metrics: m, Logger: cfg.Logger,
