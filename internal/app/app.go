@@ -23,12 +23,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rtlab/rtlab/internal/appproxy"
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/broker"
 	"github.com/rtlab/rtlab/internal/broker/memory"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
+	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/metrics"
+	"github.com/rtlab/rtlab/internal/notify"
+	"github.com/rtlab/rtlab/internal/seed"
+	"github.com/rtlab/rtlab/internal/serverapi"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
 	"github.com/rtlab/rtlab/web"
@@ -52,7 +59,7 @@ type Config struct {
 	// zero means 64 MiB, negative unlimited.
 	DurableMaxBytes int64
 	Limits          transport.Limits
-	Seed            SeedConfig    // the seed-compatible routes (seed.go)
+	Seed            seed.Config   // the seed-compatible routes (internal/seed)
 	ShutdownTimeout time.Duration // zero means 5 s
 	Auth            AuthConfig
 	ChatMaxBytes    int           // largest chat message; zero means 4 KiB
@@ -111,8 +118,8 @@ type Config struct {
 	// carrying the STOMP sessions of /api/stomp.
 	SockJSPath string
 	// Location bounds the state kept for GET /cur/{group}.
-	Location LocationLimits
-	// APIKey enables the server API for backends (serverapi.go); empty leaves it off.
+	Location location.Limits
+	// APIKey enables the server API for backends (internal/serverapi); empty leaves it off.
 	APIKey string
 	// PresenceOff disables presence; PresenceRefresh is how often a node resends its presence
 	// entries to the others (zero means 5 s; entries expire after three missed refreshes).
@@ -137,17 +144,17 @@ type App struct {
 	log       *slog.Logger
 	hub       *hub.Hub
 	tr        *transport.Server
-	locations *locations
+	locations *location.Groups
 	policy    *policy
-	appd      *appDests // STOMP SENDs to the application prefix
-	chat      *chatRooms
-	notes     *notifications
+	seed      *seed.Routes // the seed routes and STOMP destinations, the application prefix's too
+	chat      *chat.Rooms
+	notes     *notify.Notes
 	files     []broker.File     // what the broker keeps beside itself (durable topics), closed last
 	durableAt string            // the file of durable topics, empty without one
 	archive   *archive.Archiver // nil without an archive
 	archDesc  string            // the archive, for the start line
 	state     state.Store       // rooms and revocations; never nil
-	revoker   *revoker
+	revoker   *login.Revoker
 	login     *auth.Signer // nil: POST /api/login is off
 	users     *auth.Users  // nil: login takes any name (open dev mode)
 	reg       *prometheus.Registry
@@ -173,7 +180,6 @@ func (c *Config) fill() (*tls.Certificate, error) {
 	}
 	// Values are checked once, by the flag table (cmd/rtlab); zero means the default.
 	orDefault(&c.DurableHistory, d.DurableHistory)
-	c.Seed.fill()
 	orDefault(&c.ChatMaxBytes, d.ChatMaxBytes)
 	orDefault(&c.ChatMaxMembers, d.ChatMaxMembers)
 	orDefault(&c.ChatMaxRooms, d.ChatMaxRooms)
@@ -252,7 +258,7 @@ func New(cfg Config) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerHubStats(reg, h)
 	m := metrics.New(reg, cfg.Version)
-	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: newLocations(h, cfg.Location), files: ob.Files, durableAt: ob.DurableAt, state: ob.State, archive: arch, archDesc: archDesc}
+	a := &App{cfg: cfg, log: cfg.Logger, cert: newCertHolder(cert), hub: h, reg: reg, metrics: m, locations: location.New(h, cfg.Location), files: ob.Files, durableAt: ob.DurableAt, state: ob.State, archive: arch, archDesc: archDesc}
 	fail := func(err error) (*App, error) {
 		if arch != nil {
 			_ = arch.Close(0)
@@ -268,22 +274,25 @@ func New(cfg Config) (*App, error) {
 	if cfg.Dev && required {
 		return fail(errors.New("--dev opens open dev mode to other machines; with --auth-secret, --auth-public-key or --auth-jwks tokens are required and --dev has no meaning: drop one"))
 	}
-	a.notes = newNotifications(h, cfg.Logger)
-	a.chat = newChatRooms(h, a.state, a.notes, chatConfig{
-		maxMsg: cfg.ChatMaxBytes, maxMembers: cfg.ChatMaxMembers, maxRooms: cfg.ChatMaxRooms, private: cfg.PrivateRooms, idle: cfg.ChatIdle,
+	a.notes = notify.New(h, cfg.Logger)
+	a.chat = chat.New(h, a.state, a.notes, chat.Config{
+		MaxMsg: cfg.ChatMaxBytes, MaxMembers: cfg.ChatMaxMembers, MaxRooms: cfg.ChatMaxRooms, Private: cfg.PrivateRooms, Idle: cfg.ChatIdle,
 	}, cfg.Logger)
 	a.policy = &policy{hub: h, verifier: verifier, required: required, chat: a.chat}
-	appd, err := newAppDests(&cfg, h, a.policy, reg)
+	appd, err := appproxy.New(appproxy.Config{
+		Prefix: cfg.AppPrefix, URL: cfg.AppProxy, Timeout: cfg.AppProxyTimeout, Secret: cfg.AppProxySecret,
+		Conns: cfg.AppProxyConns, Routes: cfg.AppRoutes, Reserved: controlPrefix, Logger: cfg.Logger,
+	}, h, a.policy, reg)
 	if err != nil {
 		return fail(err)
 	}
-	a.appd = appd
+	a.seed = seed.New(cfg.Seed, a.policy, a.chat, appd)
 	a.tr = transport.New(transport.Config{
-		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: seedDests{p: a.policy, app: appd}, Metrics: m, Logger: cfg.Logger,
+		Hub: h, Policy: a.policy, Limits: cfg.Limits, STOMPDests: a.seed.Dests(), Metrics: m, Logger: cfg.Logger,
 		Origins: transport.Origins{Allowed: cfg.AllowedOrigins, Localhost: !required},
 		Proxies: cfg.TrustedProxies,
 	})
-	a.revoker = &revoker{hub: h, store: a.state, set: revoked, tr: a.tr, log: cfg.Logger}
+	a.revoker = login.NewRevoker(h, a.state, revoked, a.tr, controlPrefix+"revocations", cfg.Logger)
 	a.handler, a.admin = a.routes()
 	return a, nil
 }
@@ -294,8 +303,8 @@ func (a *App) Handler() http.Handler { return a.handler }
 // Start starts the hub's broker and background work. Run calls it; tests that serve Handler
 // themselves call it directly.
 func (a *App) Start(ctx context.Context) error {
-	go a.locations.sweep(ctx)
-	go a.chat.sweep(ctx)
+	go a.locations.Sweep(ctx)
+	go a.chat.Sweep(ctx)
 	go returnMemory(ctx, a.mappedFiles(), a.log)
 	if err := a.hub.Run(ctx); err != nil {
 		return err
@@ -303,7 +312,7 @@ func (a *App) Start(ctx context.Context) error {
 	if a.archive != nil {
 		a.archive.Run(ctx) // its first sweep catches up what a stopped node left unarchived
 	}
-	return a.revoker.start(ctx)
+	return a.revoker.Start(ctx)
 }
 
 // Shutdown tells clients to reconnect, flushes and closes connections, and stops the hub.
@@ -614,19 +623,15 @@ func (a *App) routes() (http.Handler, http.Handler) {
 
 	// Native API: the transports' routes, then the application's.
 	tr.Routes(mux)
-	mux.HandleFunc("GET /api/location/{group}", a.handleGroupState)
-	mux.HandleFunc("POST /api/login", a.handleLogin)
-	mux.HandleFunc("POST /api/logout", a.handleLogout)
-	mux.HandleFunc("GET /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("POST /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("DELETE /api/chat/{rest...}", a.handleRoom)
-	mux.HandleFunc("GET /api/notifications", a.handleNotifications)
-	mux.HandleFunc("POST /api/notifications/read", a.handleNotificationsRead)
-	a.serverRoutes(mux)
+	mux.HandleFunc("GET /api/location/{group}", a.locations.Handler(tr, a.policy))
+	login.Routes(mux, tr, a.revoker, login.Config{Signer: a.login, Users: a.users, Verifier: a.policy.verifier})
+	a.chat.Routes(mux, tr, a.policy)
+	a.notes.Routes(mux, tr, a.policy)
+	serverapi.Routes(mux, a.cfg.APIKey, a.hub, tr, a.chat, a.log)
 
 	// Seed-compatible routes: paths, methods and status codes exactly as the seed servers had
-	// (seed.go).
-	a.seedRoutes(mux)
+	// (internal/seed).
+	a.seed.Register(mux, tr, a.locations.Handler(tr, a.policy))
 
 	// SockJS (sockjs-client, Spring's withSockJS endpoints) carrying the STOMP sessions.
 	if p := strings.TrimSuffix(a.cfg.SockJSPath, "/"); p != "" {
@@ -753,22 +758,6 @@ func localHost(hostport, listenHost string) bool {
 		return false
 	}
 	return host == listenHost
-}
-
-func (a *App) handleGroupState(w http.ResponseWriter, r *http.Request) {
-	ident, err := a.tr.AuthenticateRequest(r)
-	if err == nil {
-		err = a.tr.AllowRead(r, ident.User)
-	}
-	if err == nil {
-		err = a.policy.CanRead(transport.Client{Identity: ident}, locationTopic(r.PathValue("group")))
-	}
-	if err == nil {
-		err = a.locations.serve(w, r, r.PathValue("group"))
-	}
-	if err != nil {
-		a.tr.WriteError(w, r, err)
-	}
 }
 
 // registerHubStats exports the hub's counters.

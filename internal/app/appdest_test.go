@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/appproxy"
 	"github.com/rtlab/rtlab/internal/stomp"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -16,9 +17,9 @@ import (
 // springBackend answers as a Spring app's @MessageMapping handlers would: /app/chat.send is
 // broadcast on public (the @SendTo) and acknowledged to the sender's own queue (the
 // convertAndSendToUser); /app/forbidden is refused.
-func springBackend(t *testing.T, seen chan<- appRequest) *httptest.Server {
+func springBackend(t *testing.T, seen chan<- appproxy.Request) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req appRequest
+		var req appproxy.Request
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -47,7 +48,7 @@ func springBackend(t *testing.T, seen chan<- appRequest) *httptest.Server {
 // publishes to it; the backend's refusal is told the sender on /user/queue/errors and its
 // receipt, and its session goes on.
 func TestSpringDestinations(t *testing.T) {
-	seen := make(chan appRequest, 8)
+	seen := make(chan appproxy.Request, 8)
 	backend := springBackend(t, seen)
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.AppProxy = backend.URL; c.APIKey = "k" })
 
@@ -154,7 +155,7 @@ func TestSpringDestinationsWithoutBackend(t *testing.T) {
 	if f := k.Expect("RECEIPT"); !strings.Contains(tt.Header(f, "message"), "did not answer") || strings.Contains(tt.Header(f, "message"), down) {
 		t.Fatalf("backend down: %+v", f.Headers)
 	}
-	if n := tt.Count(d.app.appd.outcome.WithLabelValues("error")); n != 1 {
+	if n := metricValue(t, d, `rtlab_app_proxy_requests_total{outcome="error"}`); n != 1 {
 		t.Fatalf("outcome error counted %v times", n)
 	}
 }

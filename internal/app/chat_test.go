@@ -6,16 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/stomp"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
 const testSecret = "test-secret-0123456789abcdef"
 
-// login returns a token for user: minted with testSecret as an application's backend would
+// loginAs returns a token for user: minted with testSecret as an application's backend would
 // when the server has a secret (login is off then), else from POST /api/login (open dev mode).
-func login(t testing.TB, s *testServer, user string) string {
+func loginAs(t testing.TB, s *testServer, user string) string {
 	t.Helper()
 	if secret := s.app.cfg.Auth.Secret; secret != "" {
 		return mintWith(t, secret, user, time.Hour)
@@ -29,7 +31,7 @@ func login(t testing.TB, s *testServer, user string) string {
 
 func TestAuthRequiredOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	tok := login(t, s, "ann")
+	tok := loginAs(t, s, "ann")
 	// Anonymous: refused clearly everywhere.
 	for _, path := range []string{"/api/poll/a", "/api/sse?topic=a", "/api/topics/a/history", "/cur/1"} {
 		if code, body := do(t, s, "GET", path, "", ""); code != 401 || !strings.Contains(body, "unauthorized") {
@@ -84,7 +86,7 @@ func TestAuthRequiredOnEveryTransport(t *testing.T) {
 
 func TestChatRulesAndMembers(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret; c.ChatMaxBytes = 512 })
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	if code, body := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"sneak"}`); code != 403 || !strings.Contains(body, "ENTER") {
 		t.Fatalf("TALK before ENTER: %d %s", code, body)
 	}
@@ -102,7 +104,7 @@ func TestChatRulesAndMembers(t *testing.T) {
 	if code, _ := do(t, s, "POST", "/api/publish/chat/r?type=TALK", bob, `{"message":"`+strings.Repeat("x", 600)+`"}`); code != 413 {
 		t.Fatalf("oversized chat message: %d", code)
 	}
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, s, "GET", "/api/chat/r/members", ann, "")
 	_ = json.Unmarshal([]byte(body), &ri)
 	if ri.Owner != "ann" || len(ri.Members) != 2 || ri.Members[1].User != "bob" {
@@ -154,7 +156,7 @@ func TestChatRulesAndMembers(t *testing.T) {
 
 func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	ann := login(t, s, "ann")
+	ann := loginAs(t, s, "ann")
 	a1 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
 	a2 := tt.DialWS(t, s.ws("/api/ws?access_token="+ann))
 	for _, c := range []*tt.WSConn{a1, a2} {
@@ -163,7 +165,7 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 		c.Op("ack")
 	}
 	members := func() int {
-		var ri roomInfo
+		var ri chat.RoomInfo
 		_, body := do(t, s, "GET", "/api/chat/x/members", ann, "")
 		_ = json.Unmarshal([]byte(body), &ri)
 		return len(ri.Members)
@@ -190,7 +192,7 @@ func TestLeaveWhenLastConnectionDrops(t *testing.T) {
 // counts and mark-as-read work.
 func TestNotificationOnEveryTransport(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	owner, guest := login(t, s, "owner"), login(t, s, "guest")
+	owner, guest := loginAs(t, s, "owner"), loginAs(t, s, "guest")
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", owner, `{}`)
 	do(t, s, "POST", "/api/publish/chat/n?type=ENTER", guest, `{}`)
 	var clients []tt.Client
@@ -210,7 +212,7 @@ func TestNotificationOnEveryTransport(t *testing.T) {
 	}
 	// The owner's own TALK does not notify the owner.
 	do(t, s, "POST", "/api/publish/chat/n?type=TALK", owner, `{"message":"yes"}`)
-	var ns notificationState
+	var ns notify.State
 	_, body := do(t, s, "GET", "/api/notifications", owner, "")
 	_ = json.Unmarshal([]byte(body), &ns)
 	if ns.Unread != 1 || len(ns.Notifications) != 1 {

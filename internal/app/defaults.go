@@ -6,6 +6,8 @@ import (
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
+	"github.com/rtlab/rtlab/internal/seed"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -24,7 +26,7 @@ func Defaults() Config {
 		MaxTopics:       DefaultMaxTopics,
 		DurableMaxBytes: DefaultDurableMaxBytes,
 		Limits:          transport.DefaultLimits(),
-		Seed:            SeedConfig{LongTimeout: 10 * time.Second, SSETimeout: 30 * time.Second},
+		Seed:            seed.DefaultConfig(),
 		ShutdownTimeout: 5 * time.Second,
 		Auth:            AuthConfig{TokenTTL: auth.DefaultTTL, MaxRevocations: 100_000, Cache: 10_000},
 		ChatMaxBytes:    4 << 10,
@@ -38,7 +40,7 @@ func Defaults() Config {
 		ArchiveSweep:    archive.DefaultSweep,
 		ArchiveGrace:    archive.DefaultGrace,
 		ResultsDir:      "bench-results",
-		Location:        LocationLimits{Groups: 1000, Members: 10_000, Bytes: 4 << 20, MemberTTL: 5 * time.Minute},
+		Location:        location.DefaultLimits(),
 		PresenceRefresh: hub.DefaultPresenceRefresh,
 		AppPrefix:       "/app",
 		AppProxyTimeout: 5 * time.Second,

@@ -271,7 +271,7 @@ func TestRoomLookupsLeaveNothing(t *testing.T) {
 	if code, _ := do(t, s, "POST", "/api/chat/r1/owner", ann, `{"owner":"ann"}`); code != 404 {
 		t.Fatalf("claiming a room nobody entered: %d", code)
 	}
-	if n := s.app.chat.viewCount(); n != 0 {
+	if n := s.app.chat.ViewCount(); n != 0 {
 		t.Fatalf("%d room views after lookups of missing rooms", n)
 	}
 	if after := s.app.hub.Stats().Topics.Load(); after != before {

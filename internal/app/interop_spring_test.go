@@ -10,13 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/appproxy"
 )
 
 // springTableBackend answers the Spring rows of docs/spring.md: /app/chat.send publishes on
 // public, /app/init answers its subscriber, anything else is refused.
 func springTableBackend(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req appRequest
+		var req appproxy.Request
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

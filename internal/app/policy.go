@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/auth"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/login"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
@@ -23,24 +25,13 @@ type policy struct {
 	hub      *hub.Hub
 	verifier *auth.Verifier
 	required bool // a secret, key or JWKS was configured: anonymous clients are refused
-	chat     *chatRooms
+	chat     *chat.Rooms
 }
 
 var _ transport.Policy = (*policy)(nil)
 
-// bearerToken returns the token of a request: Authorization: Bearer, or access_token (for
-// EventSource and WebSocket, which cannot set headers in browsers).
-func bearerToken(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok)
-		}
-	}
-	return r.URL.Query().Get("access_token")
-}
-
 func (p *policy) Authenticate(r *http.Request) (transport.Identity, error) {
-	tok := bearerToken(r)
+	tok := login.BearerToken(r)
 	if tok == "" {
 		return transport.Identity{}, nil
 	}
@@ -87,13 +78,13 @@ func (p *policy) CanRead(c transport.Client, topic string) error {
 		}
 		return nil
 	}
-	if g := grantsOf(c); g != nil && !g.MayRead(topic) {
+	if g := chat.GrantsOf(c); g != nil && !g.MayRead(topic) {
 		return fmt.Errorf("%w: %s's token does not grant reading %s", transport.ErrForbidden, who, topic)
 	}
 	if strings.HasPrefix(topic, "chat/") {
 		ctx, cancel := context.WithTimeout(context.Background(), policyTimeout)
 		defer cancel()
-		return p.chat.canRead(ctx, c, topic)
+		return p.chat.CanRead(ctx, c, topic)
 	}
 	return nil
 }
@@ -109,7 +100,7 @@ func (p *policy) CanSubscribe(c transport.Client, topic string) (transport.Guard
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), policyTimeout)
 	defer cancel()
-	return p.chat.guard(ctx, c, topic)
+	return p.chat.Guard(ctx, c, topic)
 }
 
 // Publish publishes as the authenticated user: the publication's sender is that user on every
@@ -127,13 +118,13 @@ func (p *policy) Publish(ctx context.Context, c transport.Client, req hub.Publis
 	case strings.HasPrefix(req.Topic, "notify/"):
 		return nil, fmt.Errorf("%w: notifications are sent by the server; clients may not publish to %s", transport.ErrForbidden, req.Topic)
 	}
-	if g := grantsOf(c); g != nil && !g.MayPublish(req.Topic) {
+	if g := chat.GrantsOf(c); g != nil && !g.MayPublish(req.Topic) {
 		return nil, fmt.Errorf("%w: %s's token does not grant publishing on %s", transport.ErrForbidden, c.User, req.Topic)
 	}
 	if strings.HasPrefix(req.Topic, "chat/") {
-		return p.chat.publish(ctx, c, req)
+		return p.chat.Publish(ctx, c, req)
 	}
 	return p.hub.Publish(ctx, req)
 }
 
-func (p *policy) Disconnected(c transport.Client) { p.chat.disconnected(c) }
+func (p *policy) Disconnected(c transport.Client) { p.chat.Disconnected(c) }

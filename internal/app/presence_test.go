@@ -45,7 +45,7 @@ func TestPresenceAndServerAPIMultiNode(t *testing.T) {
 
 func testPresenceServerAPI(t *testing.T, a, b *testServer) {
 	const topic = "room/presence"
-	token := func(s *testServer, user string) string { return login(t, s, user) }
+	token := func(s *testServer, user string) string { return loginAs(t, s, user) }
 	join := func(s *testServer, user string, extra ...string) *tt.WSConn {
 		t.Helper()
 		c := tt.DialWS(t, s.ws("/api/ws?access_token="+token(s, user)))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
 )
 
@@ -22,7 +23,7 @@ func TestRoomStateOutlivesRedisRestart(t *testing.T) {
 		})
 	}
 	n1, n2 := node(), node()
-	alice, bob, mallory, carol := login(t, n1, "alice"), login(t, n1, "bob"), login(t, n1, "mallory"), login(t, n1, "carol")
+	alice, bob, mallory, carol := loginAs(t, n1, "alice"), loginAs(t, n1, "bob"), loginAs(t, n1, "mallory"), loginAs(t, n1, "carol")
 	mustDo(t, n1, "POST", "/api/publish/chat/team?type=ENTER", alice, `{}`, 200)
 	mustDo(t, n2, "POST", "/api/publish/chat/team?type=ENTER", bob, `{}`, 200)
 	mustDo(t, n1, "POST", "/api/chat/team/private", alice, `{"private":true}`, 200)
@@ -39,7 +40,7 @@ func TestRoomStateOutlivesRedisRestart(t *testing.T) {
 			t.Fatalf("mallory's ENTER into alice's members-only room after the restart, on node %d: %d %s", 2-i, code, body)
 		}
 	}
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, n1, "GET", "/api/chat/team/members", alice, "")
 	if err := json.Unmarshal([]byte(body), &ri); err != nil || ri.Owner != "alice" || !ri.Private || len(ri.Members) != 2 {
 		t.Fatalf("members after the restart: %s", body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/eventually"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -64,7 +65,7 @@ func chatHistory(t *testing.T, s *testServer, room, token string) []string {
 
 func roomMembers(t *testing.T, s *testServer, room, token string) []string {
 	t.Helper()
-	var ri roomInfo
+	var ri chat.RoomInfo
 	_, body := do(t, s, "GET", "/api/chat/"+room+"/members", token, "")
 	_ = json.Unmarshal([]byte(body), &ri)
 	var out []string
@@ -156,10 +157,7 @@ func TestSeedChatOneEnterPerMember(t *testing.T) {
 
 // memberConns is how many connections on this node entered a room as member.
 func memberConns(s *testServer, topic, member string) int {
-	cr := s.app.chat
-	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	return cr.online[[2]string{topic, member}]
+	return s.app.chat.Conns(topic, member)
 }
 
 // stompMessage is a MESSAGE frame's body, type, sender and offset.
@@ -232,7 +230,7 @@ func TestSTOMPSeedChatFirstSendJoins(t *testing.T) {
 // user's, whatever the message's "sender" says, on both seed chat routes.
 func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.Auth.Secret = testSecret })
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	a := tt.DialWS(t, s.ws("/chat?access_token="+ann))
 	a.Send(seedChat("mallory", "Hello"))
 	if d := readChat(t, a); d.Type != "ENTER" || d.Sender != "ann" {
@@ -255,7 +253,7 @@ func TestSeedChatJoinsAsLoggedInUser(t *testing.T) {
 		t.Fatalf("members %s", got)
 	}
 	// No user, no implicit ENTER (the transports refuse anonymous clients before this).
-	err := s.app.policy.seedJoin(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
+	err := s.app.seed.Join(t.Context(), transport.Client{ID: "x"}, hub.PublishRequest{Topic: "chat/8", Data: []byte(`{"sender":"eve"}`)})
 	if !errors.Is(err, transport.ErrUnauthorized) {
 		t.Fatalf("anonymous implicit ENTER: %v", err)
 	}
@@ -267,7 +265,7 @@ func TestSeedChatMembersOnlyRoom(t *testing.T) {
 	s := startServer(t, func(c *Config) {
 		c.Auth.Secret, c.APIKey, c.PrivateRooms = testSecret, "backend-key", []string{"chat/private/"}
 	})
-	ann, bob := login(t, s, "ann"), login(t, s, "bob")
+	ann, bob := loginAs(t, s, "ann"), loginAs(t, s, "bob")
 	// A members-only room is the backend's to create.
 	if code := do2(t, s, "POST", "/api/server/rooms", "apikey backend-key", `{"room":"private/x","owner":"ann"}`, nil); code != 200 {
 		t.Fatalf("server API creates the room: %d", code)

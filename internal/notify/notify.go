@@ -1,4 +1,6 @@
-package app
+// Package notify tells users of what concerns them (a chat message naming them) on notify/{user}
+// and keeps how far each has read.
+package notify
 
 import (
 	"context"
@@ -14,10 +16,10 @@ import (
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// notifications publishes alarms on notify/{user} and keeps, per user, how far they have read.
+// Notes publishes alarms on notify/{user} and keeps, per user, how far they have read.
 // Read marks are node-local and in memory; one untouched for readMarkIdle is dropped (the
 // user's notifications then count as unread again).
-type notifications struct {
+type Notes struct {
 	hub  *hub.Hub
 	log  *slog.Logger
 	mu   sync.Mutex
@@ -32,12 +34,13 @@ type readMark struct {
 // readMarkIdle is how long an unused read mark is kept.
 const readMarkIdle = 24 * time.Hour
 
-func newNotifications(h *hub.Hub, log *slog.Logger) *notifications {
-	return &notifications{hub: h, log: log, read: make(map[string]readMark)}
+// New keeps the read marks of h's notify/ topics.
+func New(h *hub.Hub, log *slog.Logger) *Notes {
+	return &Notes{hub: h, log: log, read: make(map[string]readMark)}
 }
 
-// sweep drops read marks unused for readMarkIdle.
-func (n *notifications) sweep(now time.Time) {
+// Sweep drops read marks unused for readMarkIdle.
+func (n *Notes) Sweep(now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for u, m := range n.read {
@@ -47,8 +50,8 @@ func (n *notifications) sweep(now time.Time) {
 	}
 }
 
-// send notifies user of a chat publication.
-func (n *notifications) send(ctx context.Context, user string, talk *hub.Publication, text string) {
+// Send notifies user of a chat publication.
+func (n *Notes) Send(ctx context.Context, user string, talk *hub.Publication, text string) {
 	data, _ := json.Marshal(map[string]any{
 		"room": talk.Topic[len("chat/"):], "from": talk.Sender, "message": text,
 		"offset": talk.Offset, "time": talk.Time.UTC().Format(hub.TimeFormat),
@@ -61,8 +64,8 @@ func (n *notifications) send(ctx context.Context, user string, talk *hub.Publica
 	}
 }
 
-// notificationState is the answer of GET /api/notifications.
-type notificationState struct {
+// State is the answer of GET /api/notifications.
+type State struct {
 	User          string            `json:"user"`
 	Unread        uint64            `json:"unread"`
 	Read          uint64            `json:"read"`   // offset read up to
@@ -71,7 +74,8 @@ type notificationState struct {
 	Notifications []json.RawMessage `json:"notifications"` // unread ones still in history
 }
 
-func (n *notifications) state(ctx context.Context, user string) (notificationState, error) {
+// Read is user's State, the unread notifications still in history.
+func (n *Notes) Read(ctx context.Context, user string) (State, error) {
 	topic := "notify/" + user
 	n.mu.Lock()
 	m, ok := n.read[user]
@@ -83,12 +87,12 @@ func (n *notifications) state(ctx context.Context, user string) (notificationSta
 	n.mu.Unlock()
 	res, err := n.hub.Read(ctx, topic, hub.ReadOptions{Recover: true, Since: read.Offset, Limit: 100})
 	if err != nil {
-		return notificationState{}, err
+		return State{}, err
 	}
 	if read.Epoch != "" && read.Epoch != res.Top.Epoch {
 		read = hub.Position{} // history was lost: everything retained is unread
 	}
-	st := notificationState{User: user, Read: read.Offset, Offset: res.Top.Offset, Epoch: res.Top.Epoch, Notifications: []json.RawMessage{}}
+	st := State{User: user, Read: read.Offset, Offset: res.Top.Offset, Epoch: res.Top.Epoch, Notifications: []json.RawMessage{}}
 	if res.Top.Offset > read.Offset {
 		st.Unread = res.Top.Offset - read.Offset
 	}
@@ -98,11 +102,11 @@ func (n *notifications) state(ctx context.Context, user string) (notificationSta
 	return st, nil
 }
 
-// markRead records that user has read up to offset (0 means everything so far).
-func (n *notifications) markRead(ctx context.Context, user string, offset uint64) (notificationState, error) {
+// MarkRead records that user has read up to offset (0 means everything so far).
+func (n *Notes) MarkRead(ctx context.Context, user string, offset uint64) (State, error) {
 	res, err := n.hub.Read(ctx, "notify/"+user, hub.ReadOptions{})
 	if err != nil {
-		return notificationState{}, err
+		return State{}, err
 	}
 	if offset == 0 || offset > res.Top.Offset {
 		offset = res.Top.Offset
@@ -110,13 +114,28 @@ func (n *notifications) markRead(ctx context.Context, user string, offset uint64
 	n.mu.Lock()
 	n.read[user] = readMark{pos: hub.Position{Offset: offset, Epoch: res.Top.Epoch}, at: time.Now()}
 	n.mu.Unlock()
-	return n.state(ctx, user)
+	return n.Read(ctx, user)
+}
+
+// handlers serve a user's notifications over HTTP.
+type handlers struct {
+	n  *Notes
+	tr *transport.Server
+	p  transport.Policy
+}
+
+// Routes serves GET /api/notifications and POST /api/notifications/read on mux, with the
+// identity p gives and the read limits of tr.
+func (n *Notes) Routes(mux *http.ServeMux, tr *transport.Server, p transport.Policy) {
+	h := &handlers{n: n, tr: tr, p: p}
+	mux.HandleFunc("GET /api/notifications", h.list)
+	mux.HandleFunc("POST /api/notifications/read", h.markRead)
 }
 
 // notifyUser resolves whose notifications a request is about: the logged-in user, or in open
 // dev mode ?user=.
-func (a *App) notifyUser(r *http.Request) (string, error) {
-	id, err := a.policy.Authenticate(r)
+func (h *handlers) user(r *http.Request) (string, error) {
+	id, err := h.p.Authenticate(r)
 	if err != nil {
 		return "", err
 	}
@@ -127,7 +146,7 @@ func (a *App) notifyUser(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: %s may not read %s's notifications", transport.ErrForbidden, user, q)
 	case user != "":
 		return user, nil
-	case a.policy.required:
+	case h.p.AuthRequired():
 		return "", fmt.Errorf("%w: log in to read notifications", transport.ErrUnauthorized)
 	case q == "":
 		return "", fmt.Errorf("%w: give ?user= (open dev mode) or log in", transport.ErrBadRequest)
@@ -135,25 +154,25 @@ func (a *App) notifyUser(r *http.Request) (string, error) {
 	return q, nil
 }
 
-func (a *App) handleNotifications(w http.ResponseWriter, r *http.Request) {
-	user, err := a.notifyUser(r)
+func (h *handlers) list(w http.ResponseWriter, r *http.Request) {
+	user, err := h.user(r)
 	if err == nil {
-		err = a.tr.AllowRead(r, user)
+		err = h.tr.AllowRead(r, user)
 	}
 	if err == nil {
-		var st notificationState
-		if st, err = a.notes.state(r.Context(), user); err == nil {
+		var st State
+		if st, err = h.n.Read(r.Context(), user); err == nil {
 			transport.WriteJSON(w, http.StatusOK, st)
 			return
 		}
 	}
-	a.tr.WriteError(w, r, err)
+	h.tr.WriteError(w, r, err)
 }
 
-func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
-	user, err := a.notifyUser(r)
+func (h *handlers) markRead(w http.ResponseWriter, r *http.Request) {
+	user, err := h.user(r)
 	if err != nil {
-		a.tr.WriteError(w, r, err)
+		h.tr.WriteError(w, r, err)
 		return
 	}
 	var body struct {
@@ -161,16 +180,16 @@ func (a *App) handleNotificationsRead(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ContentLength != 0 {
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-			a.tr.WriteError(w, r, fmt.Errorf("%w: body must be {\"offset\": N} or empty", transport.ErrBadRequest))
+			h.tr.WriteError(w, r, fmt.Errorf("%w: body must be {\"offset\": N} or empty", transport.ErrBadRequest))
 			return
 		}
 	}
 	if v := r.URL.Query().Get("offset"); v != "" {
 		body.Offset, _ = strconv.ParseUint(v, 10, 64)
 	}
-	st, err := a.notes.markRead(r.Context(), user, body.Offset)
+	st, err := h.n.MarkRead(r.Context(), user, body.Offset)
 	if err != nil {
-		a.tr.WriteError(w, r, err)
+		h.tr.WriteError(w, r, err)
 		return
 	}
 	transport.WriteJSON(w, http.StatusOK, st)

@@ -1,4 +1,6 @@
-package app
+// Package chat applies the chat rules: rooms, their members and owners, members-only rooms and
+// the token grants that name them, the views that guard subscriptions, and the room routes.
+package chat
 
 import (
 	"context"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/auth"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/notify"
 	"github.com/rtlab/rtlab/internal/shrink"
 	"github.com/rtlab/rtlab/internal/state"
 	"github.com/rtlab/rtlab/internal/transport"
@@ -62,40 +65,41 @@ func (r *roomRecord) admits(user string, g *auth.Grants, topic string, private b
 	return g != nil && g.InRoom(topic)
 }
 
-// chatConfig bounds the chat rooms.
-type chatConfig struct {
-	maxMsg     int           // largest chat message, bytes
-	maxMembers int           // members (and invited users) per room
-	maxRooms   int           // rooms one connection may have entered
-	private    []string      // topic prefixes of rooms that are members-only from the start
-	idle       time.Duration // a room view no subscription used for this long is dropped
+// Config bounds the chat rooms.
+type Config struct {
+	MaxMsg     int           // largest chat message, bytes
+	MaxMembers int           // members (and invited users) per room
+	MaxRooms   int           // rooms one connection may have entered
+	Private    []string      // topic prefixes of rooms that are members-only from the start
+	Idle       time.Duration // a room view no subscription used for this long is dropped
 }
 
-// chatRooms applies the chat rules. Room state is in the store; this node keeps only which of
+// Rooms applies the chat rules. Room state is in the store; this node keeps only which of
 // its connections entered which rooms (for the automatic LEAVE) and the views its
 // subscriptions' guards read.
-type chatRooms struct {
+type Rooms struct {
 	hub    *hub.Hub
 	store  state.Store
-	notify *notifications
-	cfg    chatConfig
+	notify *notify.Notes
+	cfg    Config
 	log    *slog.Logger
 
 	mu      sync.Mutex
 	entered map[string]map[string][]string // connection ID → topic → names it entered as; guarded by mu
 	online  map[[2]string]int              // {topic, name} → connections here that entered; guarded by mu
 	views   shrink.Map[string, *roomView]  // by topic; guarded by mu
-	joins   [64]sync.Mutex                 // serialise implicit ENTERs by room and member (seedchat.go)
+	joins   [64]sync.Mutex                 // serialise implicit ENTERs by room and member (join.go)
 }
 
-func newChatRooms(h *hub.Hub, st state.Store, n *notifications, cfg chatConfig, log *slog.Logger) *chatRooms {
-	return &chatRooms{hub: h, store: st, notify: n, cfg: cfg, log: log,
+// New applies the chat rules to h's chat/ topics, with room records in st.
+func New(h *hub.Hub, st state.Store, n *notify.Notes, cfg Config, log *slog.Logger) *Rooms {
+	return &Rooms{hub: h, store: st, notify: n, cfg: cfg, log: log,
 		entered: make(map[string]map[string][]string), online: make(map[[2]string]int), views: shrink.NewMap[string, *roomView](shrink.Floor)}
 }
 
 // privateByPrefix reports whether --private-rooms makes topic members-only.
-func (cr *chatRooms) privateByPrefix(topic string) bool {
-	for _, p := range cr.cfg.private {
+func (cr *Rooms) privateByPrefix(topic string) bool {
+	for _, p := range cr.cfg.Private {
 		if strings.HasPrefix(topic, p) {
 			return true
 		}
@@ -104,7 +108,7 @@ func (cr *chatRooms) privateByPrefix(topic string) bool {
 }
 
 // load reads a room's record; ok is false when nobody ever entered the room. It keeps nothing.
-func (cr *chatRooms) load(ctx context.Context, topic string) (rec roomRecord, ok bool, err error) {
+func (cr *Rooms) load(ctx context.Context, topic string) (rec roomRecord, ok bool, err error) {
 	r, err := cr.store.Get(ctx, kindRoom, topic)
 	if err != nil {
 		return rec, false, fmt.Errorf("%w: room state: %v", hub.ErrNotReady, err)
@@ -120,7 +124,7 @@ func (cr *chatRooms) load(ctx context.Context, topic string) (rec roomRecord, ok
 
 // update changes a room's record by compare-and-set; fn gets exists=false for a new room and
 // may return state.ErrUnchanged to leave it alone.
-func (cr *chatRooms) update(ctx context.Context, topic string, fn func(rec *roomRecord, exists bool) error) (roomRecord, error) {
+func (cr *Rooms) update(ctx context.Context, topic string, fn func(rec *roomRecord, exists bool) error) (roomRecord, error) {
 	var out roomRecord
 	v, err := state.Update(ctx, cr.store, kindRoom, topic, func(cur []byte) ([]byte, error) {
 		var rec roomRecord
@@ -159,19 +163,19 @@ type chatFields struct {
 	Message string `json:"message"`
 }
 
-// grantsOf returns the token grants of a client (nil when it has none).
-func grantsOf(c transport.Client) *auth.Grants {
+// GrantsOf returns the token grants of a client (nil when it has none).
+func GrantsOf(c transport.Client) *auth.Grants {
 	if g, ok := c.Grants.(*auth.Grants); ok {
 		return g
 	}
 	return nil
 }
 
-// publish applies the chat rules: ENTER joins (creating the room, owned by whoever enters
+// Publish applies the chat rules: ENTER joins (creating the room, owned by whoever enters
 // first), TALK needs membership and notifies the owner, LEAVE needs membership.
-func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
-	if len(req.Data) > cr.cfg.maxMsg {
-		return nil, fmt.Errorf("%w: chat message of %d bytes, at most %d", hub.ErrTooLarge, len(req.Data), cr.cfg.maxMsg)
+func (cr *Rooms) Publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
+	if len(req.Data) > cr.cfg.MaxMsg {
+		return nil, fmt.Errorf("%w: chat message of %d bytes, at most %d", hub.ErrTooLarge, len(req.Data), cr.cfg.MaxMsg)
 	}
 	if err := hub.ValidateTopic(req.Topic); err != nil {
 		return nil, err
@@ -184,8 +188,8 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 	var owner string
 	switch typ {
 	case typeEnter:
-		if n := cr.enteredBy(c.ID, topic); n >= cr.cfg.maxRooms {
-			return nil, fmt.Errorf("%w: this connection is in %d rooms, at most %d (--chat-max-rooms)", transport.ErrForbidden, n, cr.cfg.maxRooms)
+		if n := cr.enteredBy(c.ID, topic); n >= cr.cfg.MaxRooms {
+			return nil, fmt.Errorf("%w: this connection is in %d rooms, at most %d (--chat-max-rooms)", transport.ErrForbidden, n, cr.cfg.MaxRooms)
 		}
 		rec, err := cr.enter(ctx, c, topic, name)
 		if err != nil {
@@ -222,7 +226,7 @@ func (cr *chatRooms) publish(ctx context.Context, c transport.Client, req hub.Pu
 		cr.track(c.ID, topic, name)
 	case typeTalk:
 		if owner != "" && owner != name {
-			cr.notify.send(ctx, owner, p, f.Message)
+			cr.notify.Send(ctx, owner, p, f.Message)
 		}
 	}
 	return p, nil
@@ -258,8 +262,8 @@ func classify(c transport.Client, req hub.PublishRequest) (typ, name string, f c
 // A members-only room admits only its owner, invited users and those the backend names. Only
 // the backend creates one (a token naming its owner in rtlab.own, or the server API): a first
 // ENTER would otherwise let anyone squat a name the backend will hand out.
-func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name string) (roomRecord, error) {
-	g := grantsOf(c)
+func (cr *Rooms) enter(ctx context.Context, c transport.Client, topic, name string) (roomRecord, error) {
+	g := GrantsOf(c)
 	return cr.update(ctx, topic, func(rec *roomRecord, exists bool) error {
 		changed, err := cr.admitEnter(rec, exists, g, topic, name)
 		if err == nil && !changed {
@@ -272,7 +276,7 @@ func (cr *chatRooms) enter(ctx context.Context, c transport.Client, topic, name 
 // admitEnter applies name's ENTER to the room's record (exists: there was one), or refuses it;
 // changed says whether rec changed. CheckPublish runs it on a copy, so a COMMIT refuses what
 // enter would.
-func (cr *chatRooms) admitEnter(rec *roomRecord, exists bool, g *auth.Grants, topic, name string) (changed bool, err error) {
+func (cr *Rooms) admitEnter(rec *roomRecord, exists bool, g *auth.Grants, topic, name string) (changed bool, err error) {
 	byClaim := g != nil && g.InRoom(topic)
 	owns := g != nil && g.Owns(topic)
 	switch {
@@ -291,8 +295,8 @@ func (cr *chatRooms) admitEnter(rec *roomRecord, exists bool, g *auth.Grants, to
 	}
 	changed = !exists
 	if _, in := rec.Members[name]; !in {
-		if len(rec.Members) >= cr.cfg.maxMembers {
-			return false, fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.maxMembers)
+		if len(rec.Members) >= cr.cfg.MaxMembers {
+			return false, fmt.Errorf("%w: %s has %d members, at most %d", transport.ErrForbidden, topic, len(rec.Members), cr.cfg.MaxMembers)
 		}
 		if rec.Members == nil {
 			rec.Members = map[string]int64{}
@@ -303,15 +307,15 @@ func (cr *chatRooms) admitEnter(rec *roomRecord, exists bool, g *auth.Grants, to
 	return changed, nil
 }
 
-// create makes chat/{name} a members-only room of owner with invited users, as the backend
+// Create makes chat/{name} a members-only room of owner with invited users, as the backend
 // says (the server API): a new room, or one that was open, whose members are then only these.
-func (cr *chatRooms) create(ctx context.Context, name, owner string, invited []string) error {
+func (cr *Rooms) Create(ctx context.Context, name, owner string, invited []string) error {
 	topic := "chat/" + name
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
-	if len(invited) > cr.cfg.maxMembers {
-		return fmt.Errorf("%w: %d invited users, at most %d", transport.ErrBadRequest, len(invited), cr.cfg.maxMembers)
+	if len(invited) > cr.cfg.MaxMembers {
+		return fmt.Errorf("%w: %d invited users, at most %d", transport.ErrBadRequest, len(invited), cr.cfg.MaxMembers)
 	}
 	for _, u := range append([]string{owner}, invited...) {
 		if err := auth.ValidUser(u); err != nil {
@@ -323,8 +327,8 @@ func (cr *chatRooms) create(ctx context.Context, name, owner string, invited []s
 			*rec = roomRecord{Members: map[string]int64{}, Created: time.Now().UnixMilli()}
 		} else if rec.Private && rec.Owner == owner {
 			rec.Invited = slices.Compact(slices.Sorted(slices.Values(append(rec.Invited, invited...))))
-			if len(rec.Invited) > cr.cfg.maxMembers {
-				return fmt.Errorf("%w: %s would have %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.maxMembers)
+			if len(rec.Invited) > cr.cfg.MaxMembers {
+				return fmt.Errorf("%w: %s would have %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.MaxMembers)
 			}
 			return nil
 		}
@@ -355,7 +359,7 @@ func (r *roomRecord) makePrivate() {
 
 // enteredBy is how many rooms other than topic connection connID has entered (0 for plain
 // HTTP requests, which enter for no connection).
-func (cr *chatRooms) enteredBy(connID, topic string) int {
+func (cr *Rooms) enteredBy(connID, topic string) int {
 	if connID == "" {
 		return 0
 	}
@@ -369,7 +373,7 @@ func (cr *chatRooms) enteredBy(connID, topic string) int {
 }
 
 // track counts a connection that entered topic as name, for the automatic LEAVE.
-func (cr *chatRooms) track(connID, topic, name string) {
+func (cr *Rooms) track(connID, topic, name string) {
 	if connID == "" {
 		return
 	}
@@ -386,8 +390,8 @@ func (cr *chatRooms) track(connID, topic, name string) {
 	}
 }
 
-// disconnected sends LEAVE for every member whose last connection on this node was c.
-func (cr *chatRooms) disconnected(c transport.Client) {
+// Disconnected sends LEAVE for every member whose last connection on this node was c.
+func (cr *Rooms) Disconnected(c transport.Client) {
 	cr.mu.Lock()
 	byTopic := cr.entered[c.ID]
 	delete(cr.entered, c.ID)
@@ -424,49 +428,52 @@ func (cr *chatRooms) disconnected(c transport.Client) {
 }
 
 // isOnline reports whether a connection on this node entered topic as name.
-func (cr *chatRooms) isOnline(topic, name string) bool {
+func (cr *Rooms) isOnline(topic, name string) bool { return cr.Conns(topic, name) > 0 }
+
+// Conns is how many connections on this node entered topic as name.
+func (cr *Rooms) Conns(topic, name string) int {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
-	return cr.online[[2]string{topic, name}] > 0
+	return cr.online[[2]string{topic, name}]
 }
 
-// roomInfo is the answer of GET /api/chat/{room}/members.
-type roomInfo struct {
+// RoomInfo is the answer of GET /api/chat/{room}/members.
+type RoomInfo struct {
 	Room    string       `json:"room"`
 	Topic   string       `json:"topic"`
 	Owner   string       `json:"owner"`
 	Private bool         `json:"private"`
 	Offset  uint64       `json:"offset"`
 	Epoch   string       `json:"epoch"`
-	Members []memberInfo `json:"members"`
+	Members []MemberInfo `json:"members"`
 	Invited []string     `json:"invited,omitempty"` // members-only rooms
 }
 
-type memberInfo struct {
+type MemberInfo struct {
 	User   string `json:"user"`
 	Since  string `json:"since"`  // when the member entered, in the protocol's time format
 	Online bool   `json:"online"` // has a connection on this node that entered as this member
 }
 
-// info answers the member list of a room. A room nobody entered is a 404 that leaves nothing
+// Info answers the member list of a room. A room nobody entered is a 404 that leaves nothing
 // behind: no subscription, no cache entry.
-func (cr *chatRooms) info(ctx context.Context, name string) (roomInfo, error) {
+func (cr *Rooms) Info(ctx context.Context, name string) (RoomInfo, error) {
 	topic := "chat/" + name
 	rec, ok, err := cr.load(ctx, topic)
 	if err != nil {
-		return roomInfo{}, err
+		return RoomInfo{}, err
 	}
 	if !ok {
-		return roomInfo{}, fmt.Errorf("%w: no room %q (nobody has entered it)", transport.ErrNotFound, name)
+		return RoomInfo{}, fmt.Errorf("%w: no room %q (nobody has entered it)", transport.ErrNotFound, name)
 	}
-	ri := roomInfo{Room: name, Topic: topic, Owner: rec.Owner, Private: rec.Private || cr.privateByPrefix(topic), Members: []memberInfo{}, Invited: rec.Invited}
+	ri := RoomInfo{Room: name, Topic: topic, Owner: rec.Owner, Private: rec.Private || cr.privateByPrefix(topic), Members: []MemberInfo{}, Invited: rec.Invited}
 	if res, err := cr.hub.Read(ctx, topic, hub.ReadOptions{}); err == nil {
 		ri.Offset, ri.Epoch = res.Top.Offset, res.Top.Epoch
 	}
 	for m, since := range rec.Members {
-		ri.Members = append(ri.Members, memberInfo{User: m, Since: time.UnixMilli(since).UTC().Format(hub.TimeFormat), Online: cr.isOnline(topic, m)})
+		ri.Members = append(ri.Members, MemberInfo{User: m, Since: time.UnixMilli(since).UTC().Format(hub.TimeFormat), Online: cr.isOnline(topic, m)})
 	}
-	slices.SortFunc(ri.Members, func(a, b memberInfo) int { return strings.Compare(a.User, b.User) })
+	slices.SortFunc(ri.Members, func(a, b MemberInfo) int { return strings.Compare(a.User, b.User) })
 	return ri, nil
 }
 
@@ -480,7 +487,7 @@ type ownerChange struct {
 // change applies an owner's action to a room and publishes it. Only the owner may act (in
 // open dev mode, anyone), and only on a room somebody entered: nobody can claim a room that
 // does not exist yet.
-func (cr *chatRooms) change(ctx context.Context, c transport.Client, required bool, name string, ch ownerChange) (*hub.Publication, roomRecord, error) {
+func (cr *Rooms) change(ctx context.Context, c transport.Client, required bool, name string, ch ownerChange) (*hub.Publication, roomRecord, error) {
 	topic := "chat/" + name
 	if err := hub.ValidateTopic(topic); err != nil {
 		return nil, roomRecord{}, err
@@ -510,8 +517,8 @@ func (cr *chatRooms) change(ctx context.Context, c transport.Client, required bo
 			if slices.Contains(rec.Invited, ch.user) {
 				return state.ErrUnchanged
 			}
-			if len(rec.Invited) >= cr.cfg.maxMembers {
-				return fmt.Errorf("%w: %s has %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.maxMembers)
+			if len(rec.Invited) >= cr.cfg.MaxMembers {
+				return fmt.Errorf("%w: %s has %d invited users, at most %d", transport.ErrForbidden, topic, len(rec.Invited), cr.cfg.MaxMembers)
 			}
 			rec.Invited = append(rec.Invited, ch.user)
 		case typeRemove:
@@ -540,15 +547,15 @@ func (cr *chatRooms) change(ctx context.Context, c transport.Client, required bo
 	return p, rec, err
 }
 
-// canRead refuses a read or subscription of a members-only room to those it does not admit.
+// CanRead refuses a read or subscription of a members-only room to those it does not admit.
 // A room that does not exist is open unless --private-rooms covers it.
-func (cr *chatRooms) canRead(ctx context.Context, c transport.Client, topic string) error {
+func (cr *Rooms) CanRead(ctx context.Context, c transport.Client, topic string) error {
 	rec, ok, err := cr.load(ctx, topic)
 	if err != nil {
 		return err
 	}
 	private := cr.privateByPrefix(topic) || (ok && rec.Private)
-	if rec.admits(c.User, grantsOf(c), topic, private) {
+	if rec.admits(c.User, GrantsOf(c), topic, private) {
 		return nil
 	}
 	who := c.User

@@ -1,4 +1,4 @@
-package app
+package chat
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // keep it current: each is applied at once (its data says what changed) and then the record
 // is read again from the store in the background, which settles any difference.
 type roomView struct {
-	cr    *chatRooms
+	cr    *Rooms
 	topic string
 	used  atomic.Int64 // Unix ns of the last use, for eviction
 
@@ -30,7 +30,7 @@ type roomView struct {
 }
 
 // view returns the room's shared view, reading it from the store when the node has none.
-func (cr *chatRooms) view(ctx context.Context, topic string) (*roomView, error) {
+func (cr *Rooms) view(ctx context.Context, topic string) (*roomView, error) {
 	cr.mu.Lock()
 	v := cr.views.M[topic]
 	cr.mu.Unlock()
@@ -53,15 +53,15 @@ func (cr *chatRooms) view(ctx context.Context, topic string) (*roomView, error) 
 	return v, nil
 }
 
-// guard returns the check run before each delivery of topic to c: once c is no longer
+// Guard returns the check run before each delivery of topic to c: once c is no longer
 // admitted (removed by the owner, the room turned members-only), deliveries stop and the
 // connection is closed with the reason.
-func (cr *chatRooms) guard(ctx context.Context, c transport.Client, topic string) (transport.Guard, error) {
+func (cr *Rooms) Guard(ctx context.Context, c transport.Client, topic string) (transport.Guard, error) {
 	v, err := cr.view(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	g := grantsOf(c)
+	g := GrantsOf(c)
 	return func(p *hub.Publication) error {
 		v.used.Store(time.Now().UnixNano())
 		switch p.Type {
@@ -153,17 +153,17 @@ func (v *roomView) reload() {
 	}
 }
 
-// sweep drops the views no guard used for cfg.idle, until ctx ends. Subscriptions that still
+// Sweep drops the views no guard used for cfg.Idle, until ctx ends. Subscriptions that still
 // hold a dropped view keep it current themselves; a new subscription reads a fresh one.
-func (cr *chatRooms) sweep(ctx context.Context) {
-	t := time.NewTicker(max(cr.cfg.idle/4, time.Second))
+func (cr *Rooms) Sweep(ctx context.Context) {
+	t := time.NewTicker(max(cr.cfg.Idle/4, time.Second))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			cutoff := now.Add(-cr.cfg.idle).UnixNano()
+			cutoff := now.Add(-cr.cfg.Idle).UnixNano()
 			cr.mu.Lock()
 			for topic, v := range cr.views.M {
 				if v.used.Load() < cutoff {
@@ -172,13 +172,13 @@ func (cr *chatRooms) sweep(ctx context.Context) {
 			}
 			cr.views.Tidy()
 			cr.mu.Unlock()
-			cr.notify.sweep(now)
+			cr.notify.Sweep(now)
 		}
 	}
 }
 
-// viewCount is how many room views the node holds; for tests and metrics.
-func (cr *chatRooms) viewCount() int {
+// ViewCount is how many room views the node holds; for tests and metrics.
+func (cr *Rooms) ViewCount() int {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 	return len(cr.views.M)

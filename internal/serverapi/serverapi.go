@@ -1,21 +1,4 @@
-package app
-
-import (
-	"context"
-	"crypto/subtle"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
-	"strings"
-	"time"
-	"unicode/utf8"
-
-	"github.com/rtlab/rtlab/internal/hub"
-	"github.com/rtlab/rtlab/internal/transport"
-)
-
-// The server API lets an application's backend act on the server, on every node, with the
+// Package serverapi lets an application's backend act on the server, on every node, with the
 // key given by --api-key (header "Authorization: apikey KEY"):
 //
 //	POST /api/server/publish     {"topic","data","type"?,"sender"?}  → {"topic","offset","epoch"}
@@ -26,6 +9,24 @@ import (
 //
 // It bypasses the policy: a backend may publish on notify/{user} and read any topic. Without
 // --api-key every route answers 404.
+package serverapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rtlab/rtlab/internal/chat"
+	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/transport"
+)
 
 // cmdDisconnect is the node command that closes a user's connections on every node.
 const cmdDisconnect = "disconnect"
@@ -36,8 +37,19 @@ type disconnectCmd struct {
 	Reconnect bool   `json:"reconnect"`
 }
 
-// serverRoutes registers the server API on mux and the disconnect command on the hub.
-func (a *App) serverRoutes(mux *http.ServeMux) {
+// api is the server API of one node.
+type api struct {
+	key  string
+	hub  *hub.Hub
+	tr   *transport.Server
+	chat *chat.Rooms
+	log  *slog.Logger
+}
+
+// Routes registers the server API on mux, with key as its key (empty: every route answers
+// 404), and the disconnect command on h.
+func Routes(mux *http.ServeMux, key string, h *hub.Hub, tr *transport.Server, rooms *chat.Rooms, log *slog.Logger) {
+	a := &api{key: key, hub: h, tr: tr, chat: rooms, log: log}
 	a.hub.OnCommand(cmdDisconnect, func(data json.RawMessage) {
 		var d disconnectCmd
 		if json.Unmarshal(data, &d) == nil {
@@ -53,7 +65,7 @@ func (a *App) serverRoutes(mux *http.ServeMux) {
 }
 
 // serverAPI checks the key and decodes the JSON body for h.
-func (a *App) serverAPI(h func(ctx context.Context, body []byte) (any, error)) http.HandlerFunc {
+func (a *api) serverAPI(h func(ctx context.Context, body []byte) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := a.checkAPIKey(r)
 		var body []byte
@@ -72,15 +84,15 @@ func (a *App) serverAPI(h func(ctx context.Context, body []byte) (any, error)) h
 	}
 }
 
-func (a *App) checkAPIKey(r *http.Request) error {
-	if a.cfg.APIKey == "" {
+func (a *api) checkAPIKey(r *http.Request) error {
+	if a.key == "" {
 		return fmt.Errorf("%w: the server API is off (start the server with --api-key)", transport.ErrNotFound)
 	}
 	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "apikey ")
 	if !ok {
 		return fmt.Errorf("%w: send the key as Authorization: apikey KEY", transport.ErrUnauthorized)
 	}
-	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(a.cfg.APIKey)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(a.key)) != 1 {
 		return fmt.Errorf("%w: wrong API key", transport.ErrUnauthorized)
 	}
 	return nil
@@ -110,7 +122,7 @@ func decodeInto(body []byte, v any) error {
 	return nil
 }
 
-func (a *App) apiPublish(ctx context.Context, body []byte) (any, error) {
+func (a *api) apiPublish(ctx context.Context, body []byte) (any, error) {
 	var req struct {
 		Topic  string          `json:"topic"`
 		Data   json.RawMessage `json:"data"`
@@ -130,7 +142,7 @@ func (a *App) apiPublish(ctx context.Context, body []byte) (any, error) {
 	return map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch}, nil
 }
 
-func (a *App) apiDisconnect(ctx context.Context, body []byte) (any, error) {
+func (a *api) apiDisconnect(ctx context.Context, body []byte) (any, error) {
 	var d disconnectCmd
 	if err := decodeInto(body, &d); err != nil {
 		return nil, err
@@ -152,7 +164,7 @@ func (a *App) apiDisconnect(ctx context.Context, body []byte) (any, error) {
 	return map[string]any{"user": d.User, "disconnected": n}, nil
 }
 
-func (a *App) apiPresence(_ context.Context, body []byte) (any, error) {
+func (a *api) apiPresence(_ context.Context, body []byte) (any, error) {
 	var req struct {
 		Topic string `json:"topic"`
 	}
@@ -166,7 +178,7 @@ func (a *App) apiPresence(_ context.Context, body []byte) (any, error) {
 	return transport.NewPresenceAnswer(req.Topic, clients), nil
 }
 
-func (a *App) apiHistory(ctx context.Context, body []byte) (any, error) {
+func (a *api) apiHistory(ctx context.Context, body []byte) (any, error) {
 	var req struct {
 		Topic string  `json:"topic"`
 		Since *uint64 `json:"since"`
@@ -208,7 +220,7 @@ func publicationsJSON(ps []*hub.Publication) []json.RawMessage {
 
 // apiRoom creates the members-only room chat/{room} owned by owner, with invited users, or
 // takes over an open room of that name: the backend's word on who may be in it.
-func (a *App) apiRoom(ctx context.Context, body []byte) (any, error) {
+func (a *api) apiRoom(ctx context.Context, body []byte) (any, error) {
 	var req struct {
 		Room    string   `json:"room"`
 		Owner   string   `json:"owner"`
@@ -217,8 +229,8 @@ func (a *App) apiRoom(ctx context.Context, body []byte) (any, error) {
 	if err := decodeInto(body, &req); err != nil {
 		return nil, err
 	}
-	if err := a.chat.create(ctx, req.Room, req.Owner, req.Invited); err != nil {
+	if err := a.chat.Create(ctx, req.Room, req.Owner, req.Invited); err != nil {
 		return nil, err
 	}
-	return a.chat.info(ctx, req.Room)
+	return a.chat.Info(ctx, req.Room)
 }

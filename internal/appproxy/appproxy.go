@@ -1,4 +1,7 @@
-package app
+// Package appproxy serves STOMP SENDs and SUBSCRIBEs to the application prefix (Spring's /app,
+// the @MessageMapping handlers): each goes to the team's backend, or, without one, is
+// rebroadcast on the topic an --app-route maps it to.
+package appproxy
 
 import (
 	"bytes"
@@ -11,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -24,19 +28,38 @@ import (
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// appDests serves STOMP SENDs to the application prefix (Spring's /app, the
-// @MessageMapping handlers): each goes to the team's backend (AppProxy), or, without one,
-// is rebroadcast on the topic AppRoutes maps it to.
-type appDests struct {
-	prefix  string
-	proxy   string // URL the SENDs are POSTed to; "" without a backend
-	secret  []byte // --app-proxy-secret: signs requests, verifies signed answers
-	timeout time.Duration
-	routes  []appRoute
-	hc      *http.Client
-	hub     *hub.Hub
-	p       *policy
-	outcome *prometheus.CounterVec // by outcome: ok, refused, error, timeout
+// Config is the application prefix and where its SENDs go. Zero values mean the defaults.
+type Config struct {
+	Prefix   string        // where STOMP SENDs go to the application; zero means /app/
+	URL      string        // the backend each SEND is POSTed to; "" rebroadcasts by Routes
+	Timeout  time.Duration // bounds a call to the backend; zero means 5 s
+	Secret   string        // signs each request (HMAC-SHA256), verifies signed answers
+	Conns    int           // connections to the backend; zero means 64
+	Routes   []string      // "/app/x=/topic/y", or prefixes ending in /: rebroadcasts without a backend
+	Reserved string        // the prefix of the nodes' own topics, which no answer may publish
+	Logger   *slog.Logger
+}
+
+// Publisher publishes as a client does, and checks a batch first (transport.Policy,
+// transport.PublishChecker).
+type Publisher interface {
+	Publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error)
+	CheckPublish(ctx context.Context, c transport.Client, reqs []hub.PublishRequest) error
+}
+
+// Dests serves STOMP SENDs to the application prefix: each goes to the team's backend, or,
+// without one, is rebroadcast on the topic an --app-route maps it to.
+type Dests struct {
+	prefix   string
+	proxy    string // URL the SENDs are POSTed to; "" without a backend
+	secret   []byte // --app-proxy-secret: signs requests, verifies signed answers
+	timeout  time.Duration
+	routes   []appRoute
+	hc       *http.Client
+	hub      *hub.Hub
+	p        Publisher
+	reserved string                 // Config.Reserved
+	outcome  *prometheus.CounterVec // by outcome: ok, refused, error, timeout
 }
 
 // appRoute maps a SEND destination (or, ending in "/", every one under it) to a topic
@@ -60,8 +83,10 @@ func parseAppRoutes(prefix string, specs []string) ([]appRoute, error) {
 	return routes, nil
 }
 
-func newAppDests(cfg *Config, h *hub.Hub, p *policy, reg prometheus.Registerer) (*appDests, error) {
-	prefix := cfg.AppPrefix
+// New checks cfg and makes the destinations; p publishes what a SEND comes to, as its sender
+// would, and checks it first.
+func New(cfg Config, h *hub.Hub, p Publisher, reg prometheus.Registerer) (*Dests, error) {
+	prefix := cfg.Prefix
 	if prefix == "" {
 		prefix = "/app/"
 	}
@@ -71,19 +96,19 @@ func newAppDests(cfg *Config, h *hub.Hub, p *policy, reg prometheus.Registerer) 
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	routes, err := parseAppRoutes(prefix, cfg.AppRoutes)
+	routes, err := parseAppRoutes(prefix, cfg.Routes)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.AppProxy != "" && !strings.HasPrefix(cfg.AppProxy, "http://") && !strings.HasPrefix(cfg.AppProxy, "https://") {
-		return nil, fmt.Errorf("--app-proxy %q: want an http:// or https:// URL", cfg.AppProxy)
+	if cfg.URL != "" && !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
+		return nil, fmt.Errorf("--app-proxy %q: want an http:// or https:// URL", cfg.URL)
 	}
-	timeout := cfg.AppProxyTimeout
+	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	d := &appDests{prefix: prefix, proxy: cfg.AppProxy, secret: []byte(cfg.AppProxySecret), timeout: timeout, routes: routes, hub: h, p: p,
-		hc: appClient(timeout, cfg.AppProxyConns),
+	d := &Dests{prefix: prefix, proxy: cfg.URL, secret: []byte(cfg.Secret), timeout: timeout, routes: routes, hub: h, p: p, reserved: cfg.Reserved,
+		hc: appClient(timeout, cfg.Conns),
 		outcome: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rtlab_app_proxy_requests_total",
 			Help: "STOMP SENDs and SUBSCRIBEs to the application prefix handed to --app-proxy, by outcome: ok, refused (the backend said no, or its answer broke the policy), error (unreachable, a redirect or a bad answer), timeout.",
@@ -119,10 +144,10 @@ func appClient(timeout time.Duration, conns int) *http.Client {
 	}}
 }
 
-// dest returns the route of a SEND (send) or SUBSCRIBE to dest under the prefix: with a
+// Dest returns the route of a SEND (send) or SUBSCRIBE to dest under the prefix: with a
 // backend, a SEND is prepared there and a SUBSCRIBE answered once (Spring's
 // @SubscribeMapping); without, --app-route rebroadcasts SENDs.
-func (d *appDests) dest(dest string, send bool) (transport.STOMPRoute, bool) {
+func (d *Dests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	if !strings.HasPrefix(dest, d.prefix) {
 		return transport.STOMPRoute{}, false
 	}
@@ -151,8 +176,8 @@ func (d *appDests) dest(dest string, send bool) (transport.STOMPRoute, bool) {
 	return transport.STOMPRoute{}, false
 }
 
-// appRequest is what the backend is POSTed for one SEND or SUBSCRIBE.
-type appRequest struct {
+// Request is what the backend is POSTed for one SEND or SUBSCRIBE.
+type Request struct {
 	RequestID   string            `json:"request_id"`
 	Command     string            `json:"command"` // SEND, or SUBSCRIBE (answered with reply)
 	Destination string            `json:"destination"`
@@ -209,15 +234,15 @@ func forwardHeaders(hs []stomp.Header) map[string]string {
 	return out
 }
 
-func (d *appDests) request(ctx context.Context, c transport.Client, command, dest string, data json.RawMessage) appRequest {
+func (d *Dests) request(ctx context.Context, c transport.Client, command, dest string, data json.RawMessage) Request {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	return appRequest{RequestID: hex.EncodeToString(id[:]), Command: command, Destination: dest, Headers: forwardHeaders(transport.SendHeaders(ctx)),
+	return Request{RequestID: hex.EncodeToString(id[:]), Command: command, Destination: dest, Headers: forwardHeaders(transport.SendHeaders(ctx)),
 		Data: data, User: c.User, Client: c.ID}
 }
 
 // ask sends one request to the backend and counts its outcome; a refusal is ErrForbidden.
-func (d *appDests) ask(ctx context.Context, ar appRequest) (*appAnswer, error) {
+func (d *Dests) ask(ctx context.Context, ar Request) (*appAnswer, error) {
 	body, _ := json.Marshal(ar)
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
@@ -245,7 +270,7 @@ func (d *appDests) ask(ctx context.Context, ar appRequest) (*appAnswer, error) {
 // prepare hands a SEND to the backend and checks what it answers; the commit publishes it,
 // with the user as sender. A SEND is not idempotent: a failed call is not retried, the client
 // is told.
-func (d *appDests) prepare(ctx context.Context, c transport.Client, dest string, req hub.PublishRequest) (func(context.Context) (*hub.Publication, error), error) {
+func (d *Dests) prepare(ctx context.Context, c transport.Client, dest string, req hub.PublishRequest) (func(context.Context) (*hub.Publication, error), error) {
 	ans, err := d.ask(ctx, d.request(ctx, c, "SEND", dest, json.RawMessage(req.Data)))
 	if err != nil {
 		return nil, err
@@ -263,7 +288,7 @@ func (d *appDests) prepare(ctx context.Context, c transport.Client, dest string,
 }
 
 // reply hands a SUBSCRIBE to the backend; its answer's reply goes to the subscriber once.
-func (d *appDests) reply(ctx context.Context, c transport.Client, dest string) (json.RawMessage, error) {
+func (d *Dests) reply(ctx context.Context, c transport.Client, dest string) (json.RawMessage, error) {
 	ans, err := d.ask(ctx, d.request(ctx, c, "SUBSCRIBE", dest, nil))
 	if err != nil {
 		return nil, err
@@ -286,14 +311,14 @@ func userTopicOwner(topic string) (string, bool) {
 // all of them before any is published: the server's own topics never, another user's
 // user/ topics only when the answer is signed, and the rest as the sender itself may publish
 // unless signed. The sender's own user/{user}/ topics are its to be answered on.
-func (d *appDests) checkAnswer(ctx context.Context, c transport.Client, pubs []hub.PublishRequest, signed bool) error {
+func (d *Dests) checkAnswer(ctx context.Context, c transport.Client, pubs []hub.PublishRequest, signed bool) error {
 	var own []hub.PublishRequest
 	for i, p := range pubs {
 		if err := hub.ValidateTopic(p.Topic); err != nil {
 			return fmt.Errorf("the backend's publish %d: %w", i+1, err)
 		}
-		if strings.HasPrefix(p.Topic, controlPrefix) {
-			return fmt.Errorf("%w: the backend's publish %d: %s* topics are the server's own", transport.ErrForbidden, i+1, controlPrefix)
+		if d.reserved != "" && strings.HasPrefix(p.Topic, d.reserved) {
+			return fmt.Errorf("%w: the backend's publish %d: %s* topics are the server's own", transport.ErrForbidden, i+1, d.reserved)
 		}
 		if err := hub.CheckName("type", p.Type); err != nil {
 			return fmt.Errorf("the backend's publish %d: %w", i+1, err)
@@ -317,7 +342,7 @@ func (d *appDests) checkAnswer(ctx context.Context, c transport.Client, pubs []h
 
 // publishAnswer publishes what checkAnswer let through: a signed answer, and the sender's own
 // user/ topics, as the server with the user as sender; the rest as the sender publishes.
-func (d *appDests) publishAnswer(ctx context.Context, c transport.Client, pubs []hub.PublishRequest, signed bool) (*hub.Publication, error) {
+func (d *Dests) publishAnswer(ctx context.Context, c transport.Client, pubs []hub.PublishRequest, signed bool) (*hub.Publication, error) {
 	var first *hub.Publication
 	for _, req := range pubs {
 		publish := d.p.Publish
@@ -344,7 +369,7 @@ func (e *redirectError) Error() string {
 	return "the application's backend answered " + e.status + ", a redirect, which is not followed"
 }
 
-func (d *appDests) call(ctx context.Context, requestID string, body []byte) (*appAnswer, error) {
+func (d *Dests) call(ctx context.Context, requestID string, body []byte) (*appAnswer, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.proxy, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -385,10 +410,22 @@ func (d *appDests) call(ctx context.Context, requestID string, body []byte) (*ap
 }
 
 // sign is "sha256=" and the hex HMAC-SHA256 of prefix + "." + body with --app-proxy-secret.
-func (d *appDests) sign(prefix string, body []byte) string {
+func (d *Dests) sign(prefix string, body []byte) string {
 	m := hmac.New(sha256.New, d.secret)
 	m.Write([]byte(prefix))
 	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Form names the prefix's destinations in a refusal's list of what a SEND (send) or SUBSCRIBE
+// may name; "" when the prefix takes none.
+func (d *Dests) Form(send bool) string {
+	switch {
+	case send && (d.proxy != "" || len(d.routes) > 0):
+		return d.prefix + "... (the application's), "
+	case !send && d.proxy != "":
+		return d.prefix + "... (answered once by the application), "
+	}
+	return ""
 }

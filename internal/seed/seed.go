@@ -1,4 +1,11 @@
-package app
+// Package seed serves the seed-compatible routes: the paths, methods, status codes and payloads of the seed servers
+// (Spring, and the k6 and JMeter scripts written against them), served through the
+// transports' hooks for an application's own dialect (transport.RawSocket, HandleDataSSE,
+// HandleDataLongPoll, HandlePublishTo, STOMPDests). What the seed servers meant lives here
+// alone: their topic names (location/{group}, chat/{room}), their implicit rule (a chat user's
+// first message joins the room), the positions they generated for an empty body, and their
+// timeouts.
+package seed
 
 import (
 	"bytes"
@@ -10,68 +17,93 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/appproxy"
+	"github.com/rtlab/rtlab/internal/chat"
 	"github.com/rtlab/rtlab/internal/hub"
+	"github.com/rtlab/rtlab/internal/location"
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// The seed-compatible routes: the paths, methods, status codes and payloads of the seed servers
-// (Spring, and the k6 and JMeter scripts written against them), served through the
-// transports' hooks for an application's own dialect (transport.RawSocket, HandleDataSSE,
-// HandleDataLongPoll, HandlePublishTo, STOMPDests). What the seed servers meant lives here
-// alone: their topic names (location/{group}, chat/{room}), their implicit rule (a chat user's
-// first message joins the room), the positions they generated for an empty body, and their
-// timeouts.
-
-// SeedConfig configures the seed-compatible routes. Zero values mean the defaults given.
-type SeedConfig struct {
+// Config configures the seed-compatible routes. Zero values mean the defaults given.
+type Config struct {
 	LongTimeout time.Duration // wait of GET /location/long/{group}; zero means 10 s
 	// SSETimeout ends each GET /location/sse/connect stream cleanly after this long, as
 	// Spring's SseEmitter did (seed scripts rely on it); zero means 30 s, negative never.
 	SSETimeout time.Duration
 }
 
-func (c *SeedConfig) fill() {
-	d := Defaults().Seed
-	orDefault(&c.LongTimeout, d.LongTimeout)
+// DefaultConfig is what the zero fields of Config mean (the flags' defaults).
+func DefaultConfig() Config {
+	return Config{LongTimeout: 10 * time.Second, SSETimeout: 30 * time.Second}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.LongTimeout <= 0 {
+		c.LongTimeout = d.LongTimeout
+	}
 	if c.SSETimeout == 0 {
 		c.SSETimeout = d.SSETimeout
 	}
 }
 
-// seedRoutes registers the seed routes on mux.
-func (a *App) seedRoutes(mux *http.ServeMux) {
-	tr, seed := a.tr, a.cfg.Seed
-	mux.HandleFunc("GET /cur/{group}", a.handleGroupState)
-	mux.HandleFunc("GET /location/cur/{group}", a.handleGroupState)
+// Policy is what the seed routes publish through: the transports' policy, with its check of a
+// batch (a STOMP transaction).
+type Policy interface {
+	Publish(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error)
+	CheckPublish(ctx context.Context, c transport.Client, reqs []hub.PublishRequest) error
+	AuthRequired() bool
+}
+
+// Routes are the seed routes of one server.
+type Routes struct {
+	cfg  Config
+	p    Policy
+	chat *chat.Rooms
+	app  *appproxy.Dests // SENDs to the application prefix (/app); nil without
+}
+
+// New makes the seed routes, which publish through p; a chat user's first message joins the
+// room in rooms.
+func New(cfg Config, p Policy, rooms *chat.Rooms, app *appproxy.Dests) *Routes {
+	cfg.fill()
+	return &Routes{cfg: cfg, p: p, chat: rooms, app: app}
+}
+
+// Dests are the seed scripts' STOMP destinations, and the application prefix's.
+func (s *Routes) Dests() transport.STOMPDests { return seedDests{s} }
+
+// Register serves the seed routes on mux; cur answers a group's current positions.
+func (s *Routes) Register(mux *http.ServeMux, tr *transport.Server, cur http.HandlerFunc) {
+	cfg := s.cfg
+	mux.HandleFunc("GET /cur/{group}", cur)
+	mux.HandleFunc("GET /location/cur/{group}", cur)
 	mux.HandleFunc("GET /location/long/{group}", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleDataLongPoll(w, r, locationTopic(r.PathValue("group")), seed.LongTimeout)
+		tr.HandleDataLongPoll(w, r, location.Topic(r.PathValue("group")), cfg.LongTimeout)
 	})
 	mux.HandleFunc("POST /location/long/{group}/notify", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandlePublishTo(w, r, locationTopic(r.PathValue("group")), generatedPosition)
+		tr.HandlePublishTo(w, r, location.Topic(r.PathValue("group")), generatedPosition)
 	})
 	mux.HandleFunc("GET /location/sse/connect", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleDataSSE(w, r, locationTopic(groupParam(r)), seed.SSETimeout)
+		tr.HandleDataSSE(w, r, location.Topic(groupParam(r)), cfg.SSETimeout)
 	})
 	mux.HandleFunc("POST /location/sse/share", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandlePublishTo(w, r, locationTopic(groupParam(r)), generatedPosition)
+		tr.HandlePublishTo(w, r, location.Topic(groupParam(r)), generatedPosition)
 	})
 	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
-		topic := locationTopic(groupParam(r))
+		topic := location.Topic(groupParam(r))
 		if err := hub.ValidateTopic(topic); err != nil {
 			tr.WriteError(w, r, err)
 			return
 		}
-		tr.HandleRawWS(w, r, &groupSocket{p: a.policy, topic: topic})
+		tr.HandleRawWS(w, r, &groupSocket{s: s, topic: topic})
 	})
 	mux.HandleFunc("GET /location", tr.HandleSTOMP) // with seedDests' destinations
 	mux.HandleFunc("GET /chat", func(w http.ResponseWriter, r *http.Request) {
-		tr.HandleRawWS(w, r, &chatSocket{p: a.policy})
+		tr.HandleRawWS(w, r, &chatSocket{s: s})
 	})
 	mux.HandleFunc("GET /stomp/chat", tr.HandleSTOMP)
 }
-
-// locationTopic is the topic of a location group.
-func locationTopic(group string) string { return "location/" + group }
 
 // groupParam is the group a seed route names with ?group=, group 0 when it names none.
 func groupParam(r *http.Request) string {
@@ -88,11 +120,8 @@ func generatedPosition() json.RawMessage {
 
 // seedDests are the seed scripts' STOMP destinations: SUBSCRIBE to /sub/location/{g} and
 // /sub/chat/{room}, SEND to /pub/share/{g} and /pub/chat/message/{room}. An empty SEND
-// publishes a generated position; a SEND to a room joins it first (seedJoin).
-type seedDests struct {
-	p   *policy
-	app *appDests // SENDs to the application prefix (/app)
-}
+// publishes a generated position; a SEND to a room joins it first (Join).
+type seedDests struct{ s *Routes }
 
 var (
 	_ transport.STOMPDests = seedDests{}
@@ -101,14 +130,14 @@ var (
 )
 
 func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
-	if d.app != nil {
-		if r, ok := d.app.dest(dest, send); ok {
+	if d.s.app != nil {
+		if r, ok := d.s.app.Dest(dest, send); ok {
 			return r, true
 		}
 	}
 	if send {
 		if g, ok := strings.CutPrefix(dest, "/pub/share/"); ok {
-			return transport.STOMPRoute{Topic: locationTopic(g), Publish: d.publish}, true
+			return transport.STOMPRoute{Topic: location.Topic(g), Publish: d.publish}, true
 		}
 		if room, ok := strings.CutPrefix(dest, "/pub/chat/message/"); ok {
 			return transport.STOMPRoute{Topic: "chat/" + room, Publish: d.publishChat, Check: d.checkChat}, true
@@ -116,7 +145,7 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 		return transport.STOMPRoute{}, false
 	}
 	if g, ok := strings.CutPrefix(dest, "/sub/location/"); ok {
-		return transport.STOMPRoute{Topic: locationTopic(g)}, true
+		return transport.STOMPRoute{Topic: location.Topic(g)}, true
 	}
 	if room, ok := strings.CutPrefix(dest, "/sub/chat/"); ok {
 		return transport.STOMPRoute{Topic: "chat/" + room}, true
@@ -125,16 +154,12 @@ func (d seedDests) Dest(dest string, send bool) (transport.STOMPRoute, bool) {
 }
 
 func (d seedDests) Forms(send bool) string {
-	if send {
-		app := ""
-		if d.app != nil && (d.app.proxy != "" || len(d.app.routes) > 0) {
-			app = d.app.prefix + "... (the application's), "
-		}
-		return app + "/pub/share/{g} or /pub/chat/message/{room}"
-	}
 	app := ""
-	if d.app != nil && d.app.proxy != "" {
-		app = d.app.prefix + "... (answered once by the application), "
+	if d.s.app != nil {
+		app = d.s.app.Form(send)
+	}
+	if send {
+		return app + "/pub/share/{g} or /pub/chat/message/{room}"
 	}
 	return app + "/user/queue/{name} (the user's own), /sub/location/{g} or /sub/chat/{room}"
 }
@@ -143,42 +168,36 @@ func (d seedDests) publish(ctx context.Context, c transport.Client, req hub.Publ
 	if req.Data == nil {
 		req.Data = generatedPosition()
 	}
-	return d.p.Publish(ctx, c, req)
+	return d.s.p.Publish(ctx, c, req)
 }
 
 func (d seedDests) publishChat(ctx context.Context, c transport.Client, req hub.PublishRequest) (*hub.Publication, error) {
 	if req.Data == nil {
 		req.Data = generatedPosition()
 	}
-	if err := d.p.seedJoin(ctx, c, req); err != nil {
+	if err := d.s.Join(ctx, c, req); err != nil {
 		return nil, err
 	}
-	return d.p.Publish(ctx, c, req)
+	return d.s.p.Publish(ctx, c, req)
 }
 
 // checkChat refuses what publishChat would: a TALK counts as its member's ENTER first, as
 // publishChat joins the room for it.
 func (d seedDests) checkChat(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
-	if d.p.required && c.User == "" {
+	if d.s.p.AuthRequired() && c.User == "" {
 		return fmt.Errorf("%w: a chat room is joined by a logged-in user; send a token", transport.ErrUnauthorized)
 	}
 	if req.Data == nil {
 		req.Data = generatedPosition()
 	}
-	batch := []hub.PublishRequest{req}
-	if typ, _, _, err := classify(c, req); err == nil && typ == typeTalk {
-		enter := req
-		enter.Type = typeEnter
-		batch = []hub.PublishRequest{enter, req}
-	}
-	return d.p.CheckPublish(ctx, c, batch)
+	return d.s.p.CheckPublish(ctx, c, chat.WithImplicitEnter(c, req))
 }
 
 // groupSocket is the seed raw socket /ws?group=G: it follows the group's locations, and each
 // frame that is not a protocol op is a position shared with the group (text that is not JSON
 // as a JSON string).
 type groupSocket struct {
-	p     *policy
+	s     *Routes
 	topic string
 }
 
@@ -192,13 +211,13 @@ func (g *groupSocket) Frame(ctx context.Context, c *transport.RawConn, msg []byt
 	if c.Op(ctx, msg) {
 		return
 	}
-	g.p.publishRaw(ctx, c, hub.PublishRequest{Topic: g.topic, Data: transport.AsJSON(msg), Sender: c.Client().User}, false)
+	g.s.publishRaw(ctx, c, hub.PublishRequest{Topic: g.topic, Data: transport.AsJSON(msg), Sender: c.Client().User}, false)
 }
 
 // chatSocket is the seed raw chat /chat: each frame is a chat message {type, sender, message,
-// roomId}; the first names the room, which the socket then follows, and joins it (seedJoin).
+// roomId}; the first names the room, which the socket then follows, and joins it (Join).
 type chatSocket struct {
-	p    *policy
+	s    *Routes
 	room string // the topic of the room joined; empty before the first message
 }
 
@@ -239,73 +258,33 @@ func (s *chatSocket) Frame(ctx context.Context, c *transport.RawConn, msg []byte
 	if u := c.Client().User; u != "" {
 		sender = u
 	}
-	s.p.publishRaw(ctx, c, hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}, true)
+	s.s.publishRaw(ctx, c, hub.PublishRequest{Topic: topic, Data: msg, Type: m.Type, Sender: sender}, true)
 }
 
 // publishRaw publishes req for a raw socket's client within its rate, joining the room first
 // when join is set, and tells the client of a refusal.
-func (p *policy) publishRaw(ctx context.Context, c *transport.RawConn, req hub.PublishRequest, join bool) {
+func (s *Routes) publishRaw(ctx context.Context, c *transport.RawConn, req hub.PublishRequest, join bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := c.Allow()
 	if err == nil && join {
-		err = p.seedJoin(ctx, c.Client(), req)
+		err = s.Join(ctx, c.Client(), req)
 	}
 	if err == nil {
-		_, err = p.Publish(ctx, c.Client(), req)
+		_, err = s.p.Publish(ctx, c.Client(), req)
 	}
 	if err != nil {
 		c.Error(err, req.Topic)
 	}
 }
 
-// seedJoin gives the seed chat routes the seed servers' rule: a user's first message to a room
+// Join gives the seed chat routes the seed servers' rule: a user's first message to a room
 // joins it. The ENTER is published as any ENTER is (members, history and the owner follow
 // from it), by the same member the message will speak for: the logged-in user, or in open dev
 // mode the message's "sender".
-func (p *policy) seedJoin(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
-	if p.required && c.User == "" {
+func (s *Routes) Join(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
+	if s.p.AuthRequired() && c.User == "" {
 		return fmt.Errorf("%w: a chat room is joined by a logged-in user; send a token", transport.ErrUnauthorized)
 	}
-	return p.chat.joinImplicitly(ctx, c, req)
-}
-
-// joinImplicitly enters req's room for the member a TALK speaks for, unless it is a member
-// already; then it only notes that connection c speaks for the member, so that the member
-// leaves when its last connection drops. Other types follow the explicit rules in publish.
-func (cr *chatRooms) joinImplicitly(ctx context.Context, c transport.Client, req hub.PublishRequest) error {
-	if err := hub.ValidateTopic(req.Topic); err != nil {
-		return err
-	}
-	typ, name, _, err := classify(c, req)
-	if err != nil || typ != typeTalk || len(req.Data) > cr.cfg.maxMsg {
-		return nil // publish applies it, or refuses it (then no ENTER either)
-	}
-	// First messages from one member often come together (a user's tabs, a script's users
-	// sharing one sender): one ENTER between them.
-	mu := &cr.joins[joinStripe(req.Topic, name)%uint32(len(cr.joins))]
-	mu.Lock()
-	defer mu.Unlock()
-	rec, ok, err := cr.load(ctx, req.Topic)
-	if err != nil {
-		return err
-	}
-	if _, in := rec.Members[name]; ok && in {
-		cr.track(c.ID, req.Topic, name)
-		return nil
-	}
-	data, _ := json.Marshal(map[string]string{"type": typeEnter, "sender": name, "roomId": strings.TrimPrefix(req.Topic, "chat/"), "reason": "first message"})
-	_, err = cr.publish(ctx, c, hub.PublishRequest{Topic: req.Topic, Type: typeEnter, Sender: name, Data: data})
-	return err
-}
-
-// joinStripe hashes a room and member (FNV-1a) to pick one of chatRooms.joins.
-func joinStripe(topic, name string) uint32 {
-	h := uint32(2166136261)
-	for _, s := range [...]string{topic, "\x00", name} {
-		for i := 0; i < len(s); i++ {
-			h = (h ^ uint32(s[i])) * 16777619
-		}
-	}
-	return h
+	return s.chat.JoinImplicitly(ctx, c, req)
 }

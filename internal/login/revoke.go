@@ -1,4 +1,4 @@
-package app
+package login
 
 import (
 	"context"
@@ -16,22 +16,27 @@ import (
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// kindRevoked is the state kind of revoked tokens; revokeTopic announces them to every node.
-const (
-	kindRevoked = "revoked"
-	revokeTopic = controlPrefix + "revocations"
-)
+// kindRevoked is the state kind of revoked tokens.
+const kindRevoked = "revoked"
 
-// revoker carries a logout to every node. The revocation is kept in the shared state store,
+// Revoker carries a logout to every node. The revocation is kept in the shared state store,
 // so a node that starts later (or this one after a restart) refuses the token too, and is
-// announced on revokeTopic, so every node adds it to its set at once and closes its open
+// announced on its topic, so every node adds it to its set at once and closes its open
 // connections that use the token.
-type revoker struct {
+type Revoker struct {
 	hub   *hub.Hub
 	store state.Store
 	set   *auth.Revocations
 	tr    *transport.Server
 	log   *slog.Logger
+	topic string // announces revocations to every node
+}
+
+// NewRevoker keeps revocations in st and set, announces them on topic (one of the nodes' own,
+// which clients may neither read nor publish) and closes tr's connections that use a revoked
+// token.
+func NewRevoker(h *hub.Hub, st state.Store, set *auth.Revocations, tr *transport.Server, topic string, log *slog.Logger) *Revoker {
+	return &Revoker{hub: h, store: st, set: set, tr: tr, topic: topic, log: log}
 }
 
 // revocation is what the store and the announcement hold.
@@ -41,11 +46,11 @@ type revocation struct {
 	Expires time.Time `json:"exp"`
 }
 
-// start subscribes to announcements, then loads the stored revocations (dropping expired
+// Start subscribes to announcements, then loads the stored revocations (dropping expired
 // ones), so nothing revoked meanwhile is missed. A store that other nodes write back into
 // after the broker lost it (state.Mirror) is read again each time.
-func (rv *revoker) start(ctx context.Context) error {
-	sub, _, err := rv.hub.Subscribe(ctx, revokeTopic, hub.SinkFunc(rv.deliver), hub.ReadOptions{})
+func (rv *Revoker) Start(ctx context.Context) error {
+	sub, _, err := rv.hub.Subscribe(ctx, rv.topic, hub.SinkFunc(rv.deliver), hub.ReadOptions{})
 	if err != nil {
 		return fmt.Errorf("revocations: subscribe: %w", err)
 	}
@@ -65,7 +70,7 @@ func (rv *revoker) start(ctx context.Context) error {
 }
 
 // load adds the stored revocations to the set and deletes the expired ones.
-func (rv *revoker) load(ctx context.Context) error {
+func (rv *Revoker) load(ctx context.Context) error {
 	now := time.Now()
 	var expired []string
 	err := rv.store.List(ctx, kindRevoked, func(name string, v []byte) {
@@ -88,7 +93,7 @@ func (rv *revoker) load(ctx context.Context) error {
 }
 
 // deliver applies an announced revocation on this node.
-func (rv *revoker) deliver(p *hub.Publication) {
+func (rv *Revoker) deliver(p *hub.Publication) {
 	var r revocation
 	if json.Unmarshal(p.Data, &r) != nil || r.ID == "" {
 		return
@@ -100,7 +105,7 @@ func (rv *revoker) deliver(p *hub.Publication) {
 	rv.closeSessions(r.ID)
 }
 
-func (rv *revoker) closeSessions(id string) {
+func (rv *Revoker) closeSessions(id string) {
 	n := rv.tr.CloseWhere(transport.BySession(id), transport.ReasonRevoked)
 	if n > 0 {
 		rv.log.Info("closed connections of a revoked token", "connections", n)
@@ -108,7 +113,7 @@ func (rv *revoker) closeSessions(id string) {
 }
 
 // revoke records c's revocation, announces it and closes this node's connections using it.
-func (rv *revoker) revoke(ctx context.Context, c auth.Claims) error {
+func (rv *Revoker) revoke(ctx context.Context, c auth.Claims) error {
 	if err := rv.set.Add(c.ID, c.Expires); err != nil {
 		return fmt.Errorf("%w: %v", hub.ErrNotReady, err)
 	}
@@ -117,7 +122,7 @@ func (rv *revoker) revoke(ctx context.Context, c auth.Claims) error {
 		return fmt.Errorf("%w: keep revocation: %v", hub.ErrNotReady, err)
 	}
 	rv.closeSessions(c.ID)
-	if _, err := rv.hub.Publish(ctx, hub.PublishRequest{Topic: revokeTopic, Type: "REVOKE", Sender: c.User, Data: data}); err != nil {
+	if _, err := rv.hub.Publish(ctx, hub.PublishRequest{Topic: rv.topic, Type: "REVOKE", Sender: c.User, Data: data}); err != nil {
 		return fmt.Errorf("announce revocation: %w", err)
 	}
 	return nil

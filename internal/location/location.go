@@ -1,4 +1,6 @@
-package app
+// Package location keeps the latest position of each member of the location groups someone
+// asks about (GET /cur/{group}, GET /api/location/{group}).
+package location
 
 import (
 	"context"
@@ -13,38 +15,50 @@ import (
 	"github.com/rtlab/rtlab/internal/transport"
 )
 
-// LocationLimits bound what GET /cur/{group} keeps. Zero values mean the defaults given.
-type LocationLimits struct {
+// Limits bound what GET /cur/{group} keeps. Zero values mean the defaults given.
+type Limits struct {
 	Groups    int           // groups tracked at once; zero means 1,000 (the least recently asked is dropped)
 	Members   int           // members kept per group; zero means 10,000
 	Bytes     int           // position data kept per group, in bytes; zero means 4 MiB
 	MemberTTL time.Duration // a member whose last position is older is dropped; zero means 5 minutes
 }
 
-func (l *LocationLimits) fill() {
-	d := Defaults().Location
+// DefaultLimits are what the zero fields of Limits mean (the flags' defaults).
+func DefaultLimits() Limits {
+	return Limits{Groups: 1000, Members: 10_000, Bytes: 4 << 20, MemberTTL: 5 * time.Minute}
+}
+
+func (l *Limits) fill() {
+	d := DefaultLimits()
 	orDefault(&l.Groups, d.Groups)
 	orDefault(&l.Members, d.Members)
 	orDefault(&l.Bytes, d.Bytes)
 	orDefault(&l.MemberTTL, d.MemberTTL)
 }
 
-// locations keeps the latest position per member of each group someone asked about. A group
+// orDefault sets *v to d when it is zero or less.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// Groups keeps the latest position per member of each group someone asked about. A group
 // is tracked through an ordinary hub subscription (seeded from history), so positions
 // published on other nodes count too; groups nobody asks about for a while are dropped.
 // Everything is bounded: groups, members and bytes per group, and a member's age; over a bound
 // the least recently heard member (or asked group) goes first.
-type locations struct {
+type Groups struct {
 	hub     *hub.Hub
 	idleTTL time.Duration
-	lim     LocationLimits
+	lim     Limits
 
 	mu     sync.Mutex
 	groups map[string]*groupState // guarded by mu
 }
 
 type groupState struct {
-	lim     *LocationLimits
+	lim     *Limits
 	sub     *hub.Subscription
 	ready   chan struct{} // closed once the replay was applied
 	mu      sync.Mutex
@@ -52,7 +66,7 @@ type groupState struct {
 	members map[string]*groupMember // guarded by mu
 	oldest  groupMember             // sentinel of the list of members, least recently heard first; guarded by mu
 	bytes   int                     // data bytes of all members; guarded by mu
-	asked   time.Time               // guarded by locations.mu
+	asked   time.Time               // guarded by Groups.mu
 }
 
 // groupMember is one member's latest position, in its group's list by recency.
@@ -72,12 +86,13 @@ type memberPos struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-func newLocations(h *hub.Hub, lim LocationLimits) *locations {
+// New keeps the groups of h's location/ topics within lim (zero fields: DefaultLimits).
+func New(h *hub.Hub, lim Limits) *Groups {
 	lim.fill()
-	return &locations{hub: h, idleTTL: 5 * time.Minute, lim: lim, groups: make(map[string]*groupState)}
+	return &Groups{hub: h, idleTTL: 5 * time.Minute, lim: lim, groups: make(map[string]*groupState)}
 }
 
-func newGroupState(lim *LocationLimits) *groupState {
+func newGroupState(lim *Limits) *groupState {
 	g := &groupState{lim: lim, ready: make(chan struct{}), members: make(map[string]*groupMember)}
 	g.oldest.prev, g.oldest.next = &g.oldest, &g.oldest
 	return g
@@ -147,15 +162,15 @@ func (g *groupState) expireLocked(now time.Time) {
 	}
 }
 
-// groupCount is how many groups are tracked.
-func (l *locations) groupCount() int {
+// GroupCount is how many groups are tracked.
+func (l *Groups) GroupCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.groups)
 }
 
 // state returns the group's state, starting to track it if needed.
-func (l *locations) state(ctx context.Context, topic string) (*groupState, error) {
+func (l *Groups) state(ctx context.Context, topic string) (*groupState, error) {
 	l.mu.Lock()
 	g := l.groups[topic]
 	if g == nil {
@@ -195,7 +210,7 @@ func (l *locations) state(ctx context.Context, topic string) (*groupState, error
 }
 
 // dropLeastAskedLocked stops tracking the group asked about least recently, to make room.
-func (l *locations) dropLeastAskedLocked() {
+func (l *Groups) dropLeastAskedLocked() {
 	var (
 		name string
 		old  *groupState
@@ -211,8 +226,8 @@ func (l *locations) dropLeastAskedLocked() {
 	}
 }
 
-// sweep drops groups nobody asked about within idleTTL, and members past their TTL.
-func (l *locations) sweep(ctx context.Context) {
+// Sweep drops groups nobody asked about within idleTTL, and members past their TTL.
+func (l *Groups) Sweep(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -236,8 +251,9 @@ func (l *locations) sweep(ctx context.Context) {
 	}
 }
 
-func (l *locations) serve(w http.ResponseWriter, r *http.Request, group string) error {
-	topic := "location/" + group
+// serve answers the group's members and their latest positions.
+func (l *Groups) serve(w http.ResponseWriter, r *http.Request, group string) error {
+	topic := Topic(group)
 	if err := hub.ValidateTopic(topic); err != nil {
 		return err
 	}
@@ -258,4 +274,27 @@ func (l *locations) serve(w http.ResponseWriter, r *http.Request, group string) 
 		"group": group, "topic": topic, "epoch": top.Epoch, "offset": top.Offset, "members": members,
 	})
 	return nil
+}
+
+// Topic is the topic of a location group.
+func Topic(group string) string { return "location/" + group }
+
+// Handler answers a request for {group}'s members and positions (GET /api/location/{group},
+// the seed routes' /cur/{group}) to those p lets read the group.
+func (l *Groups) Handler(tr *transport.Server, p transport.Policy) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ident, err := tr.AuthenticateRequest(r)
+		if err == nil {
+			err = tr.AllowRead(r, ident.User)
+		}
+		if err == nil {
+			err = p.CanRead(transport.Client{Identity: ident}, Topic(r.PathValue("group")))
+		}
+		if err == nil {
+			err = l.serve(w, r, r.PathValue("group"))
+		}
+		if err != nil {
+			tr.WriteError(w, r, err)
+		}
+	}
 }
