@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Mode is what the proxy does to traffic.
@@ -49,6 +50,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	cond   *sync.Cond // broadcast when mode changes or the proxy closes
 	mode   Mode
+	delay  time.Duration // added to every chunk forwarded while set (SetDelay)
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every open pair, for Reset and Close
 	wg     sync.WaitGroup
@@ -76,6 +78,22 @@ func (p *Proxy) Set(m Mode) {
 	p.mode = m
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// SetDelay holds every chunk forwarded from now on for d before it goes on, in both
+// directions, as a slow link does (0 restores). Order and throughput are kept: chunks wait in
+// a line, not behind each other.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// currentDelay is the delay in force.
+func (p *Proxy) currentDelay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Reset ends every open connection with a TCP RST and returns how many ends it reset.
@@ -238,6 +256,8 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 	buf := make([]byte, 32<<10)
 	var held []byte
 	holding := false
+	line := &delayLine{}
+	defer line.close()
 	for {
 		n, err := src.Read(buf)
 		mode, ok := p.gate()
@@ -268,11 +288,14 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 			continue
 		}
 		if len(chunk) > 0 {
-			if _, werr := dst.Write(chunk); werr != nil {
+			if werr := line.write(dst, chunk, p.currentDelay()); werr != nil {
 				return
 			}
 		}
 		if err != nil {
+			if line.flush() != nil {
+				return
+			}
 			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 				_ = tc.CloseWrite() // pass the FIN on, keep the other direction
 				halfClosed = true
@@ -281,3 +304,66 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 		}
 	}
 }
+
+// delayLine writes chunks to their destination d after they were read, from a goroutine of its
+// own started at the first delayed chunk, so that a delay adds latency without cutting
+// throughput. Without a delay (and nothing in line) a chunk is written at once.
+type delayLine struct {
+	ch   chan delayed
+	errc chan error // the writer's first error; closed when it ends
+	err  error
+}
+
+type delayed struct {
+	due  time.Time
+	data []byte
+}
+
+func (l *delayLine) write(dst net.Conn, chunk []byte, d time.Duration) error {
+	if l.err != nil {
+		return l.err
+	}
+	if d <= 0 && l.ch == nil {
+		_, err := dst.Write(chunk)
+		return err
+	}
+	if l.ch == nil {
+		l.ch, l.errc = make(chan delayed, 1024), make(chan error, 1)
+		go l.run(dst)
+	}
+	select {
+	case l.ch <- delayed{time.Now().Add(d), append([]byte(nil), chunk...)}:
+		return nil
+	case err := <-l.errc:
+		l.err = err
+		return err
+	}
+}
+
+func (l *delayLine) run(dst net.Conn) {
+	defer close(l.errc)
+	for c := range l.ch {
+		time.Sleep(time.Until(c.due))
+		if _, err := dst.Write(c.data); err != nil {
+			l.errc <- err
+			for range l.ch { // drop the rest; the reader side stops at its next write
+			}
+			return
+		}
+	}
+}
+
+// flush waits until every chunk in line is written.
+func (l *delayLine) flush() error {
+	if l.ch == nil || l.err != nil {
+		return l.err
+	}
+	close(l.ch)
+	if err := <-l.errc; err != nil {
+		l.err = err
+	}
+	l.ch = nil
+	return l.err
+}
+
+func (l *delayLine) close() { _ = l.flush() }

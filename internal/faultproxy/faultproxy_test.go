@@ -96,3 +96,43 @@ func TestUpgradesRefusedAndReset(t *testing.T) {
 		t.Fatal("the connection ended cleanly after a reset, want an error")
 	}
 }
+
+// TestDelayHoldsEveryChunk checks that a delay holds data at least that long and keeps order;
+// it asserts only the lower bound, which no machine speed can break.
+func TestDelayHoldsEveryChunk(t *testing.T) {
+	p := start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	_, _ = io.WriteString(c, "zero\n") // the connection's first bytes go straight on
+	if l, _ := r.ReadString('\n'); l != "zero\n" {
+		t.Fatalf("before: %q", l)
+	}
+	p.SetDelay(100 * time.Millisecond)
+	began := time.Now()
+	for _, l := range []string{"one\n", "two\n", "three\n"} {
+		_, _ = io.WriteString(c, l)
+	}
+	var got []string
+	for range 3 {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, l)
+	}
+	if took := time.Since(began); took < 200*time.Millisecond { // 100 ms each way
+		t.Errorf("echoed after %s through a 100 ms delay each way", took)
+	}
+	if strings.Join(got, "") != "one\ntwo\nthree\n" {
+		t.Errorf("order: %q", got)
+	}
+	p.SetDelay(0)
+	_, _ = io.WriteString(c, "four\n")
+	if l, _ := r.ReadString('\n'); l != "four\n" {
+		t.Errorf("after the delay: %q", l)
+	}
+}
