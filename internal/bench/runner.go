@@ -79,6 +79,12 @@ func probeRTLab(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, broker := range o.Brokers {
+		if spawned(broker) { // started with each cell; here only looked for
+			if _, err := peers.BrokerBinary(brokerURL(broker)); err != nil {
+				return flagErr(err)
+			}
+			continue
+		}
 		s, err := peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
 		if err != nil {
 			flag := "--server-args"
@@ -242,7 +248,7 @@ func (o *Options) newResults() *results.Results {
 			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			ServerVersions: o.serverVersions(),
 			Grace:          results.Duration(o.Grace), LongPollWait: results.Duration(o.LongWait), PublishConns: o.PubConns,
-			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
+			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds, Faults: o.Faults,
 		},
 		Machine: results.Machine{
 			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
@@ -283,7 +289,7 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (results.S
 }
 
 // startServers starts the nodes of a cell: kind on broker, their logs in logDir.
-func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*peers.Server, error) {
+func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string, env *faultEnv) ([]*peers.Server, error) {
 	n := o.nodesFor(broker)
 	if ownBroker(kind) {
 		n = 1
@@ -304,7 +310,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		var err error
 		switch kind {
 		case results.KindCentrifugo:
-			s, err = o.startCentrifugo(ctx, broker, logw)
+			s, err = o.startCentrifugo(ctx, env.brokerFor(broker, i), logw)
 		case results.KindRabbitMQ:
 			s, err = startRabbit(ctx, logw)
 		case results.KindSpring:
@@ -312,7 +318,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		default:
 			var bin string
 			if bin, err = o.serverBinary(); err == nil {
-				s, err = peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
+				s, err = peers.StartRTLab(ctx, bin, env.brokerFor(broker, i), o.ServerArgs, o.AuthSecret, logw)
 			}
 		}
 		if err != nil {
@@ -339,9 +345,14 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	nodes := []string{o.targetHost}
 	var servers []*peers.Server
+	var env *faultEnv
 	if o.Target == "" {
 		var err error
-		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
+		if env, err = o.newFaultEnv(ctx, broker, o.nodesFor(broker), logDir); err != nil {
+			return nil, err
+		}
+		defer env.close()
+		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir, env)
 		defer func() {
 			for _, s := range servers {
 				s.Stop()
@@ -370,13 +381,21 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
-		smp.brokerPID = procstat.ListenerPID(brokerURL(broker))
-		smp.brokers = brokerProcs(brokerURL(broker))
+		bu := env.brokerFor(broker, len(servers)) // past the proxies: the broker's own address
+		smp.brokerPID = procstat.ListenerPID(bu)
+		smp.brokers = brokerProcs(bu)
 	}
 	smp.baseline()
 
+	c.flt = newFaultCount(o.faults, len(c.vus), c)
 	c.startWorkers()
 	c.clk = newClock()
+	injCtx, stopInj := context.WithCancel(ctx)
+	defer stopInj()
+	var inj *injector
+	if len(o.faults) > 0 {
+		inj = env.inject(injCtx, c, servers)
+	}
 	schedCtx, stopSched := context.WithCancel(c.ctx)
 	var schedDone sync.WaitGroup
 	schedDone.Add(1)
@@ -396,6 +415,10 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	elapsed, stopped := c.measure(ctx, run, smp)
 	stopAt := c.clk.now()
+	stopInj()
+	if inj != nil {
+		inj.wait()
+	}
 
 	// Wind down: no more publications, every user leaves, answers already on their way are
 	// collected, then the workers finish what is queued.
@@ -424,6 +447,9 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	run.Duration = results.Duration(elapsed)
 	c.results(run, smp, cut)
+	if inj != nil {
+		inj.account(run, cut)
+	}
 	for _, t := range o.thresholds {
 		run.Thresholds = append(run.Thresholds, t.Check(run))
 	}
