@@ -60,7 +60,7 @@ func (o *Options) newFaultEnv(ctx context.Context, broker string, nodes int, log
 			return nil, fmt.Errorf("broker URL: %w", err)
 		}
 		for range nodes {
-			p, err := faultproxy.Start(u.Host)
+			p, err := faultproxy.StartTCP(u.Host)
 			if err != nil {
 				env.close()
 				return nil, err

@@ -46,6 +46,7 @@ const maxHeld = 1 << 20
 type Proxy struct {
 	ln       net.Listener
 	upstream string
+	raw      bool // any TCP protocol: the upstream is dialled at once, bytes never looked at
 
 	mu     sync.Mutex
 	cond   *sync.Cond // broadcast when mode changes or the proxy closes
@@ -67,6 +68,19 @@ func Start(upstream string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// StartTCP is Start for any TCP protocol, one whose server may speak first (NATS, AMQP,
+// Redis): it connects upstream as soon as a client connects and never looks at the bytes, so
+// only Pass, BlackHole, Down, Reset and delays apply.
+func StartTCP(upstream string) (*Proxy, error) {
+	p, err := Start(upstream)
+	if err == nil {
+		p.mu.Lock()
+		p.raw = true
+		p.mu.Unlock()
+	}
+	return p, err
 }
 
 // Addr is the proxy's host:port.
@@ -211,13 +225,20 @@ func (p *Proxy) serve(client net.Conn) {
 		}
 		return
 	}
-	buf := make([]byte, 32<<10)
-	n, err := client.Read(buf)
-	mode, ok := p.gate()
-	if err != nil || !ok {
-		return
+	p.mu.Lock()
+	raw := p.raw
+	p.mu.Unlock()
+	var head []byte
+	mode := Pass
+	if !raw {
+		buf := make([]byte, 32<<10)
+		n, err := client.Read(buf)
+		m, ok := p.gate()
+		if err != nil || !ok {
+			return
+		}
+		head, mode = buf[:n], m
 	}
-	head := buf[:n]
 	if bytes.Contains(bytes.ToLower(head), []byte("upgrade: websocket")) {
 		switch mode {
 		case RefuseUpgrades:
@@ -233,8 +254,10 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(up)
-	if _, err := up.Write(head); err != nil {
-		return
+	if len(head) > 0 {
+		if _, err := up.Write(head); err != nil {
+			return
+		}
 	}
 	done := make(chan struct{}, 2)
 	go func() { p.pump(up, client, false); done <- struct{}{} }()

@@ -136,3 +136,48 @@ func TestDelayHoldsEveryChunk(t *testing.T) {
 		t.Errorf("after the delay: %q", l)
 	}
 }
+
+// TestTCPServerSpeaksFirst checks that StartTCP carries a protocol whose server speaks first
+// (NATS's INFO, say), and black-holes it like the HTTP proxy.
+func TestTCPServerSpeaksFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.WriteString(c, "INFO {}\n"); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := StartTCP(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if l, err := r.ReadString('\n'); l != "INFO {}\n" {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	p.Set(BlackHole)
+	_, _ = io.WriteString(c, "PING\n")
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if l, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a black hole let %q through", l)
+	}
+	p.Set(Pass)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if l, err := r.ReadString('\n'); l != "PING\n" {
+		t.Fatalf("after the black hole: %q, %v", l, err)
+	}
+}
