@@ -43,7 +43,7 @@ func TestParseFaults(t *testing.T) {
 // faultMatrix is the schedule the CI fault matrix injects on every broker: a broker restart, a
 // 10 s partition of node 1 from its broker, then the kill of node 2, whose users fail over to
 // node 1. A receiver must get every accepted publication of a window or be told of a gap.
-const faultMatrix = "10s:restart-broker,16s:partition-node=1:10s,30s:kill-node=2"
+const faultMatrix = "8s:restart-broker,20s:partition-node=1:10s,34s:kill-node=2"
 
 // recoveryBound is the documented bound (docs/bench.md) on a fault's recovery in the matrix.
 const recoveryBound = 15 * time.Second
@@ -76,7 +76,7 @@ func faultRun(t *testing.T, bin, broker, schedule string) *results.Run {
 		t.Skipf("%s is not installed", broker)
 	}
 	o := &bench.Options{
-		Transports: []string{"ws"}, Users: []int{40}, Groups: 4, Stages: "2s:PEAK,41s:PEAK,1s:0",
+		Transports: []string{"ws"}, Users: []int{40}, Groups: 4, Stages: "2s:PEAK,42s:PEAK,1s:0",
 		Interval: 500 * time.Millisecond, Seed: 3, ServerBinary: bin, Status: &lockedBuffer{},
 		Brokers: []string{broker}, Nodes: 2, Faults: schedule,
 		ServerArgs: []string{"--durable", "location/"},
@@ -117,7 +117,8 @@ func checkFaults(t *testing.T, run *results.Run, schedule string) {
 		}
 		t.Logf("%s node %d at %s: expected %d, delivered %d, told %d, silently lost %d, gaps %d, dups %d, reordered %d, refused %d, recovery %s %s",
 			f.Kind, f.Node, f.At, f.Expected, f.Delivered, f.Told, f.SilentlyLost, f.Gaps, f.Duplicates, f.Reordered, f.PublishFailed, rec, f.Error)
-		if f.Kind != specs[i].Kind || time.Duration(f.At) != specs[i].At || f.Node != specs[i].Node || f.Error != "" {
+		// A fault is injected late when the one before it outlasted the gap (a slow restart).
+		if f.Kind != specs[i].Kind || time.Duration(f.At) < specs[i].At || f.Node != specs[i].Node || f.Error != "" {
 			t.Errorf("fault %d recorded as %+v, want %+v", i, f, specs[i])
 		}
 		if f.Expected == 0 || f.Delivered+f.Told+f.SilentlyLost != f.Expected {

@@ -43,7 +43,7 @@ func (in *injector) account(run *results.Run, cut int64) {
 		f.Duplicates, f.Reordered = fc.dups[k].Load(), fc.ooo[k].Load()
 		lo, hi := int(time.Duration(f.At).Seconds()), int(time.Duration(to-base).Seconds())
 		f.PublishFailed = sumRange(run.Series.PublishFailed, lo, hi)
-		f.Recovery = recovery(run.Series.Received, in.recs[0].At, in.ends[k], time.Duration(to-base))
+		f.Recovery = recovery(run.Series.Received, in.recs[0].At, in.ends[k], time.Duration(total))
 	}
 	run.Faults = in.recs
 }
@@ -88,7 +88,7 @@ func sumRange(s []int64, lo, hi int) int64 {
 }
 
 // recovery is the time from end (the fault over) to the end of the first whole second after it,
-// before until, whose deliveries reach recoveredShare of the median second of the 10 s before
+// before until (the run's end: a slow restart may outlast its window), whose deliveries reach recoveredShare of the median second of the 10 s before
 // the first fault; nil when none does or there is no second to compare with.
 func recovery(received []int64, first results.Duration, end, until time.Duration) *results.Duration {
 	hi := int(time.Duration(first).Seconds())

@@ -137,7 +137,10 @@ func (in *injector) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		rec := results.Fault{Kind: f.Kind, Node: f.Node, At: results.Duration(f.At), For: results.Duration(f.For), Delay: results.Duration(f.Delay)}
+		// At is when it was injected: later than planned when the fault before it (a broker's
+		// restart, say) outlasted the gap between them.
+		at := max(f.At, time.Since(in.c.clk.t0).Round(time.Millisecond))
+		rec := results.Fault{Kind: f.Kind, Node: f.Node, At: results.Duration(at), For: results.Duration(f.For), Delay: results.Duration(f.Delay)}
 		if err := in.apply(ctx, f); err != nil {
 			rec.Error = err.Error()
 		}
