@@ -100,6 +100,8 @@ func faultRun(t *testing.T, bin, broker, schedule string) *results.Run {
 	if res.Config.Faults != schedule {
 		t.Errorf("results record --fault %q, want %q", res.Config.Faults, schedule)
 	}
+	d := res.Runs[0].Delivery
+	t.Logf("the whole run: %d deliveries due, %d received, %d gaps", d.Expected, d.Received, d.Gaps)
 	return &res.Runs[0]
 }
 
