@@ -119,8 +119,7 @@ func checkFaults(t *testing.T, run *results.Run, schedule string) {
 		}
 		t.Logf("%s node %d at %s: expected %d, delivered %d, told %d, silently lost %d, gaps %d, dups %d, reordered %d, refused %d, recovery %s %s",
 			f.Kind, f.Node, f.At, f.Expected, f.Delivered, f.Told, f.SilentlyLost, f.Gaps, f.Duplicates, f.Reordered, f.PublishFailed, rec, f.Error)
-		// A fault is injected late when the one before it outlasted the gap (a slow restart).
-		if f.Kind != specs[i].Kind || time.Duration(f.At) < specs[i].At || f.Node != specs[i].Node || f.Error != "" {
+		if f.Kind != specs[i].Kind || time.Duration(f.At) != specs[i].At || f.Node != specs[i].Node || f.Error != "" {
 			t.Errorf("fault %d recorded as %+v, want %+v", i, f, specs[i])
 		}
 		if f.Expected == 0 || f.Delivered+f.Told+f.SilentlyLost != f.Expected {

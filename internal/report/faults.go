@@ -23,6 +23,9 @@ func faultLine(f results.Fault) string {
 	if f.Error != "" {
 		return fmt.Sprintf("fault %s at %s failed: %s", what, f.At, f.Error)
 	}
+	if f.Late > 0 {
+		what += fmt.Sprintf(" (%s late)", f.Late)
+	}
 	rec := "not recovered"
 	if f.Recovery != nil {
 		rec = "recovered in " + time.Duration(*f.Recovery).Round(100*time.Millisecond).String()

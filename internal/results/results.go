@@ -418,6 +418,8 @@ type Fault struct {
 	// zero for a kill without restart and a broker restart (as long as the broker took).
 	For   Duration `json:"for,omitempty"`
 	Delay Duration `json:"delay,omitempty"` // delay-broker: the delay added each way
+	// Late is how long after At the fault was injected, when the one before outlasted the gap.
+	Late Duration `json:"late,omitempty"`
 	// Error says why the fault could not be injected (a node that did not restart).
 	Error string `json:"error,omitempty"`
 
