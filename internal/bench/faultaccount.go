@@ -15,10 +15,10 @@ const recoveredShare = 0.9
 // account fills run.Faults from the injector's records and the cell's counts, once every
 // activity has ended; cut is as for delivery.
 func (in *injector) account(run *results.Run, cut int64) {
-	c, fc := in.c, in.c.flt
-	if fc == nil {
+	if in == nil {
 		return
 	}
+	c, fc := in.c, in.c.flt
 	byGroup := c.acceptedByGroup(cut)
 	base := c.clk.base
 	total := int64(c.plan.Total)

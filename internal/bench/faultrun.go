@@ -107,19 +107,25 @@ func (e *faultEnv) close() {
 	}
 }
 
-// injector injects a cell's faults at their times and records each.
+// injector injects a cell's faults at their times and records each. A nil *injector (a run
+// without faults) does nothing.
 type injector struct {
 	c       *cell
 	env     *faultEnv
 	servers []*peers.Server // its own copy: a restarted node replaces its entry
 	recs    []results.Fault
 	ends    []time.Duration // when each fault was over, since the start
+	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-// inject starts injecting the cell's faults; stop ends it and returns the records.
+// inject starts injecting the cell's faults, if any; stop ends it.
 func (e *faultEnv) inject(ctx context.Context, c *cell, servers []*peers.Server) *injector {
+	if len(c.opts.faults) == 0 {
+		return nil
+	}
 	in := &injector{c: c, env: e, servers: slices.Clone(servers), done: make(chan struct{})}
+	ctx, in.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(in.done)
 		in.run(ctx)
@@ -216,9 +222,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// wait returns once the injector has stopped (cancel its context first), the proxies healed.
-func (in *injector) wait() {
-	<-in.done
+// stop ends a fault under way (a partition heals, a delay ends) and waits for the injector.
+func (in *injector) stop() {
+	if in != nil {
+		in.cancel()
+		<-in.done
+	}
 }
 
 // faultCount counts per fault window what the receivers saw: per user, receipts in its

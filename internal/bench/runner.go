@@ -335,6 +335,29 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 	return servers, nil
 }
 
+// startCell starts a cell's broker (when the lab starts it), proxies and servers, none with
+// --target; stop ends them, also after an error.
+func (o *Options) startCell(ctx context.Context, kind, broker, transport, key string, peak int, logDir string) (servers []*peers.Server, env *faultEnv, stop func(), err error) {
+	stop = func() {}
+	if o.Target != "" {
+		return nil, nil, stop, nil
+	}
+	if env, err = o.newFaultEnv(ctx, broker, o.nodesFor(broker), logDir); err != nil {
+		return nil, nil, stop, err
+	}
+	servers, err = o.startServers(ctx, kind, broker, key, peak, logDir, env)
+	stop = func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+		env.close()
+	}
+	if err == nil && o.serversUp != nil {
+		o.serversUp(transport, servers)
+	}
+	return servers, env, stop, err
+}
+
 // runCell runs one transport at one peak against fresh servers of kind on broker (or the
 // target).
 func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*results.Run, error) {
@@ -343,27 +366,13 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
 	}
+	servers, env, stop, err := o.startCell(ctx, kind, broker, transport, run.Key(), peak, logDir)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
 	nodes := []string{o.targetHost}
-	var servers []*peers.Server
-	var env *faultEnv
 	if o.Target == "" {
-		var err error
-		if env, err = o.newFaultEnv(ctx, broker, o.nodesFor(broker), logDir); err != nil {
-			return nil, err
-		}
-		defer env.close()
-		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir, env)
-		defer func() {
-			for _, s := range servers {
-				s.Stop()
-			}
-		}()
-		if err != nil {
-			return nil, err
-		}
-		if o.serversUp != nil {
-			o.serversUp(transport, servers)
-		}
 		nodes = nodes[:0]
 		for _, s := range servers {
 			nodes = append(nodes, s.Addr)
@@ -382,20 +391,15 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
 		bu := env.brokerFor(broker, len(servers)) // past the proxies: the broker's own address
-		smp.brokerPID = procstat.ListenerPID(bu)
-		smp.brokers = brokerProcs(bu)
+		smp.brokerPID, smp.brokers = procstat.ListenerPID(bu), brokerProcs(bu)
 	}
 	smp.baseline()
 
 	c.flt = newFaultCount(o.faults, len(c.vus), c)
 	c.startWorkers()
 	c.clk = newClock()
-	injCtx, stopInj := context.WithCancel(ctx)
-	defer stopInj()
-	var inj *injector
-	if len(o.faults) > 0 {
-		inj = env.inject(injCtx, c, servers)
-	}
+	inj := env.inject(ctx, c, servers)
+	defer inj.stop()
 	schedCtx, stopSched := context.WithCancel(c.ctx)
 	var schedDone sync.WaitGroup
 	schedDone.Add(1)
@@ -415,10 +419,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	elapsed, stopped := c.measure(ctx, run, smp)
 	stopAt := c.clk.now()
-	stopInj()
-	if inj != nil {
-		inj.wait()
-	}
+	inj.stop()
 
 	// Wind down: no more publications, every user leaves, answers already on their way are
 	// collected, then the workers finish what is queued.
@@ -447,9 +448,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	run.Duration = results.Duration(elapsed)
 	c.results(run, smp, cut)
-	if inj != nil {
-		inj.account(run, cut)
-	}
+	inj.account(run, cut)
 	for _, t := range o.thresholds {
 		run.Thresholds = append(run.Thresholds, t.Check(run))
 	}
