@@ -277,15 +277,22 @@ func (fc *faultCount) gap(user int, now int64) {
 	}
 }
 
-func (fc *faultCount) duplicate(now int64, reordered bool) {
-	if fc == nil {
-		return
+// duplicated counts a duplicate receipt at now.
+func (fc *faultCount) duplicated(now int64) {
+	if fc != nil {
+		fc.count(fc.dups, now)
 	}
+}
+
+// reordered counts a receipt out of its sender's order at now.
+func (fc *faultCount) reordered(now int64) {
+	if fc != nil {
+		fc.count(fc.ooo, now)
+	}
+}
+
+func (fc *faultCount) count(per []atomic.Int64, now int64) {
 	if k := fc.window(now); k >= 0 {
-		if reordered {
-			fc.ooo[k].Add(1)
-		} else {
-			fc.dups[k].Add(1)
-		}
+		per[k].Add(1)
 	}
 }

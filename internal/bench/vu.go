@@ -290,11 +290,11 @@ func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 		return
 	case dup:
 		v.sh.update(func(c *counters) { c.duplicates++; c.bytesIn += int64(size) })
-		v.c.flt.duplicate(now, false)
+		v.c.flt.duplicated(now)
 		return
 	case ooo:
 		v.sh.update(func(c *counters) { c.outOfOrder++ })
-		v.c.flt.duplicate(now, true)
+		v.c.flt.reordered(now)
 	}
 	// Latency is recorded only for receipts the delivery ratio can count: in the receiver's
 	// window, of a publication on record. One sent while the receiver subscribed or after its
