@@ -29,5 +29,5 @@ echo
 echo "| broker | fault | at | due | delivered | told | silently lost | gaps | dups | reordered | refused pubs | recovery |"
 echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 jq -r '.runs[] | (.broker // "-") as $b | .faults[]? |
-  "| \($b) | \(.kind)\(if .node then "=\(.node)" else "" end)\(if .error then " (failed: \(.error))" else "" end) | \(.at) | \(.expected) | \(.delivered) | \(.told) | \(.silentlyLost) | \(.gaps) | \(.duplicates) | \(.reordered) | \(.publishFailed) | \(.recovery // "none") |"' \
+  "| \($b) | \(.kind)\(if .node then "=\(.node)" else "" end)\(if .delay then "=\(.delay)" else "" end)\(if .for then ":\(.for)" else "" end)\(if .late then " (\(.late) late)" else "" end)\(if .error then " (failed: \(.error))" else "" end) | \(.at) | \(.expected) | \(.delivered) | \(.told) | \(.silentlyLost) | \(.gaps) | \(.duplicates) | \(.reordered) | \(.publishFailed) | \(.recovery // "none") |"' \
   "$out/results/results.json"

@@ -101,7 +101,7 @@ func recovery(received []int64, first results.Duration, end, until time.Duration
 	normal := recoveredShare * float64(before[len(before)/2])
 	for s := int((end + time.Second - 1) / time.Second); s < min(len(received), int(until/time.Second)+1); s++ {
 		if float64(received[s]) >= normal {
-			d := results.Duration(time.Duration(s+1)*time.Second - end)
+			d := results.Duration((time.Duration(s+1)*time.Second - end).Round(time.Millisecond))
 			return &d
 		}
 	}

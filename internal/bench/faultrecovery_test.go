@@ -23,6 +23,7 @@ func TestRecovery(t *testing.T) {
 		{5 * s, 5 * s, 8 * s, -1}, // nothing back before until
 		{0, 5 * s, 12 * s, -1},    // no second before the first fault
 		{5 * s, 10200 * time.Millisecond, 12 * s, 1800 * time.Millisecond},
+		{5 * s, 10200400 * time.Microsecond, 12 * s, 1800 * time.Millisecond}, // rounded to the ms
 	} {
 		got := recovery(received, results.Duration(tc.first), tc.end, tc.until)
 		switch {

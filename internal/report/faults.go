@@ -17,21 +17,22 @@ func faultLine(f results.Fault) string {
 	if f.Delay > 0 {
 		what += " " + f.Delay.String()
 	}
+	when := f.At.String()
+	if f.Late > 0 {
+		when += fmt.Sprintf(" (%s late)", f.Late)
+	}
 	if f.For > 0 {
-		what += " for " + f.For.String()
+		when += " for " + f.For.String()
 	}
 	if f.Error != "" {
-		return fmt.Sprintf("fault %s at %s failed: %s", what, f.At, f.Error)
-	}
-	if f.Late > 0 {
-		what += fmt.Sprintf(" (%s late)", f.Late)
+		return fmt.Sprintf("fault %s at %s failed: %s", what, when, f.Error)
 	}
 	rec := "not recovered"
 	if f.Recovery != nil {
 		rec = "recovered in " + time.Duration(*f.Recovery).Round(100*time.Millisecond).String()
 	}
 	return fmt.Sprintf("fault %s at %s: delivered %s of %s, told (gap) %s, silently lost %s, gaps %s, dups %s, reordered %s, refused publishes %s, %s",
-		what, f.At, fmtInt(f.Delivered), fmtInt(f.Expected), fmtInt(f.Told), fmtInt(f.SilentlyLost), fmtInt(f.Gaps),
+		what, when, fmtInt(f.Delivered), fmtInt(f.Expected), fmtInt(f.Told), fmtInt(f.SilentlyLost), fmtInt(f.Gaps),
 		fmtInt(f.Duplicates), fmtInt(f.Reordered), fmtInt(f.PublishFailed), rec)
 }
 

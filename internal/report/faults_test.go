@@ -23,7 +23,7 @@ func TestFaultsReported(t *testing.T) {
 	Summary(&sum, r)
 	for _, want := range []string{
 		"· " + label(run) + " fault restart-broker at 10s: delivered 90 of 100, told (gap) 10, silently lost 0, gaps 4, dups 0, reordered 0, refused publishes 0, recovered in 2s",
-		flagMark + " " + label(run) + " fault partition-node node 1 for 10s at 20s: delivered 97 of 100, told (gap) 0, silently lost 3,",
+		flagMark + " " + label(run) + " fault partition-node node 1 at 20s for 10s: delivered 97 of 100, told (gap) 0, silently lost 3,",
 	} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())

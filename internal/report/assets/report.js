@@ -104,13 +104,15 @@
     if (!faults) return;
     var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
     ctx.save();
-    ctx.font = "11px sans-serif";
+    ctx.font = Math.round(11 * (window.devicePixelRatio || 1)) + "px sans-serif";
+    ctx.textAlign = "left";
+    ctx.textBaseline = "top";
     faults.forEach(function (f) {
       var x0 = u.valToPos(f.at, "x", true), x1 = u.valToPos(f.end, "x", true);
       ctx.fillStyle = "rgba(200, 40, 40, 0.12)";
       ctx.fillRect(x0, top, Math.max(x1 - x0, 2), h);
       ctx.fillStyle = "rgba(160, 20, 20, 0.9)";
-      ctx.fillText(f.label, x0 + 3, top + 12);
+      ctx.fillText(f.label, x0 + 3, top + 2);
     });
     ctx.restore();
   }
