@@ -34,7 +34,7 @@ func (in *injector) account(run *results.Run, cut int64) {
 			f.Expected += exp
 			f.Delivered += got
 			f.Gaps += fc.gaps[v.id][k].Load()
-			if fc.gaps[v.id][k].Load() > 0 {
+			if fc.told(v.id, k) {
 				f.Told += exp - got
 			} else {
 				f.SilentlyLost += exp - got
@@ -46,6 +46,13 @@ func (in *injector) account(run *results.Run, cut int64) {
 		f.Recovery = recovery(run.Series.Received, in.recs[0].At, in.ends[k], time.Duration(total))
 	}
 	run.Faults = in.recs
+}
+
+// told reports whether user got a gap notice in window k or the next: a notice tells of what
+// went before it, and one about the last moments of a window (history lost in a broker
+// restart that begins the next) arrives in the next.
+func (fc *faultCount) told(user, k int) bool {
+	return fc.gaps[user][k].Load() > 0 || (k+1 < len(fc.at) && fc.gaps[user][k+1].Load() > 0)
 }
 
 // acceptedByGroup lists the send times of the accepted publications sent before cut, per

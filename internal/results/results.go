@@ -425,8 +425,9 @@ type Fault struct {
 
 	Expected  int64 `json:"expected"`  // deliveries due in the window
 	Delivered int64 `json:"delivered"` // of those, received
-	// Told are the missing deliveries of receivers that got a gap notice in the window;
-	// SilentlyLost those of receivers that got none: a broken promise.
+	// Told are the missing deliveries of receivers that got a gap notice in the window or the
+	// next (a notice tells of what went before it); SilentlyLost those of receivers that got
+	// none: a broken promise.
 	Told         int64 `json:"told"`
 	SilentlyLost int64 `json:"silentlyLost"`
 	Gaps         int64 `json:"gaps"` // gap notices received
