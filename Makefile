@@ -3,7 +3,7 @@ GO ?= go
 FUZZEXECS ?= 100000x
 
 .DEFAULT_GOAL := run
-.PHONY: help run build test test-k6 test-deps vet fuzz bench-go bench-compare test-nats-current peers release image
+.PHONY: help run build test test-k6 test-deps vet fuzz bench-go bench-compare fault-matrix test-nats-current peers release image
 
 # VERSION is what `rtlab version` and rtlab_build_info say: 0.9.0+12-g6e1cc73 past a release.
 VERSION ?= $(shell ./scripts/version.sh)
@@ -16,6 +16,7 @@ help:
 	@echo 'make release   dist/: archives for linux and darwin, amd64 and arm64, SHA256SUMS, notes'
 	@echo 'make image     dist/rtlab-<version>-image.tar, an OCI image (deploy/Dockerfile)'
 	@echo 'make bench-compare REF=<commit> [TRANSPORTS=ws,sse USERS=10000 ROUNDS=2]: a hot-path change, before/after'
+	@echo 'make fault-matrix [USERS_FAULTS=200]: broker restart, partition, node kill, delay on each broker; a table'
 	@echo 'a suspected flake: go test -race -count=3 -run TestX ./pkg/, idle and under'
 	@echo '  stress-ng --cpu 4 (CONTRIBUTING.md)'
 
@@ -85,6 +86,12 @@ USERS ?= 10000
 ROUNDS ?= 2
 bench-compare:
 	./scripts/bench-compare.sh $(REF) $(TRANSPORTS) $(USERS) $(ROUNDS)
+
+# fault-matrix injects a broker restart, a partition, a node kill and a delay under load on
+# each broker the lab starts, and prints what each cost (scripts/fault-matrix.sh).
+USERS_FAULTS ?= 200
+fault-matrix:
+	./scripts/fault-matrix.sh $(USERS_FAULTS)
 
 # release and image build into dist/ (scripts/release.sh, scripts/image.sh), as VERSION.
 release:

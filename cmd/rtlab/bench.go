@@ -124,6 +124,7 @@ type benchFlags struct {
 	peerCache  *string
 	prepare    *bool
 	thresholds *string
+	faults     *string
 	exportK6   *string
 	csv        *bool
 }
@@ -171,6 +172,7 @@ func benchFlagSet() *benchFlags {
 	f.springJar = fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
 	f.peerCache = fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
 	f.prepare = fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
+	f.faults = fs.String("fault", "", "faults injected into every run, a comma list of AT:FAULT like '30s:kill-node=1,45s:restart-broker,60s:partition-node=1:15s,80s:delay-broker=200ms:20s' (kill-node=N[:DOWN] restarts it after DOWN, restart-broker[:DOWN]; nodes from 1); on servers the lab starts, restart-broker on a broker it starts (--broker redis, nats or amqp)")
 	f.thresholds = fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
 	f.exportK6 = fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
 	f.csv = fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
@@ -194,6 +196,7 @@ func (f *benchFlags) options(args []string, status io.Writer) (*bench.Options, e
 		TargetKind: *f.targetKind, StompPub: *f.stompPub, StompSub: *f.stompSub, StompLogin: *f.stompLogin, Profile: *f.profile,
 		CentrifugoBin: *f.cfBin, CentrifugoAPIKey: *f.cfKey, SpringJar: *f.springJar, PeerCache: *f.peerCache,
 		Thresholds: *f.thresholds,
+		Faults:     *f.faults,
 		Args:       append([]string{"rtlab", "bench"}, redactSecret(args)...), Version: version, Status: status,
 	}
 	for _, b := range strings.Split(*f.broker, ",") {

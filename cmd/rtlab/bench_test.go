@@ -62,7 +62,16 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--target", dead, "--target-metrics", "metrics"}, `--target-metrics: "metrics": want a Prometheus endpoint's URL like http://127.0.0.1:8080/actuator/prometheus`},
 		{[]string{"--nodes", "2"}, `--nodes: 2 needs a shared broker: give --broker redis://…, nats://… or amqp://… (memory is per process)`},
 		{[]string{"--broker", "memory,memory"}, `--broker: "memory" twice in "memory,memory": *`},
-		{[]string{"--broker", "memory,"}, `--broker: "memory,": want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…`},
+		{[]string{"--broker", "memory,"}, `--broker: "memory,": want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…, or redis, nats, amqp (the lab starts one)`},
+		{[]string{"--fault", "10s:explode"}, `--fault: "10s:explode": unknown fault "explode"; want a comma list of AT:FAULT*`},
+		{[]string{"--fault", "soon:kill-node=1"}, `--fault: "soon:kill-node=1": AT "soon" is not a duration like 30s; *`},
+		{[]string{"--fault", "10s:partition-node=1"}, `--fault: "10s:partition-node=1": partition-node wants one duration after its argument; *`},
+		{[]string{"--fault", "20s:kill-node=1,10s:kill-node=1"}, `--fault: "10s:kill-node=1" comes before the fault listed ahead of it; list faults in time order`},
+		{[]string{"--fault", "10s:kill-node=2"}, `--fault: kill-node=2: --nodes is 1 (nodes count from 1)`},
+		{[]string{"--fault", "10s:restart-broker"}, `--fault: restart-broker needs a shared broker; --broker memory is in the server`},
+		{[]string{"--fault", "10s:restart-broker", "--broker", "redis://127.0.0.1:1/0"}, `--fault: restart-broker needs a broker the lab starts: --broker redis, nats, amqp (not redis://127.0.0.1:1/0)`},
+		{[]string{"--fault", "10m:kill-node=1"}, `--fault: kill-node at 10m0s: the stages end at 1m0s`},
+		{[]string{"--target", dead, "--fault", "10s:kill-node=1"}, `--fault: given with --target: faults are injected into the servers and brokers the lab starts`},
 		{[]string{"--broker", "nats://127.0.0.1:1,nats://127.0.0.1:2"}, `--broker: "nats" twice in *`},
 		{[]string{"--broker", "nats://127.0.0.1:1#a,nats://127.0.0.1:2#a"}, `--broker: *`},
 		{[]string{"--broker", "nats://127.0.0.1:1#Bad Label"}, `--broker: *`},
@@ -125,7 +134,7 @@ func TestBenchHelp(t *testing.T) {
 	}
 	for _, f := range []string{"-transport", "-users", "-stages", "-scenario", "-group-size", "-groups", "-interval",
 		"-target", "-seed", "-out", "-server-args", "-broker", "-nodes", "-rounds", "-room-size", "-talks", "-hold", "-auth-secret",
-		"-threshold", "-csv"} {
+		"-threshold", "-csv", "-fault"} {
 		if !strings.Contains(stdout.String(), f) {
 			t.Errorf("help does not document %s", f)
 		}

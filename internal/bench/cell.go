@@ -58,6 +58,7 @@ type cell struct {
 	groups     int          // location groups, or chat rooms
 	tag        string       // chat and notify: prefix of room and user names, unique per cell
 	connected  atomic.Int64 // users with a confirmed subscription right now
+	flt        *faultCount  // per fault window; nil without --fault
 
 	// notify: ownerIn[r] is closed once the owner of room r has entered it, so that the owner
 	// is the room's first member. ownerOnce guards the close.

@@ -128,6 +128,9 @@ type Options struct {
 	// Thresholds is --threshold: a comma list of pass/fail criteria checked on every run
 	// (ParseThresholds); zero checks none.
 	Thresholds string
+	// Faults is --fault: a schedule of faults injected into every run (ParseFaults); zero
+	// injects none.
+	Faults string
 
 	// ServerBinary is the rtlab executable to spawn; zero means os.Executable().
 	ServerBinary string
@@ -141,6 +144,7 @@ type Options struct {
 	scn         scenarioValue // the scenario Scenario names
 	stageSpecs  []StageSpec
 	thresholds  []Threshold
+	faults      []FaultSpec
 	usersSet    bool        // Users was given explicitly
 	targetHost  string      // --target's host:port
 	targetPath  string      // a STOMP target's endpoint path
@@ -172,7 +176,7 @@ func usageErr(flag, format string, args ...any) error {
 func (o *Options) Validate() error {
 	for _, check := range []func() error{
 		o.checkProfile, o.checkScenario, o.checkTransports, o.checkLoad, o.checkGroups, o.checkTiming,
-		o.checkBrokers, o.checkWhere, o.checkCentrifugo, o.checkFileLimit,
+		o.checkBrokers, o.checkWhere, o.checkFaults, o.checkCentrifugo, o.checkFileLimit,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -290,7 +294,7 @@ func (o *Options) checkBrokers() error {
 	names := map[string]bool{}
 	for _, b := range o.Brokers {
 		if b == "" {
-			return usageErr("--broker", "%q: want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…", strings.Join(o.Brokers, ","))
+			return usageErr("--broker", "%q: want a comma list of distinct brokers: memory, redis://…, nats://…, amqp://…, or redis, nats, amqp (the lab starts one)", strings.Join(o.Brokers, ","))
 		}
 		if err := checkBrokerLabel(b); err != nil {
 			return err

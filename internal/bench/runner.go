@@ -79,6 +79,12 @@ func probeRTLab(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, broker := range o.Brokers {
+		if spawned(broker) { // started with each cell; here only looked for
+			if _, err := peers.BrokerBinary(brokerURL(broker)); err != nil {
+				return flagErr(err)
+			}
+			continue
+		}
 		s, err := peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, nil)
 		if err != nil {
 			flag := "--server-args"
@@ -259,7 +265,7 @@ func (o *Options) newResults() *results.Results {
 			Target: o.Target, Broker: RedactBrokers(strings.Join(o.Brokers, ",")), Nodes: o.Nodes, Seed: o.Seed, Args: o.Args,
 			ServerVersions: o.serverVersions(),
 			Grace:          results.Duration(o.Grace), LongPollWait: results.Duration(o.LongWait), PublishConns: o.PubConns,
-			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds,
+			ServerArgs: o.ServerArgs, Auth: o.authMode(), Thresholds: o.Thresholds, Faults: o.Faults,
 		},
 		Machine: results.Machine{
 			Hostname: host, CPUs: cpus, GoOS: runtime.GOOS, GoArch: runtime.GOARCH,
@@ -300,7 +306,7 @@ func (o *Options) skip(kind, broker string, bi int, transport string) (results.S
 }
 
 // startServers starts the nodes of a cell: kind on broker, their logs in logDir.
-func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string) ([]*peers.Server, error) {
+func (o *Options) startServers(ctx context.Context, kind, broker, key string, peak int, logDir string, env *faultEnv) ([]*peers.Server, error) {
 	n := o.nodesFor(broker)
 	if ownBroker(kind) {
 		n = 1
@@ -321,7 +327,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		var err error
 		switch kind {
 		case results.KindCentrifugo:
-			s, err = o.startCentrifugo(ctx, broker, logw)
+			s, err = o.startCentrifugo(ctx, env.brokerFor(broker, i), logw)
 		case results.KindRabbitMQ:
 			s, err = startRabbit(ctx, logw)
 		case results.KindSpring:
@@ -329,7 +335,7 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 		default:
 			var bin string
 			if bin, err = o.serverBinary(); err == nil {
-				s, err = peers.StartRTLab(ctx, bin, brokerURL(broker), o.ServerArgs, o.AuthSecret, logw)
+				s, err = peers.StartRTLab(ctx, bin, env.brokerFor(broker, i), o.ServerArgs, o.AuthSecret, logw)
 			}
 		}
 		if err != nil {
@@ -346,6 +352,29 @@ func (o *Options) startServers(ctx context.Context, kind, broker, key string, pe
 	return servers, nil
 }
 
+// startCell starts a cell's broker (when the lab starts it), proxies and servers, none with
+// --target; stop ends them, also after an error.
+func (o *Options) startCell(ctx context.Context, kind, broker, transport, key string, peak int, logDir string) (servers []*peers.Server, env *faultEnv, stop func(), err error) {
+	stop = func() {}
+	if o.Target != "" {
+		return nil, nil, stop, nil
+	}
+	if env, err = o.newFaultEnv(ctx, broker, o.nodesFor(broker), logDir); err != nil {
+		return nil, nil, stop, err
+	}
+	servers, err = o.startServers(ctx, kind, broker, key, peak, logDir, env)
+	stop = func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+		env.close()
+	}
+	if err == nil && o.serversUp != nil {
+		o.serversUp(transport, servers)
+	}
+	return servers, env, stop, err
+}
+
 // runCell runs one transport at one peak against fresh servers of kind on broker (or the
 // target).
 func runCell(ctx context.Context, o *Options, kind, broker, transport string, peak, round int, logDir string) (*results.Run, error) {
@@ -354,22 +383,13 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	if plan.Peak == 0 {
 		return nil, fmt.Errorf("the stages never start a user")
 	}
+	servers, env, stop, err := o.startCell(ctx, kind, broker, transport, run.Key(), peak, logDir)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
 	nodes := []string{o.targetHost}
-	var servers []*peers.Server
 	if o.Target == "" {
-		var err error
-		servers, err = o.startServers(ctx, kind, broker, run.Key(), peak, logDir)
-		defer func() {
-			for _, s := range servers {
-				s.Stop()
-			}
-		}()
-		if err != nil {
-			return nil, err
-		}
-		if o.serversUp != nil {
-			o.serversUp(transport, servers)
-		}
 		nodes = nodes[:0]
 		for _, s := range servers {
 			nodes = append(nodes, s.Addr)
@@ -387,13 +407,16 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	defer c.cancel()
 	smp := newSampler(c, servers)
 	if len(servers) > 0 && !ownBroker(kind) {
-		smp.brokerPID = procstat.ListenerPID(brokerURL(broker))
-		smp.brokers = brokerProcs(brokerURL(broker))
+		bu := env.brokerFor(broker, len(servers)) // past the proxies: the broker's own address
+		smp.brokerPID, smp.brokers = procstat.ListenerPID(bu), brokerProcs(bu)
 	}
 	smp.baseline()
 
+	c.flt = newFaultCount(o.faults, len(c.vus), c)
 	c.startWorkers()
 	c.clk = newClock()
+	inj := env.inject(ctx, c, servers)
+	defer inj.stop()
 	schedCtx, stopSched := context.WithCancel(c.ctx)
 	var schedDone sync.WaitGroup
 	schedDone.Add(1)
@@ -413,6 +436,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	elapsed, stopped := c.measure(ctx, run, smp)
 	stopAt := c.clk.now()
+	inj.stop()
 
 	// Wind down: no more publications, every user leaves, answers already on their way are
 	// collected, then the workers finish what is queued.
@@ -441,6 +465,7 @@ func runCell(ctx context.Context, o *Options, kind, broker, transport string, pe
 	}
 	run.Duration = results.Duration(elapsed)
 	c.results(run, smp, cut)
+	inj.account(run, cut)
 	for _, t := range o.thresholds {
 		run.Thresholds = append(run.Thresholds, t.Check(run))
 	}

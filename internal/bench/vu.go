@@ -290,9 +290,11 @@ func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 		return
 	case dup:
 		v.sh.update(func(c *counters) { c.duplicates++; c.bytesIn += int64(size) })
+		v.c.flt.duplicated(now)
 		return
 	case ooo:
 		v.sh.update(func(c *counters) { c.outOfOrder++ })
+		v.c.flt.reordered(now)
 	}
 	// Latency is recorded only for receipts the delivery ratio can count: in the receiver's
 	// window, of a publication on record. One sent while the receiver subscribed or after its
@@ -302,6 +304,7 @@ func (v *vu) receive(a *activity, d dataFields, size int, now int64) {
 	v.sh.delivered(time.Duration(now-d.ts), size, in)
 	if in {
 		p.recv.Add(1)
+		v.c.flt.received(v.id, d.ts)
 	}
 }
 
@@ -352,7 +355,10 @@ func (v *vu) resetStream() {
 }
 
 // gap counts a notice from the server that history was lost.
-func (v *vu) gap() { v.sh.update(func(c *counters) { c.gaps++ }) }
+func (v *vu) gap() {
+	v.sh.update(func(c *counters) { c.gaps++ })
+	v.c.flt.gap(v.id, v.c.clk.now())
+}
 
 // resumeQuery appends the query parameters that resume after the last offset seen.
 func (v *vu) resumeQuery(dst []byte) []byte {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Mode is what the proxy does to traffic.
@@ -45,10 +46,12 @@ const maxHeld = 1 << 20
 type Proxy struct {
 	ln       net.Listener
 	upstream string
+	raw      bool // any TCP protocol: the upstream is dialled at once, bytes never looked at
 
 	mu     sync.Mutex
 	cond   *sync.Cond // broadcast when mode changes or the proxy closes
 	mode   Mode
+	delay  time.Duration // added to every chunk forwarded while set (SetDelay)
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every open pair, for Reset and Close
 	wg     sync.WaitGroup
@@ -67,6 +70,19 @@ func Start(upstream string) (*Proxy, error) {
 	return p, nil
 }
 
+// StartTCP is Start for any TCP protocol, one whose server may speak first (NATS, AMQP,
+// Redis): it connects upstream as soon as a client connects and never looks at the bytes, so
+// only Pass, BlackHole, Down, Reset and delays apply.
+func StartTCP(upstream string) (*Proxy, error) {
+	p, err := Start(upstream)
+	if err == nil {
+		p.mu.Lock()
+		p.raw = true
+		p.mu.Unlock()
+	}
+	return p, err
+}
+
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
@@ -76,6 +92,22 @@ func (p *Proxy) Set(m Mode) {
 	p.mode = m
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// SetDelay holds every chunk forwarded from now on for d before it goes on, in both
+// directions, as a slow link does (0 restores). Order and throughput are kept: chunks wait in
+// a line, not behind each other.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// currentDelay is the delay in force.
+func (p *Proxy) currentDelay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Reset ends every open connection with a TCP RST and returns how many ends it reset.
@@ -193,13 +225,20 @@ func (p *Proxy) serve(client net.Conn) {
 		}
 		return
 	}
-	buf := make([]byte, 32<<10)
-	n, err := client.Read(buf)
-	mode, ok := p.gate()
-	if err != nil || !ok {
-		return
+	p.mu.Lock()
+	raw := p.raw
+	p.mu.Unlock()
+	var head []byte
+	mode := Pass
+	if !raw {
+		buf := make([]byte, 32<<10)
+		n, err := client.Read(buf)
+		m, ok := p.gate()
+		if err != nil || !ok {
+			return
+		}
+		head, mode = buf[:n], m
 	}
-	head := buf[:n]
 	if bytes.Contains(bytes.ToLower(head), []byte("upgrade: websocket")) {
 		switch mode {
 		case RefuseUpgrades:
@@ -215,8 +254,10 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(up)
-	if _, err := up.Write(head); err != nil {
-		return
+	if len(head) > 0 {
+		if _, err := up.Write(head); err != nil {
+			return
+		}
 	}
 	done := make(chan struct{}, 2)
 	go func() { p.pump(up, client, false); done <- struct{}{} }()
@@ -238,6 +279,8 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 	buf := make([]byte, 32<<10)
 	var held []byte
 	holding := false
+	line := &delayLine{}
+	defer line.close()
 	for {
 		n, err := src.Read(buf)
 		mode, ok := p.gate()
@@ -268,11 +311,14 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 			continue
 		}
 		if len(chunk) > 0 {
-			if _, werr := dst.Write(chunk); werr != nil {
+			if werr := line.write(dst, chunk, p.currentDelay()); werr != nil {
 				return
 			}
 		}
 		if err != nil {
+			if line.flush() != nil {
+				return
+			}
 			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 				_ = tc.CloseWrite() // pass the FIN on, keep the other direction
 				halfClosed = true
@@ -281,3 +327,66 @@ func (p *Proxy) pump(dst, src net.Conn, responses bool) {
 		}
 	}
 }
+
+// delayLine writes chunks to their destination d after they were read, from a goroutine of its
+// own started at the first delayed chunk, so that a delay adds latency without cutting
+// throughput. Without a delay (and nothing in line) a chunk is written at once.
+type delayLine struct {
+	ch   chan delayed
+	errc chan error // the writer's first error; closed when it ends
+	err  error
+}
+
+type delayed struct {
+	due  time.Time
+	data []byte
+}
+
+func (l *delayLine) write(dst net.Conn, chunk []byte, d time.Duration) error {
+	if l.err != nil {
+		return l.err
+	}
+	if d <= 0 && l.ch == nil {
+		_, err := dst.Write(chunk)
+		return err
+	}
+	if l.ch == nil {
+		l.ch, l.errc = make(chan delayed, 1024), make(chan error, 1)
+		go l.run(dst)
+	}
+	select {
+	case l.ch <- delayed{time.Now().Add(d), append([]byte(nil), chunk...)}:
+		return nil
+	case err := <-l.errc:
+		l.err = err
+		return err
+	}
+}
+
+func (l *delayLine) run(dst net.Conn) {
+	defer close(l.errc)
+	for c := range l.ch {
+		time.Sleep(time.Until(c.due))
+		if _, err := dst.Write(c.data); err != nil {
+			l.errc <- err
+			for range l.ch { // drop the rest; the reader side stops at its next write
+			}
+			return
+		}
+	}
+}
+
+// flush waits until every chunk in line is written.
+func (l *delayLine) flush() error {
+	if l.ch == nil || l.err != nil {
+		return l.err
+	}
+	close(l.ch)
+	if err := <-l.errc; err != nil {
+		l.err = err
+	}
+	l.ch = nil
+	return l.err
+}
+
+func (l *delayLine) close() { _ = l.flush() }

@@ -96,3 +96,88 @@ func TestUpgradesRefusedAndReset(t *testing.T) {
 		t.Fatal("the connection ended cleanly after a reset, want an error")
 	}
 }
+
+// TestDelayHoldsEveryChunk checks that a delay holds data at least that long and keeps order;
+// it asserts only the lower bound, which no machine speed can break.
+func TestDelayHoldsEveryChunk(t *testing.T) {
+	p := start(t, echo(t))
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	_, _ = io.WriteString(c, "zero\n") // the connection's first bytes go straight on
+	if l, _ := r.ReadString('\n'); l != "zero\n" {
+		t.Fatalf("before: %q", l)
+	}
+	p.SetDelay(100 * time.Millisecond)
+	began := time.Now()
+	for _, l := range []string{"one\n", "two\n", "three\n"} {
+		_, _ = io.WriteString(c, l)
+	}
+	var got []string
+	for range 3 {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, l)
+	}
+	if took := time.Since(began); took < 200*time.Millisecond { // 100 ms each way
+		t.Errorf("echoed after %s through a 100 ms delay each way", took)
+	}
+	if strings.Join(got, "") != "one\ntwo\nthree\n" {
+		t.Errorf("order: %q", got)
+	}
+	p.SetDelay(0)
+	_, _ = io.WriteString(c, "four\n")
+	if l, _ := r.ReadString('\n'); l != "four\n" {
+		t.Errorf("after the delay: %q", l)
+	}
+}
+
+// TestTCPServerSpeaksFirst checks that StartTCP carries a protocol whose server speaks first
+// (NATS's INFO, say), and black-holes it like the HTTP proxy.
+func TestTCPServerSpeaksFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.WriteString(c, "INFO {}\n"); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := StartTCP(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if l, err := r.ReadString('\n'); l != "INFO {}\n" {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	p.Set(BlackHole)
+	_, _ = io.WriteString(c, "PING\n")
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if l, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("a black hole let %q through", l)
+	}
+	p.Set(Pass)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if l, err := r.ReadString('\n'); l != "PING\n" {
+		t.Fatalf("after the black hole: %q, %v", l, err)
+	}
+}

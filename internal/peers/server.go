@@ -41,7 +41,9 @@ type Server struct {
 	exited  chan struct{}
 	err     error // exit status; valid once exited is closed
 	log     *tailBuffer
-	cleanup []func() // after the process has ended (a private epmd, say)
+	cleanup []func()  // after the process has ended (a private epmd, say)
+	l       launch    // how it was started, to start it again (Restarted)
+	logw    io.Writer // where its output goes
 }
 
 // launch is how to start one server process and know it is ready.
@@ -82,7 +84,7 @@ func (l launch) start(ctx context.Context, logw io.Writer) (*Server, error) {
 		return nil, fmt.Errorf("starting %s: %w", l.bin, err)
 	}
 	s := &Server{Kind: l.kind, cmd: cmd, Addr: l.addr, dir: l.dir, PID: strconv.Itoa(cmd.Process.Pid),
-		exited: make(chan struct{}), log: tail, cleanup: l.cleanup}
+		exited: make(chan struct{}), log: tail, cleanup: l.cleanup, l: l, logw: logw}
 	go func() {
 		s.err = cmd.Wait()
 		close(s.exited)

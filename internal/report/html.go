@@ -442,6 +442,9 @@ func extrasOf(levelID string, p pair, color string) extraView {
 		if l := latencySet(s.r); l != "" {
 			x.Notes = append(x.Notes, sideText{Side: side, Text: l})
 		}
+		for _, f := range s.r.Faults {
+			x.Notes = append(x.Notes, sideText{Side: side, Text: faultLine(f)})
+		}
 		for _, e := range s.r.Connections.Errors {
 			x.Errors = append(x.Errors, errorRow{Side: side, Label: e.Label, N: fmtInt(e.N)})
 		}

@@ -16,9 +16,10 @@ type chartsData struct {
 
 // chartLevel is the chart set of one user level.
 type chartLevel struct {
-	Users  int         `json:"users"`
-	Label  string      `json:"label"`
-	Charts []chartSpec `json:"charts"`
+	Users  int          `json:"users"`
+	Label  string       `json:"label"`
+	Charts []chartSpec  `json:"charts"`
+	Faults []chartFault `json:"faults,omitempty"` // marked on the time charts
 }
 
 // chartSpec is one chart: every transport on the same axes. Data is uPlot's column layout:
@@ -138,7 +139,7 @@ type line struct {
 // comparison, runs are b's and prev a's; a's lines are dashed in the same color, next to b's in
 // the legend.
 func chartLevelOf(users int, runs, prev []*results.Run, colors map[string]string) chartLevel {
-	cl := chartLevel{Users: users, Label: fmtUsers(users)}
+	cl := chartLevel{Users: users, Label: fmtUsers(users), Faults: chartFaults(append(slices.Clone(runs), prev...))}
 	var lines []line
 	if prev == nil {
 		for _, r := range runs {

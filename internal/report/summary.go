@@ -95,6 +95,13 @@ func summaryLevel(w io.Writer, l level) (flagged bool) {
 		if p := processesLine(run); p != "" {
 			fmt.Fprintf(w, "  · %s CPU: %s\n", label(run), p)
 		}
+		for _, f := range run.Faults {
+			mark := "·"
+			if faultFlagged(f) {
+				mark, flagged = flagMark, true
+			}
+			fmt.Fprintf(w, "  %s %s %s\n", mark, label(run), faultLine(f))
+		}
 	}
 	fmt.Fprintln(w, "verdict:", verdict(l.users, l.runs))
 	return flagged

@@ -57,6 +57,8 @@ type Config struct {
 	Args           []string          `json:"args"` // command line
 	// Thresholds is --threshold as given: every run is checked against each (Run.Thresholds).
 	Thresholds string `json:"thresholds,omitempty"`
+	// Faults is --fault as given: the schedule of faults injected into every run (Run.Faults).
+	Faults string `json:"faults,omitempty"`
 
 	// Added by the bench: settings that change the figures.
 	Grace        Duration `json:"grace"`        // see docs/results.md, "Delivery ratio"
@@ -143,7 +145,9 @@ type Run struct {
 	PublishConns int `json:"publishConns,omitempty"`
 	// Thresholds are Config.Thresholds checked on this run.
 	Thresholds []ThresholdResult `json:"thresholds,omitempty"`
-	Notes      []string          `json:"notes,omitempty"`
+	// Faults are the faults injected into the run (--fault), in order, each with what it cost.
+	Faults []Fault  `json:"faults,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
 
 	// Series holds one point per second of the run, index i covering [i s, i+1 s).
 	Series Series `json:"series"`
@@ -401,4 +405,37 @@ func (r *Results) ThresholdsCrossed() int {
 		}
 	}
 	return n
+}
+
+// Fault is one fault injected into a run and its accounting over its window: from the fault
+// to the next one (or the end of the run). Deliveries count by the publication's send time,
+// notices and refusals by when they happened.
+type Fault struct {
+	Kind string   `json:"kind"`           // kill-node, restart-broker, partition-node, delay-broker
+	Node int      `json:"node,omitempty"` // kill-node, partition-node: the node (1-based)
+	At   Duration `json:"at"`             // since the run's start
+	// For is how long it lasted (a partition, a delay, a node's time down before its restart);
+	// zero for a kill without restart and a broker restart (as long as the broker took).
+	For   Duration `json:"for,omitempty"`
+	Delay Duration `json:"delay,omitempty"` // delay-broker: the delay added each way
+	// Late is how long after At the fault was injected, when the one before outlasted the gap.
+	Late Duration `json:"late,omitempty"`
+	// Error says why the fault could not be injected (a node that did not restart).
+	Error string `json:"error,omitempty"`
+
+	Expected  int64 `json:"expected"`  // deliveries due in the window
+	Delivered int64 `json:"delivered"` // of those, received
+	// Told are the missing deliveries of receivers that got a gap notice in the window or the
+	// next (a notice tells of what went before it); SilentlyLost those of receivers that got
+	// none: a broken promise.
+	Told         int64 `json:"told"`
+	SilentlyLost int64 `json:"silentlyLost"`
+	Gaps         int64 `json:"gaps"` // gap notices received
+	Duplicates   int64 `json:"duplicates"`
+	Reordered    int64 `json:"reordered"`
+	// PublishFailed counts publishes refused or failed in the window.
+	PublishFailed int64 `json:"publishFailed"`
+	// Recovery is the time from the fault's end to the first second whose deliveries reach 90 %
+	// of the median second before the first fault; nil when none in the window did.
+	Recovery *Duration `json:"recovery,omitempty"`
 }

@@ -99,6 +99,24 @@
     return Math.max(300, box.clientWidth - 16);
   }
 
+  // markFaults shades each fault's span on a time chart (a line for an instant one) and names it.
+  function markFaults(u, faults) {
+    if (!faults) return;
+    var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+    ctx.save();
+    ctx.font = Math.round(11 * (window.devicePixelRatio || 1)) + "px sans-serif";
+    ctx.textAlign = "left";
+    ctx.textBaseline = "top";
+    faults.forEach(function (f) {
+      var x0 = u.valToPos(f.at, "x", true), x1 = u.valToPos(f.end, "x", true);
+      ctx.fillStyle = "rgba(200, 40, 40, 0.12)";
+      ctx.fillRect(x0, top, Math.max(x1 - x0, 2), h);
+      ctx.fillStyle = "rgba(160, 20, 20, 0.9)";
+      ctx.fillText(f.label, x0 + 3, top + 2);
+    });
+    ctx.restore();
+  }
+
   function draw(index) {
     plots.forEach(function (p) { p.plot.destroy(); });
     plots = [];
@@ -155,7 +173,8 @@
           { size: 76, values: function (u, vs) { return vs.map(tick); }, incrs: c.unit === "bytes" ? byteIncrs : undefined }
         ],
         series: series,
-        legend: { live: true }
+        legend: { live: true },
+        hooks: dist ? {} : { draw: [function (u) { markFaults(u, level.faults); }] }
       };
       plots.push({ plot: new uPlot(opts, log ? positive(c.data) : c.data, box), box: box });
     });
