@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
 // ParseFile reads and validates the profile at path.
@@ -49,7 +51,7 @@ func Parse(name, dir string, src []byte) (*Profile, error) {
 		return nil, err
 	}
 	if len(p.Transports) == 0 && p.SocketIO == nil {
-		return nil, w.errf(doc, "transports", "missing; want at least one of %s", strings.Join(Transports, ", "))
+		return nil, w.errf(doc, "transports", "missing; want at least one of %s", strings.Join(Transports(), ", "))
 	}
 	if p.User == nil {
 		p.User, _ = ParseTemplate("u{vu}")
@@ -217,9 +219,9 @@ func (w *walker) matches(n *yaml.Node, at string) ([]Match, error) {
 
 func (w *walker) transports(n *yaml.Node, at string, p *Profile) error {
 	h := map[string]func(*yaml.Node, string) error{}
-	for _, name := range Transports {
+	for _, name := range Transports() {
 		h[name] = func(v *yaml.Node, at string) error {
-			if name == "socketio" {
+			if name == SocketIOName {
 				s, err := w.socketIO(v, at)
 				p.SocketIO = s
 				return err
@@ -452,9 +454,9 @@ func (w *walker) read(n *yaml.Node, at, transport string) (Read, error) {
 		"regex": func(v *yaml.Node, at string) (err error) { r.Regex, err = w.regex(v, at); return err },
 	}
 	switch transport {
-	case "sse":
+	case transports.SSE:
 		h["event"] = func(v *yaml.Node, at string) (err error) { r.Event, err = w.str(v, at); return err }
-	case "longpoll", "shortpoll":
+	case transports.LongPoll, transports.ShortPoll:
 		h["items"] = func(v *yaml.Node, at string) (err error) { r.Items, err = w.path(v, at); return err }
 		h["cursor"] = func(v *yaml.Node, at string) (err error) { r.Cursor, err = w.path(v, at); return err }
 	}

@@ -1,16 +1,30 @@
 // Package target reads a target profile: a YAML file that describes a real-time server's own
 // protocol per transport (how a user connects and subscribes, how it publishes, where the
 // bench's sender, sequence number and send time are in what arrives), so that the load lab can
-// measure any server with the same accounting as its own. It imports nothing of rtlab's.
+// measure any server with the same accounting as its own. Of rtlab it imports only the
+// transport table.
 package target
 
 import (
 	"regexp"
 	"time"
+
+	"github.com/rtlab/rtlab/internal/transports"
 )
 
-// Transports a profile may describe, in the order the bench runs them.
-var Transports = []string{"shortpoll", "longpoll", "sse", "ws", "stomp", "stomp-tcp", "sockjs", "socketio"}
+// SocketIOName is the profile section of a Socket.IO server: a transport the lab measures on
+// other servers only, so it is not a row of rtlab's transport table.
+const SocketIOName = "socketio"
+
+// Transports returns the transports a profile may describe, in the order the bench runs them:
+// rtlab's, as the lab names them, then Socket.IO.
+func Transports() []string {
+	var out []string
+	for _, n := range transports.Names() {
+		out = append(out, transports.LabName(n))
+	}
+	return append(out, SocketIOName)
+}
 
 // Profile is a validated target profile.
 type Profile struct {
@@ -21,11 +35,11 @@ type Profile struct {
 	SocketIO   *SocketIO
 }
 
-// Names lists the transports the profile describes, in Transports order.
+// Names lists the transports the profile describes, in Transports() order.
 func (p *Profile) Names() []string {
 	var out []string
-	for _, t := range Transports {
-		if _, ok := p.Transports[t]; ok || (t == "socketio" && p.SocketIO != nil) {
+	for _, t := range Transports() {
+		if _, ok := p.Transports[t]; ok || (t == SocketIOName && p.SocketIO != nil) {
 			out = append(out, t)
 		}
 	}
