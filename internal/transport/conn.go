@@ -105,8 +105,8 @@ func (c *conn) admitUser(user string) error {
 
 // start gives a connection its writer on nc with framer f, arms its expiry and registers it
 // (keepalive, shutdown, CloseWhere). During shutdown it closes the connection (close) and
-// returns false. On success the caller starts the connection's reader (s.wg counts it), which
-// calls close as it returns.
+// returns false. On success the caller starts the connection's reader (s.wg counts it: track),
+// which calls close as it returns.
 func (c *conn) start(nc net.Conn, f framer, transport string) bool {
 	return c.startResponse(nc, f, transport, nil)
 }
@@ -124,7 +124,6 @@ func (c *conn) startResponse(nc net.Conn, f framer, transport string, head []byt
 		c.close(ReasonShutdown)
 		return false
 	}
-	c.s.wg.Add(1)
 	return true
 }
 
