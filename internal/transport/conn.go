@@ -104,18 +104,26 @@ func (c *conn) admitUser(user string) error {
 }
 
 // start gives a connection its writer on nc with framer f, arms its expiry and registers it
-// (keepalive, shutdown, CloseWhere). During shutdown it closes the connection, gives the
-// admission back and returns false. On success the caller starts the connection's reader
-// (s.wg counts it).
+// (keepalive, shutdown, CloseWhere). During shutdown it closes the connection (close) and
+// returns false. On success the caller starts the connection's reader (s.wg counts it: track),
+// which calls close as it returns.
 func (c *conn) start(nc net.Conn, f framer, transport string) bool {
+	return c.startResponse(nc, f, transport, nil)
+}
+
+// startResponse is start for a connection that is an HTTP response (SSE): head is queued
+// first and written even if the connection is cut off at once, so every answer is valid HTTP;
+// nothing else (a keepalive, a goodbye) can come before it.
+func (c *conn) startResponse(nc net.Conn, f framer, transport string, head []byte) bool {
 	c.w = newWriter(nc, f, &c.s.lim, c.s.connStats(transport))
+	if head != nil {
+		c.w.send(item{raw: head, sub: keepItem})
+	}
 	c.bindIdentity(c.ident)
 	if !c.s.track(c) {
-		c.release()
-		c.w.close(ReasonShutdown, true)
+		c.close(ReasonShutdown)
 		return false
 	}
-	c.s.wg.Add(1)
 	return true
 }
 

@@ -40,7 +40,7 @@ func benchSink(kind string, lim *Limits) (hub.Sink, *writer) {
 		c.w = newWriter(&discardConn{}, c, lim, st)
 		return &sseSink{c: c}, c.w
 	case "stomp":
-		c := &stompConn{conn: conn{s: s}}
+		c := &stompConn{conn: conn{s: s}, carrier: stompOverWS}
 		c.w = newWriter(&discardConn{}, c, lim, st)
 		return &stompSub{subHeld: subHeld{key: "0", topic: "bench/t"}, c: c, dest: "/topic/bench/t"}, c.w
 	}

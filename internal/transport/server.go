@@ -341,13 +341,16 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/stomp", s.HandleSTOMP)
 }
 
-// track registers a connection so keepalive, shutdown and CloseWhere can reach it.
+// track registers a connection so keepalive, shutdown and CloseWhere can reach it, and counts
+// the reader its caller starts (s.wg): under the lock Shutdown takes before it waits, so that
+// the wait never misses a reader, even one whose client has already seen the stream open.
 func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return false
 	}
+	s.wg.Add(1)
 	s.conns[c] = struct{}{}
 	s.kaParts[c.kaSlot][c.w] = struct{}{}
 	c.tracked = true

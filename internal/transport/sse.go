@@ -275,15 +275,19 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, req sseRequest
 		// A pipelined request after an SSE request makes no sense; just serve the stream.
 		_, _ = rw.Reader.Discard(rw.Reader.Buffered())
 	}
-	c.w = newWriter(conn, c, &s.lim, s.connStats(transports.SSE)) // its expiry is armed once the head is queued (run)
+	c.open(r.Context(), conn, sinks, req.resume, append(sseHead(r), refused...))
+}
+
+// sseHead is the head of a stream's response, and its first lines: the retry: delay and a
+// comment, so that the client sees the stream open at once.
+func sseHead(r *http.Request) []byte {
 	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
 		"Connection: close\r\nX-Accel-Buffering: no\r\n"
 	if o := r.Header.Get("Origin"); o != "" {
 		// checkOrigin let it through: CORS for this origin alone, never "*".
 		head += "Access-Control-Allow-Origin: " + o + "\r\nVary: Origin\r\n"
 	}
-	s.wg.Add(1)
-	go c.run(conn, sinks, req.resume, append([]byte(head+"\r\n"+sseRetry[:len(sseRetry)-1]+": connected\n\n"), refused...))
+	return []byte(head + "\r\n" + sseRetry[:len(sseRetry)-1] + ": connected\n\n")
 }
 
 // sinks checks the topics a stream asks for (conn.mayHold) and returns a sink for each it may
@@ -320,20 +324,86 @@ func (c *sseConn) sinks(topics []string) (sinks []*sseSink, refused []byte, err 
 	return sinks, refused, nil
 }
 
-// run subscribes, then starts the response, so a client that has seen the stream open misses
-// nothing published after that; then it replays and waits for the client to leave.
-func (c *sseConn) run(conn net.Conn, sinks []*sseSink, resume map[string]hub.Position, head []byte) {
-	defer c.s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() {
-		cancel()
-		c.close(ReasonReadError)
-	}()
-	if !c.open(ctx, sinks, resume, head) {
+// sseStart is where a held subscription starts: the hub's answer and what was asked.
+type sseStart struct {
+	res  hub.ReadResult
+	opts hub.ReadOptions
+}
+
+// open is conn.subscribe's path for all the stream's topics at once, with the response's head
+// between the subscriptions and their answers: it subscribes the sinks at the hub (conn.hold),
+// so a client that has seen the stream open misses nothing published after that; starts the
+// connection (conn.startResponse) with the head, which is written even if the stream is cut off at once
+// (every answer is valid HTTP); then tells where each topic starts and starts it; and leaves
+// the stream to its reader (run).
+func (c *sseConn) open(ctx context.Context, nc net.Conn, sinks []*sseSink, resume map[string]hub.Position, head []byte) {
+	starts := make([]sseStart, 0, len(sinks)) // as c.subs
+	for _, k := range sinks {
+		opts := hub.ReadOptions{}
+		if p, ok := resume[k.topic]; ok {
+			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
+		}
+		res, err := c.hold(ctx, k, opts)
+		if err != nil {
+			head = appendRefusedEvent(head, k.topic, err)
+			continue
+		}
+		starts = append(starts, sseStart{res, opts})
+	}
+	if len(c.subs) == 0 {
+		c.refuse(nc, head, reasonNoTopic)
 		return
 	}
-	// Clients send nothing on an SSE stream; reading only tells us when they leave, or, with
-	// a deadline, when the stream has reached its age.
+	// The stream ends at the token's expiry with event: disconnect (token_expired); an
+	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
+	if !c.startResponse(nc, c, transports.SSE, head) {
+		return
+	}
+	for i, k := range c.subs {
+		c.answer(k.(*sseSink), &starts[i])
+		k.held().sub.Start()
+	}
+	go c.run(nc)
+}
+
+// refuse answers a stream that has nothing to stream: the head, then the goodbye with r, so
+// that EventSource reconnects (and retries) instead of idling. The stream was never started:
+// like a refused request, it is not counted as a connection.
+func (c *sseConn) refuse(nc net.Conn, head []byte, r Reason) {
+	_ = nc.SetWriteDeadline(time.Now().Add(min(c.s.lim.WriteTimeout, time.Second)))
+	_, _ = nc.Write(append(head, c.goodbye(r)...))
+	_ = nc.Close()
+	c.release()
+	c.s.policy.Disconnected(c.client())
+}
+
+// answer records where k starts and tells the client: a gap when it does not start where it
+// asked, else (POST /api/sse) where it starts.
+func (c *sseConn) answer(k *sseSink, st *sseStart) {
+	c.mu.Lock()
+	c.pos[k.idx] = st.res.Top
+	if st.opts.Recover && st.res.Recovered {
+		c.pos[k.idx] = hub.Position{Offset: st.opts.Since, Epoch: st.res.Top.Epoch}
+	}
+	at := c.pos[k.idx]
+	c.mu.Unlock()
+	if !st.res.Recovered {
+		next := st.res.Next() // as a live gap's: the publication after the notice
+		b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": next.Offset, "epoch": next.Epoch, "reason": st.res.Reason})
+		c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
+	} else if c.announce {
+		// Where the topic starts, before anything of it: a "from now" subscription can
+		// resume from there even if nothing is published before the stream breaks.
+		b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": at.Offset, "epoch": at.Epoch})
+		c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
+	}
+}
+
+// run waits for the client to leave, or for the stream to reach its age. Clients send nothing
+// on an SSE stream; reading only tells when they leave.
+func (c *sseConn) run(conn net.Conn) {
+	defer c.s.wg.Done()
+	defer c.close(ReasonReadError)
 	if c.maxAge > 0 {
 		_ = conn.SetReadDeadline(time.Now().Add(c.maxAge))
 	}
@@ -350,68 +420,6 @@ func (c *sseConn) run(conn net.Conn, sinks []*sseSink, resume map[string]hub.Pos
 			return
 		}
 	}
-}
-
-// open subscribes the stream's sinks (conn.hold), queues the head of the response, then tells
-// where each topic starts and starts it: conn.subscribe's path, with the head between the
-// subscriptions and their answers. It reports false when the stream has nothing to stream or
-// the server is shutting down. Kept out of run, whose frame the idle stream waits in.
-func (c *sseConn) open(ctx context.Context, sinks []*sseSink, resume map[string]hub.Position, head []byte) bool {
-	type start struct {
-		res  hub.ReadResult
-		opts hub.ReadOptions
-	}
-	starts := make([]start, 0, len(sinks)) // as c.subs
-	var failed []byte
-	for _, k := range sinks {
-		opts := hub.ReadOptions{}
-		if p, ok := resume[k.topic]; ok {
-			opts = hub.ReadOptions{Recover: true, Since: p.Offset, Epoch: p.Epoch}
-		}
-		res, err := c.hold(ctx, k, opts)
-		if err != nil {
-			failed = appendRefusedEvent(failed, k.topic, err)
-			continue
-		}
-		starts = append(starts, start{res, opts})
-	}
-	// The head goes first, and is written even if the stream is cut off at once: every answer
-	// is valid HTTP. The connection is tracked (keepalive, shutdown) only after it.
-	c.w.send(item{raw: append(head, failed...), sub: keepItem})
-	// The stream ends at the token's expiry with event: disconnect (token_expired); an
-	// EventSource reconnects, with a fresh token in its URL if the page gave it one.
-	c.bindIdentity(c.ident)
-	if len(c.subs) == 0 {
-		// Nothing to stream: close, so EventSource reconnects (and retries) instead of idling.
-		c.w.close(reasonNoTopic, true)
-		return false
-	}
-	if !c.s.track(&c.conn) {
-		c.w.close(ReasonShutdown, true)
-		return false
-	}
-	for i, ks := range c.subs {
-		k, st := ks.(*sseSink), &starts[i]
-		c.mu.Lock()
-		c.pos[k.idx] = st.res.Top
-		if st.opts.Recover && st.res.Recovered {
-			c.pos[k.idx] = hub.Position{Offset: st.opts.Since, Epoch: st.res.Top.Epoch}
-		}
-		at := c.pos[k.idx]
-		c.mu.Unlock()
-		if !st.res.Recovered {
-			next := st.res.Next() // as a live gap's: the publication after the notice
-			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": next.Offset, "epoch": next.Epoch, "reason": st.res.Reason})
-			c.w.sendRaw(fmt.Appendf(nil, "event: gap\ndata: %s\n\n", b))
-		} else if c.announce {
-			// Where the topic starts, before anything of it: a "from now" subscription can
-			// resume from there even if nothing is published before the stream breaks.
-			b, _ := json.Marshal(map[string]any{"topic": k.topic, "offset": at.Offset, "epoch": at.Epoch})
-			c.w.sendRaw(fmt.Appendf(nil, "event: subscribed\ndata: %s\n\n", b))
-		}
-		k.sub.Start()
-	}
-	return true
 }
 
 // appendRefusedEvent appends an event: refused naming topic, with the code and reason.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/broker/redis"
 	"github.com/rtlab/rtlab/internal/transport"
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
@@ -158,5 +160,68 @@ func TestSSEStreamAgeAndResume(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSSEStreamWithNoTopicRetries: with the broker down, a stream none of whose topics can be
+// subscribed is answered 200 with each topic refused, a disconnect (unavailable, reconnect) and
+// a retry: line, then closed, so that EventSource retries instead of idling. It is never
+// counted as a connection and gives its admission back: at one connection per address, the
+// same client is answered alike again.
+func TestSSEStreamWithNoTopicRetries(t *testing.T) {
+	srv := brokertest.StartRedis(t) // skips without redis-server, unless RTLAB_REQUIRE_BROKERS
+	b, err := redis.New(context.Background(), srv.URL, redis.Config{Prefix: brokertest.Namespace(), Logger: brokertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tt.NewServer(t, tt.ServerConfig{Broker: b, Limits: transport.Limits{MaxConnsPerIP: 1}})
+	url := s.URL + "/api/sse?topic=out/a&topic=out/b"
+	srv.Stop()
+	// The broker may take a moment to call itself unavailable; until then a stream opens.
+	for give := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		c := tt.OpenSSE(t, url)
+		ev, err := c.NextEvent(5 * time.Second)
+		c.Close()
+		if err == nil && ev.Event == "refused" {
+			break
+		}
+		if time.Now().After(give) {
+			t.Fatal("no topic refused within a minute of stopping Redis")
+		}
+	}
+	for try := range 2 {
+		c := tt.OpenSSE(t, url)
+		if refused := refusedUntilDisconnect(t, c); len(refused) != 2 {
+			t.Fatalf("try %d: refused %q, want both topics", try, refused)
+		}
+		if line, err := c.Line(30 * time.Second); line != "retry: 2000" {
+			t.Fatalf("try %d: after the disconnect %q %v, want retry: 2000", try, line, err)
+		}
+		if _, err := c.NextEvent(30 * time.Second); err == nil {
+			t.Fatalf("try %d: the stream went on", try)
+		}
+		c.Close()
+		if n := s.Transport.ConnCount(); n != 0 {
+			t.Fatalf("try %d: %d connections counted", try, n)
+		}
+	}
+}
+
+// refusedUntilDisconnect reads c's events up to its disconnect, which must say unavailable
+// and reconnect, and returns the data of its refused events.
+func refusedUntilDisconnect(t *testing.T, c *tt.SSEStream) (refused []string) {
+	t.Helper()
+	for {
+		ev, err := c.NextEvent(30 * time.Second)
+		if err != nil {
+			t.Fatalf("stream ended before its disconnect: %v", err)
+		}
+		if ev.Event != "refused" {
+			if ev.Event != "disconnect" || !strings.Contains(ev.Data, `"code":"unavailable"`) || !strings.Contains(ev.Data, `"reconnect":true`) {
+				t.Fatalf("event %+v, want disconnect unavailable", ev)
+			}
+			return refused
+		}
+		refused = append(refused, ev.Data)
 	}
 }

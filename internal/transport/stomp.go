@@ -32,7 +32,7 @@ type stompConn struct {
 	ops       rateLimiter         // every frame (--op-rate)
 	hbIn      time.Duration       // client promised to send at least this often (0: never)
 	hbOut     atomic.Int64        // nanoseconds: we send at least this often (0: pings, or nothing on TCP); read by the keepalive loop
-	tcp       bool                // STOMP over TCP: frames go on the wire bare, not in WebSocket messages
+	carrier   *stompCarrier       // WebSocket messages, or bare frames (STOMP over TCP, SockJS)
 	version   string              // negotiated at CONNECT; "1.0" sessions get headers unescaped
 	connectBy time.Time           // the CONNECT frame must come before this
 	published bool                // the last message held a SEND (readMessage keeps the stack)
@@ -210,9 +210,7 @@ func (c *stompConn) appendItem(buf []byte, it item) []byte {
 	if c.version == "1.0" {
 		tail = encSTOMPTail10(it.pub) // rare: not worth a cache slot on every publication
 	}
-	if !c.tcp {
-		buf = appendWSHeader(buf, 1, len(h)+len(tail))
-	}
+	buf = c.carrier.head(buf, len(h)+len(tail))
 	buf = append(buf, h...)
 	return append(buf, tail...)
 }
@@ -222,46 +220,20 @@ func (c *stompConn) goodbye(r Reason) []byte {
 	case ReasonReadError.Code:
 		return nil
 	case ReasonClientClosed.Code, reasonSTOMPError.Code, ReasonNormal.Code:
-		if c.tcp {
-			return nil
-		}
-		return wsClose(r.WSCode, r.Code)
+		return c.carrier.end(r.WSCode, r.Code)
 	}
 	f := stomp.Frame{Command: stomp.CmdError, Headers: []stomp.Header{
 		{Key: "message", Value: r.Code + ": " + r.Text}, {Key: "content-type", Value: "text/plain"},
 		{Key: "reconnect", Value: strconv.FormatBool(r.Reconnect)},
 	}, Body: []byte(r.Text)}
-	b := c.wire(stomp.AppendFrame(nil, &f))
-	if c.tcp {
-		return b
-	}
-	return append(b, wsClose(r.WSCode, r.Code)...)
+	return append(c.carrier.wire(stomp.AppendFrame(nil, &f)), c.carrier.end(r.WSCode, r.Code)...)
 }
-
-// wire wraps one encoded frame for the connection: a WebSocket text message, or as it is on
-// TCP.
-func (c *stompConn) wire(frame []byte) []byte {
-	if c.tcp {
-		return frame
-	}
-	return appendWSText(nil, frame)
-}
-
-var (
-	stompEOL    = appendWSText(nil, []byte{'\n'})
-	stompEOLTCP = []byte{'\n'}
-)
 
 func (c *stompConn) keepalive() []byte {
-	switch {
-	case c.hbOut.Load() > 0 && c.tcp:
-		return stompEOLTCP
-	case c.hbOut.Load() > 0:
-		return stompEOL
-	case c.tcp:
-		return nil // no heart-beats negotiated: TCP keep-alive probes find dead peers
+	if c.hbOut.Load() > 0 {
+		return c.carrier.beat
 	}
-	return wsPing
+	return c.carrier.idle
 }
 
 // keepaliveDue says whether the keepalive loop writes a heart-beat now. It looks again only
@@ -362,7 +334,7 @@ func (c *stompConn) readDeadline() time.Time {
 	timeout := 2*c.s.lim.PingInterval + 10*time.Second
 	if c.hbIn > 0 {
 		timeout = 2*c.hbIn + time.Second
-	} else if c.tcp && c.connected {
+	} else if c.carrier.silent && c.connected {
 		return time.Time{}
 	}
 	d := time.Now().Add(timeout)
@@ -395,7 +367,7 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 		}
 		f.Body = []byte(fmt.Sprintf("%s\n\nframe: %s", msg, cause.Command))
 	}
-	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, &f)))
+	c.w.sendRaw(c.carrier.wire(stomp.AppendFrame(nil, &f)))
 	r := reasonSTOMPError.with(msg)
 	r.WSCode = wsCode
 	c.w.close(r, true)
@@ -403,7 +375,7 @@ func (c *stompConn) fail(err error, cause *stomp.Frame, wsCode uint16) {
 
 // sendFrame queues a frame (on WebSocket, as one message).
 func (c *stompConn) sendFrame(f *stomp.Frame) {
-	c.w.sendRaw(c.wire(stomp.AppendFrame(nil, f)))
+	c.w.sendRaw(c.carrier.wire(stomp.AppendFrame(nil, f)))
 }
 
 func (c *stompConn) receipt(f *stomp.Frame, extra ...stomp.Header) {
@@ -1170,11 +1142,16 @@ func (c *stompConn) commit(ctx context.Context, f *stomp.Frame, txid string, fra
 	return true
 }
 
-// newSTOMPConn is a STOMP session's state, whatever carries its frames (bare when tcp: STOMP over
-// TCP and SockJS), admitted by release: one place for its limits, so no carrier misses one.
-func (s *Server) newSTOMPConn(ident Identity, tcp bool, release func()) *stompConn {
+// newSTOMPConn is a STOMP session's state, whatever carries its frames (bare: STOMP over TCP
+// and SockJS; else WebSocket messages), admitted by release: one place for its limits, so no
+// carrier misses one.
+func (s *Server) newSTOMPConn(ident Identity, bare bool, release func()) *stompConn {
+	carrier := stompOverWS
+	if bare {
+		carrier = stompBare
+	}
 	return &stompConn{
-		conn: s.newConn("s", ident, release), tcp: tcp,
+		conn: s.newConn("s", ident, release), carrier: carrier,
 		parser: stomp.NewParser(stomp.Limits{MaxFrame: s.lim.MaxFrame}),
 		rl:     newRateLimiter(s.lim), ops: newOpLimiter(s.lim),
 	}
