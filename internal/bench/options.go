@@ -98,7 +98,7 @@ type Options struct {
 	// Defaults.
 	TargetKind string
 	// StompPub and StompSub are the SEND and SUBSCRIBE destinations of a STOMP target, with
-	// {group} for the group number; zero: either the other, both Defaults' StompPub.
+	// {group} for the group number; zero: the other one, and both zero: Defaults' StompPub.
 	StompPub, StompSub string
 	// StompLogin is the "login:passcode" a STOMP target's CONNECT carries; zero sends none.
 	StompLogin string
@@ -123,7 +123,7 @@ type Options struct {
 	// SpringJar is the Spring peer's jar; zero builds tools/peers/spring-stomp into PeerCache
 	// once (mvn package) and uses that.
 	SpringJar string
-	// PeerCache is where built peers are kept, relative to the working directory; zero: Defaults.
+	// PeerCache is where built peers are kept; zero: Defaults (in the working directory).
 	PeerCache string
 
 	// Thresholds is --threshold: a comma list of pass/fail criteria checked on every run
