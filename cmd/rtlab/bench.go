@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,19 +22,21 @@ import (
 	"github.com/rtlab/rtlab/internal/results"
 )
 
+// benchUsage is the help text before the flags; %[1]s is --long-wait's default, %[2]s and %[3]s
+// the location and chat scenarios' --interval.
 const benchUsage = `usage: rtlab bench [flags]
 
 Runs the load lab: for every transport and user level it starts a fresh rtlab server (or uses
 --target), ramps virtual users through the stages, writes results.json and report.html into
 --out, and prints a summary. Each user behaves as a browser client would: shortpoll polls every
---interval (poll-1s every second), longpoll loops on wait=25s, sse keeps one stream, ws and stomp
+--interval (poll-1s every second), longpoll loops on wait=%[1]s, sse keeps one stream, ws and stomp
 one socket. Polling and SSE users publish over a shared pool of --publish-conns keep-alive
 connections: one socket per user, since 10,000 users with two each would not fit a 20,000
 open-file limit. See docs/bench.md for what is measured and how.
 
 Scenarios:
-  location  every user shares its position with its group every --interval (3s)
-  chat      login, connect, subscribe to the room, ENTER, --talks TALKs one per --interval (5s),
+  location  every user shares its position with its group every --interval (%[2]s)
+  chat      login, connect, subscribe to the room, ENTER, --talks TALKs one per --interval (%[3]s),
             LEAVE, disconnect, and again; --hold keeps one session TALKing until ramp-down
   notify    a TALK alarms the room's owner (NOTIFY on notify/{owner}); measures TALK → owner;
             all = poll-1s, poll-5s, longpoll, sse, ws, stomp
@@ -131,46 +134,49 @@ type benchFlags struct {
 
 // benchFlagSet defines the flags of `rtlab bench`.
 func benchFlagSet() *benchFlags {
-	fs := newFlags("rtlab bench", func(w io.Writer) { fmt.Fprint(w, benchUsage) })
+	d := bench.Defaults(bench.ScenarioLocation) // every default, stated once
+	fs := newFlags("rtlab bench", func(w io.Writer) {
+		fmt.Fprintf(w, benchUsage, d.LongWait, d.Interval, bench.Defaults(bench.ScenarioChat).Interval)
+	})
 	fs.env = "RTLAB_"
 	f := &benchFlags{fs: fs}
 	f.transport = fs.String("transport", "all", "transports to run: a comma list of shortpoll, longpoll, sse, ws, stomp, stomp-tcp (STOMP over TCP; not in all), sockjs (STOMP over SockJS xhr-streaming; not in all), poll-<interval> (short polling at its own interval, like poll-1s), or all")
-	f.users = fs.String("users", "1000", "peak users, a comma list runs a matrix: 1000,5000,10000")
-	f.stages = fs.String("stages", bench.DefaultStages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
-	f.scenario = fs.String("scenario", "location", "scenario: location, chat or notify")
-	f.groupSize = fs.Int("group-size", 10, "users per location group (groups = peak / group-size)")
+	f.users = fs.String("users", joinInts(d.Users), "peak users, a comma list runs a matrix: 1000,5000,10000")
+	f.stages = fs.String("stages", d.Stages, "k6-style stages duration:target; each ramps linearly from the previous target; PEAK is the --users value")
+	f.scenario = fs.String("scenario", d.Scenario, "scenario: location, chat or notify")
+	f.groupSize = fs.Int("group-size", d.GroupSize, "users per location group (groups = peak / group-size)")
 	f.groups = fs.Int("groups", 0, "fixed number of groups instead of --group-size (the seed layout is 10)")
-	f.interval = fs.Duration("interval", 3*time.Second, "publish interval of every user, and short-poll interval")
-	fs.defText["interval"] = "3s for location, 5s for chat and notify"
+	f.interval = fs.Duration("interval", d.Interval, "publish interval of every user, and short-poll interval")
+	fs.defText["interval"] = perScenario(func(o bench.Options) any { return o.Interval })
 	f.grace = fs.Duration("grace", 0, "a publication is expected only at receivers that stay this long after it; 0 means the longest of interval and the poll-<interval>s, plus 1s")
 	f.roomSize = fs.Int("room-size", 0, "chat and notify: users per room")
-	fs.defText["room-size"] = "50 for chat, 10 for notify"
-	f.talks = fs.Int("talks", 10, "chat: TALKs per session, one every --interval, before LEAVE")
+	fs.defText["room-size"] = perScenario(func(o bench.Options) any { return o.RoomSize })
+	f.talks = fs.Int("talks", d.Talks, "chat: TALKs per session, one every --interval, before LEAVE")
 	f.hold = fs.Bool("hold", false, "chat: keep the session open after its TALKs, TALKing every --interval until the stages remove the user")
 	f.authSecret = fs.String("auth-secret", "", "--auth-secret of the spawned servers (passed in their environment; not recorded); empty runs them in open dev mode")
-	f.longWait = fs.Duration("long-wait", 25*time.Second, "wait= of long polls")
+	f.longWait = fs.Duration("long-wait", d.LongWait, "wait= of long polls")
 	f.target = fs.String("target", "", "base URL of a running server (http://host:port, https://host); its query string goes on every request of the users; then only client-side figures and the target's cost (--target-pid, --target-metrics)")
-	f.seed = fs.Int64("seed", 1, "seed of publish phases and positions")
+	f.seed = fs.Int64("seed", d.Seed, "seed of publish phases and positions")
 	f.out = fs.String("out", "", "output directory")
 	fs.defText["out"] = "./bench-results/<timestamp>"
 	f.serverArgs = fs.String("server-args", "", "extra flags for the spawned servers, space separated (no quoting)")
-	f.broker = fs.String("broker", "memory", "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,redis+cluster://host:port?addr=host:port,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
-	f.rounds = fs.Int("rounds", 1, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
-	f.nodes = fs.Int("nodes", 1, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
-	f.pubConns = fs.Int("publish-conns", 64, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
-	f.servers = fs.String("server", "rtlab", "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
-	f.targetKind = fs.String("target-kind", "rtlab", "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
+	f.broker = fs.String("broker", strings.Join(d.Brokers, ","), "--broker of the spawned servers; a comma list runs the matrix once per broker and compares them in one report: memory,redis://127.0.0.1:6379/0,redis+cluster://host:port?addr=host:port,nats://…,amqp://…; a #label names a URL's rows (nats://…:4223#nats-new), so two servers of one kind can be compared")
+	f.rounds = fs.Int("rounds", d.Rounds, "passes over the whole matrix, one after the other (1..20); the verdict then gives each broker's p99 against memory's as the median over rounds")
+	f.nodes = fs.Int("nodes", d.Nodes, "spawned servers per run; users are spread round-robin (needs a shared --broker; memory always runs one)")
+	f.pubConns = fs.Int("publish-conns", d.PubConns, "keep-alive connections shared by all users for HTTP publishing (shortpoll, longpoll, sse)")
+	f.servers = fs.String("server", strings.Join(d.Servers, ","), "servers to measure side by side, a comma list of rtlab, centrifugo, rabbitmq, spring; each is started fresh per run, and transports a server does not offer are skipped")
+	f.targetKind = fs.String("target-kind", d.TargetKind, "what --target is: rtlab, centrifugo (base URL) or stomp (the endpoint's URL, ws://host:port/path)")
 	f.target2.define(fs)
 	f.stompPub = fs.String("stomp-pub", "", "STOMP target: SEND destination, {group} is the group number")
 	f.stompSub = fs.String("stomp-sub", "", "STOMP target: SUBSCRIBE destination")
-	fs.defText["stomp-pub"] = "/topic/location/{group}"
+	fs.defText["stomp-pub"] = d.StompPub
 	fs.defText["stomp-sub"] = "the --stomp-pub one"
 	f.stompLogin = fs.String("stomp-login", "", "STOMP target: login:passcode its CONNECT carries")
 	f.profile = fs.String("profile", "", "a target profile (YAML, docs/targets.md) describing --target's own routes and messages, or builtin:"+strings.Join(bench.BuiltinProfiles(), ", builtin:")+"; its transports run unless --transport names some, after a pre-flight publish → receive")
 	f.cfBin = fs.String("centrifugo-bin", "", "the centrifugo executable; by default centrifugo in PATH, else <peer-cache>/centrifugo-"+peers.CentrifugoVersion+"/centrifugo")
 	f.cfKey = fs.String("centrifugo-api-key", "", "HTTP API key of a Centrifugo --target (its SSE users publish through the API); spawned Centrifugo servers get one of the bench's")
 	f.springJar = fs.String("spring-jar", "", "a built jar of the Spring peer; by default built from its sources into --peer-cache once")
-	f.peerCache = fs.String("peer-cache", ".cache", "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
+	f.peerCache = fs.String("peer-cache", d.PeerCache, "where the bench keeps built peers (the Spring jar) and looks for an installed centrifugo")
 	f.prepare = fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
 	f.faults = fs.String("fault", "", "faults injected into every run, a comma list of AT:FAULT like '30s:kill-node=1,45s:restart-broker,60s:partition-node=1:15s,80s:delay-broker=200ms:20s' (kill-node=N[:DOWN] restarts it after DOWN, restart-broker[:DOWN]; nodes from 1); on servers the lab starts, restart-broker on a broker it starts (--broker redis, nats or amqp)")
 	f.thresholds = fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
@@ -183,6 +189,44 @@ func benchFlagSet() *benchFlags {
 	fs.rule(between(1, 1024), "publish-conns")
 	fs.rule(rule{func(any) bool { return true }, "a whole number"}, "seed")
 	return f
+}
+
+// joinInts is a comma list of ns, as --users takes it.
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// perScenario says a default that depends on the scenario, like "3s for location, 5s for chat
+// and notify", from each scenario's bench.Defaults; of gives the setting, and a scenario whose
+// value is zero (it does not use the setting) is left out.
+func perScenario(of func(bench.Options) any) string {
+	var vals []string
+	names := map[string][]string{}
+	for _, s := range bench.Scenarios() {
+		v := of(bench.Defaults(s))
+		if reflect.ValueOf(v).IsZero() {
+			continue
+		}
+		text := fmt.Sprint(v)
+		if names[text] == nil {
+			vals = append(vals, text)
+		}
+		names[text] = append(names[text], s)
+	}
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		n := names[v]
+		parts[i] = v + " for " + strings.Join(n[:len(n)-1], ", ")
+		if len(n) > 1 {
+			parts[i] += " and "
+		}
+		parts[i] += n[len(n)-1]
+	}
+	return strings.Join(parts, ", ")
 }
 
 // options are the bench's options as the flags give them (Options.Validate checks them).

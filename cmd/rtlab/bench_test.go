@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -228,4 +229,38 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestBenchFlagDefaults checks that rtlab bench's flags left out give the run a zero Options
+// gives, scenario by scenario: the flags show bench.Defaults, and Validate fills the same.
+func TestBenchFlagDefaults(t *testing.T) {
+	for _, scn := range bench.Scenarios() {
+		f := benchFlagSet()
+		args := []string{"--scenario", scn}
+		if code, ok := f.fs.parse(args, io.Discard, io.Discard); !ok {
+			t.Fatalf("%s: parse exit %d", scn, code)
+		}
+		got, err := f.options(args, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", scn, err)
+		}
+		want := &bench.Options{Scenario: scn}
+		for _, o := range []*bench.Options{got, want} {
+			if err := o.Validate(); err != nil {
+				t.Fatalf("%s: %v", scn, err)
+			}
+			// A zero Seed is seed 0, not --seed's default; the rest records the command.
+			o.Seed, o.Args, o.Version = 0, nil, ""
+		}
+		g, w := reflect.ValueOf(*got), reflect.ValueOf(*want)
+		for i := range g.NumField() {
+			// Printed, so that an empty list equals none; the unexported fields follow from these.
+			if name := g.Type().Field(i).Name; g.Type().Field(i).IsExported() && fmt.Sprint(g.Field(i)) != fmt.Sprint(w.Field(i)) {
+				t.Errorf("%s: the flags left out give %s %v; a zero %s means %v", scn, name, g.Field(i), name, w.Field(i))
+			}
+		}
+	}
+	if d := bench.Defaults(bench.ScenarioChat); d.Interval == bench.Defaults(bench.ScenarioLocation).Interval {
+		t.Errorf("chat's and location's --interval are both %s: -h and docs/bench.md say they differ", d.Interval)
+	}
 }

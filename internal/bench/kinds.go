@@ -76,7 +76,7 @@ func runsOn(kind, broker string, i int) (ok bool, why string) {
 // checkServers validates --server and its combination with the scenario.
 func (o *Options) checkServers() error {
 	if len(o.Servers) == 0 {
-		o.Servers = []string{results.KindRTLab}
+		o.Servers = Defaults(o.Scenario).Servers
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Servers {

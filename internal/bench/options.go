@@ -66,38 +66,39 @@ func pollEvery(t string, interval time.Duration) (d time.Duration, ok bool) {
 	return d, true
 }
 
-// Options configure a bench run. cmd/rtlab fills them from flags; the zero value of each field
-// means the default stated beside it. Validate checks them once and names the offending flag.
+// Options configure a bench run. cmd/rtlab fills them from flags. A field marked "zero:
+// Defaults" takes its value in Defaults(Scenario) when zero; Validate fills those, checks every
+// option once and names the offending flag.
 type Options struct {
-	Scenario   string        // zero means "location"
-	Transports []string      // zero means all the scenario runs: Transports(), NotifyTransports() for notify
-	Users      []int         // peak users, one run per value; zero means {1000}
-	Stages     string        // zero means DefaultStages
-	GroupSize  int           // users per location group; zero means 10 (ignored when Groups is set)
+	Scenario   string        // zero: Defaults
+	Transports []string      // zero: Defaults, all the scenario runs (Transports(), NotifyTransports() for notify)
+	Users      []int         // peak users, one run per value; zero: Defaults
+	Stages     string        // zero: Defaults
+	GroupSize  int           // users per location group; zero: Defaults (ignored when Groups is set)
 	Groups     int           // fixed number of location groups; zero means peak/GroupSize
-	Interval   time.Duration // publish and short-poll interval; zero means 3 s (location), 5 s (chat, notify)
+	Interval   time.Duration // publish and short-poll interval; zero: Defaults (the scenario's)
 	Grace      time.Duration // delivery grace (see docs/bench.md); zero means the longest of Interval and the poll intervals, plus 1 s
-	RoomSize   int           // chat and notify: users per room; zero means 50 (chat), 10 (notify)
-	Talks      int           // chat: TALKs per session; zero means 10
+	RoomSize   int           // chat and notify: users per room; zero: Defaults (the scenario's)
+	Talks      int           // chat: TALKs per session; zero: Defaults
 	Hold       bool          // chat: keep the connection and TALK until the stages remove the user; always set for notify
 	AuthSecret string        // --auth-secret of spawned servers; empty runs them in open dev mode
-	LongWait   time.Duration // long-poll wait; zero means 25 s
+	LongWait   time.Duration // long-poll wait; zero: Defaults
 	Target     string        // base URL of a running server; empty starts one per run cell
-	Seed       int64         // seeds phases and positions
+	Seed       int64         // seeds phases and positions; zero is a seed too (Defaults holds --seed's)
 	ServerArgs []string      // extra flags for spawned servers
-	Brokers    []string      // --broker of spawned servers, the matrix once each; zero means {"memory"}
-	Nodes      int           // spawned servers per cell; zero means 1 (memory always runs one)
-	Rounds     int           // --rounds: passes over the whole matrix, one after the other; zero means 1
-	PubConns   int           // shared keep-alive connections for HTTP publishing; zero means 64
+	Brokers    []string      // --broker of spawned servers, the matrix once each; zero: Defaults
+	Nodes      int           // spawned servers per cell; zero: Defaults (memory always runs one)
+	Rounds     int           // --rounds: passes over the whole matrix, one after the other; zero: Defaults
+	PubConns   int           // shared keep-alive connections for HTTP publishing; zero: Defaults
 
-	// Servers are the servers to measure, one after the other in every cell (--server); zero
-	// means {"rtlab"}. See ServerKinds.
+	// Servers are the servers to measure, one after the other in every cell (--server); zero:
+	// Defaults. See ServerKinds.
 	Servers []string
-	// TargetKind says what --target is (--target-kind): rtlab, centrifugo or stomp; zero means
-	// rtlab.
+	// TargetKind says what --target is (--target-kind): rtlab, centrifugo or stomp; zero:
+	// Defaults.
 	TargetKind string
 	// StompPub and StompSub are the SEND and SUBSCRIBE destinations of a STOMP target, with
-	// {group} for the group number; zero means /topic/location/{group} for both.
+	// {group} for the group number; zero: the other one, and both zero: Defaults' StompPub.
 	StompPub, StompSub string
 	// StompLogin is the "login:passcode" a STOMP target's CONNECT carries; zero sends none.
 	StompLogin string
@@ -122,7 +123,7 @@ type Options struct {
 	// SpringJar is the Spring peer's jar; zero builds tools/peers/spring-stomp into PeerCache
 	// once (mvn package) and uses that.
 	SpringJar string
-	// PeerCache is where built peers are kept; zero means ".cache" in the working directory.
+	// PeerCache is where built peers are kept; zero: Defaults (in the working directory).
 	PeerCache string
 
 	// Thresholds is --threshold: a comma list of pass/fail criteria checked on every run
@@ -157,6 +158,54 @@ type Options struct {
 	// inject faults into them).
 	serversUp func(transport string, servers []*peers.Server)
 	profile   *target.Profile // what Profile names
+}
+
+// Defaults returns the options of a run of scenario with each default filled: what a zero
+// field marked "zero: Defaults" means. It is the one place a bench default is stated: rtlab
+// bench's flags show these and Validate fills them. Defaults that depend on the scenario come
+// from its defaults method; an unknown scenario gets location's.
+func Defaults(scenario string) Options {
+	scn, ok := scenarioNamed(scenario)
+	if !ok {
+		scenario, scn = ScenarioLocation, locationScenario{}
+	}
+	d := Options{
+		Scenario: scenario, Users: []int{1000}, Stages: DefaultStages, GroupSize: 10, Talks: 10,
+		LongWait: 25 * time.Second, Seed: 1, Brokers: []string{"memory"}, Nodes: 1, Rounds: 1, PubConns: 64,
+		Servers: []string{results.KindRTLab}, TargetKind: results.KindRTLab,
+		StompPub: "/topic/location/{group}", PeerCache: ".cache",
+	}
+	scn.defaults(&d)
+	return d
+}
+
+// fillDefaults gives the zero fields that mean a default their value in d, but for those that
+// depend on other flags (TargetKind and Servers with --target, the STOMP destinations), which
+// their checks fill.
+func (o *Options) fillDefaults(d *Options) {
+	o.usersSet = len(o.Users) > 0
+	if !o.usersSet {
+		o.Users = d.Users
+	}
+	if len(o.Brokers) == 0 {
+		o.Brokers = d.Brokers
+	}
+	orDefault(&o.Stages, d.Stages)
+	orDefault(&o.GroupSize, d.GroupSize)
+	orDefault(&o.Talks, d.Talks)
+	orDefault(&o.LongWait, d.LongWait)
+	orDefault(&o.Nodes, d.Nodes)
+	orDefault(&o.Rounds, d.Rounds)
+	orDefault(&o.PubConns, d.PubConns)
+	orDefault(&o.PeerCache, d.PeerCache)
+}
+
+// orDefault sets *v to d when it is zero.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // UsageError is bad input: a flag and what was expected. cmd/rtlab prints it and exits 2.
@@ -196,6 +245,8 @@ func (o *Options) checkScenario() error {
 	}
 	o.scn = scn
 	scn.defaults(o)
+	d := Defaults(o.Scenario)
+	o.fillDefaults(&d)
 	return nil
 }
 
@@ -219,17 +270,10 @@ func (o *Options) checkTransports() error {
 
 // checkLoad checks --users, --stages and --threshold.
 func (o *Options) checkLoad() error {
-	o.usersSet = len(o.Users) > 0
-	if !o.usersSet {
-		o.Users = []int{1000}
-	}
 	for _, u := range o.Users {
 		if u < 1 {
 			return usageErr("--users", "%d: want positive user counts like 1000,5000,10000", u)
 		}
-	}
-	if o.Stages == "" {
-		o.Stages = DefaultStages
 	}
 	specs, err := ParseStages(o.Stages)
 	if err != nil {
@@ -245,13 +289,10 @@ func (o *Options) checkLoad() error {
 	return nil
 }
 
-// checkGroups fills the location groups' defaults and checks --interval. The ranges of whole
-// numbers (--group-size, --groups, --room-size, --talks, --rounds, --nodes, --publish-conns)
-// are checked once, by rtlab bench's flag table; zero here means the default.
+// checkGroups checks --interval. The ranges of whole numbers (--group-size, --groups,
+// --room-size, --talks, --rounds, --nodes, --publish-conns) are checked once, by rtlab bench's
+// flag table; zero here means the default.
 func (o *Options) checkGroups() error {
-	if o.GroupSize == 0 {
-		o.GroupSize = 10
-	}
 	if o.Interval < 10*time.Millisecond || o.Interval > 10*time.Minute {
 		return usageErr("--interval", "%s: want a duration between 10ms and 10m", o.Interval)
 	}
@@ -277,20 +318,11 @@ func (o *Options) checkTiming() error {
 	if o.Grace < 0 {
 		return usageErr("--grace", "%s: want a positive duration", o.Grace)
 	}
-	if o.Talks == 0 {
-		o.Talks = 10
-	}
 	return o.scn.check(o)
 }
 
-// checkBrokers checks --long-wait, --broker, --nodes, --rounds and --publish-conns.
+// checkBrokers checks --broker.
 func (o *Options) checkBrokers() error {
-	if o.LongWait == 0 {
-		o.LongWait = 25 * time.Second
-	}
-	if len(o.Brokers) == 0 {
-		o.Brokers = []string{"memory"}
-	}
 	names := map[string]bool{}
 	for _, b := range o.Brokers {
 		if b == "" {
@@ -304,15 +336,6 @@ func (o *Options) checkBrokers() error {
 			return usageErr("--broker", "%q twice in %q: to compare two servers of one kind, label each with a URL fragment, e.g. nats://127.0.0.1:4222#nats-a,nats://127.0.0.1:4223#nats-b", name, strings.Join(o.Brokers, ","))
 		}
 		names[name] = true
-	}
-	if o.Nodes == 0 {
-		o.Nodes = 1
-	}
-	if o.Rounds == 0 {
-		o.Rounds = 1
-	}
-	if o.PubConns == 0 {
-		o.PubConns = 64
 	}
 	return nil
 }
@@ -409,9 +432,7 @@ func randomKey() string {
 // checkTarget validates --target and --target-kind. An rtlab or Centrifugo target is a base
 // URL (http://host:port); a STOMP target names its WebSocket endpoint (ws://host:port/path).
 func (o *Options) checkTarget() error {
-	if o.TargetKind == "" {
-		o.TargetKind = results.KindRTLab
-	}
+	orDefault(&o.TargetKind, Defaults(o.Scenario).TargetKind)
 	if !slices.Contains(TargetKinds(), o.TargetKind) {
 		return usageErr("--target-kind", "unknown kind %q; want %s", o.TargetKind, strings.Join(TargetKinds(), ", "))
 	}

@@ -86,7 +86,7 @@ func (o *Options) peerCache() string {
 	if o.PeerCache != "" {
 		return o.PeerCache
 	}
-	return ".cache"
+	return Defaults(o.Scenario).PeerCache
 }
 
 // serverBinary returns the executable to spawn.

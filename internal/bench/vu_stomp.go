@@ -123,7 +123,7 @@ func stompDialectFor(kind string, o *Options) stompDialect {
 	case results.KindSTOMP:
 		// Either destination defaults to the other, both to rtlab's.
 		d := stompDialect{path: o.targetPath, host: "/"}
-		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, "/topic/location/{group}"))
+		d.pub = nonEmptyStr(o.StompPub, nonEmptyStr(o.StompSub, Defaults(o.Scenario).StompPub))
 		d.sub = nonEmptyStr(o.StompSub, d.pub)
 		d.login, d.passcode, _ = strings.Cut(o.StompLogin, ":")
 		return d
