@@ -240,6 +240,7 @@ func serveLimitFlags(fs *flags, cfg *app.Config, d app.Config) {
 func serveBrokerFlags(fs *flags, cfg *app.Config, d app.Config) {
 	fs.StringVar(&cfg.Broker, "broker", d.Broker, "broker: memory (embedded, one node), redis://host:port/db, redis+cluster://host:port[?addr=host:port&addr=…] (a Redis Cluster), nats://host:port or amqp://user:pass@host:port/vhost; several of one kind, space-separated, shard topics over them")
 	fs.StringVar(&cfg.AMQPDirect, "amqp-direct", d.AMQPDirect, "RabbitMQ broker: while this node is the sequencer, take the other nodes' publish requests on this address (port 0: any free port), so that they skip a trip through RabbitMQ; the other nodes must reach it; empty = always through RabbitMQ")
+	fs.IntVar(&cfg.AMQPRetryIDs, "amqp-retry-ids", d.AMQPRetryIDs, "RabbitMQ broker: the most publication ids a node remembers to find a keyed retry; it remembers those of the history TTL, at least the latest 16384")
 	fs.DurationVar(&cfg.AMQPLinger, "amqp-linger", 0, "RabbitMQ broker: hold a request to the sequencer up to this long so that others share its message (0: send at once)")
 	fs.IntVar(&cfg.HistorySize, "history-size", d.HistorySize, "publications kept per topic for resume and history reads")
 	fs.DurationVar(&cfg.HistoryTTL, "history-ttl", d.HistoryTTL, "how long a publication stays in history")
@@ -295,6 +296,7 @@ func serveFlagRules(fs *flags) {
 		"sockjs-input-bytes", "poll-answer-bytes")
 	fs.rule(between(1, 1_000_000), "history-size")
 	fs.rule(atLeast(1), "app-proxy-conns")
+	fs.rule(atLeast(16384), "amqp-retry-ids")
 	fs.rule(atLeast(0), "msg-burst", "op-burst", "http-pub-burst", "login-burst", "auth-cache")
 	fs.rule(unlimitedOrAtLeast(1), "max-conns", "max-conns-per-ip", "max-conns-per-user", "history-max-bytes", "max-topics", "durable-max-bytes")
 	fs.rule(rateRule, "msg-rate", "op-rate", "http-pub-rate", "login-rate", "read-rate-per-ip", "sockjs-miss-rate")

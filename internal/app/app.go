@@ -52,6 +52,9 @@ type Config struct {
 	// HistoryMaxBytes bounds the memory broker's non-durable history (memory.Config.MaxBytes):
 	// zero means 256 MiB, negative unlimited.
 	HistoryMaxBytes int64
+	// AMQPRetryIDs bounds the publication ids a RabbitMQ node remembers to find a keyed retry
+	// (amqp.Config.RetryIDs).
+	AMQPRetryIDs int
 	// MaxTopics bounds the topics the memory broker holds (memory.Config.MaxTopics): zero means
 	// 100,000, negative unlimited.
 	MaxTopics int

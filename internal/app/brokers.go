@@ -37,7 +37,7 @@ func brokerKinds(cfg Config, durable func(string) bool) []brokerKind {
 		durable = nil
 	}
 	mem := memory.Settings{DataDir: cfg.DataDir, Durable: durable, MaxBytes: cfg.HistoryMaxBytes, MaxTopics: cfg.MaxTopics, DurableMaxBytes: cfg.DurableMaxBytes}
-	amqp := amqpbroker.Settings{Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect}
+	amqp := amqpbroker.Settings{Linger: cfg.AMQPLinger, Direct: cfg.AMQPDirect, RetryIDs: cfg.AMQPRetryIDs}
 	return []brokerKind{
 		{[]string{"memory"}, mem.Open, "memory", false, false},
 		{[]string{"redis", "rediss", "redis+cluster", "rediss+cluster"}, redisbroker.Open, "redis://host:port/db, redis+cluster://host:port", true, true},

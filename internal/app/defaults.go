@@ -5,6 +5,7 @@ import (
 
 	"github.com/rtlab/rtlab/internal/archive"
 	"github.com/rtlab/rtlab/internal/auth"
+	amqpbroker "github.com/rtlab/rtlab/internal/broker/amqp"
 	"github.com/rtlab/rtlab/internal/hub"
 	"github.com/rtlab/rtlab/internal/location"
 	"github.com/rtlab/rtlab/internal/seed"
@@ -20,6 +21,7 @@ func Defaults() Config {
 		Addr:            "127.0.0.1:8080",
 		Broker:          "memory",
 		AMQPDirect:      "127.0.0.1:0",
+		AMQPRetryIDs:    amqpbroker.DefaultRetryIDs,
 		HistorySize:     hub.DefaultHistorySize,
 		HistoryTTL:      hub.DefaultHistoryTTL,
 		HistoryMaxBytes: DefaultHistoryMaxBytes,

@@ -121,3 +121,28 @@ func TestRoomPath(t *testing.T) {
 		}
 	}
 }
+
+// TestTalkRetry: a TALK retried with its idempotency key is answered as a duplicate, and the
+// owner is notified once.
+func TestTalkRetry(t *testing.T) {
+	cr, notes := newRooms(t, Config{MaxMembers: 2})
+	ctx := context.Background()
+	ann, bob := client("1", "ann"), client("2", "bob")
+	for _, c := range []transport.Client{ann, bob} {
+		if err := say(ctx, cr, c, "ENTER"); err != nil {
+			t.Fatalf("%s ENTER: %v", c.User, err)
+		}
+	}
+	talk := hub.PublishRequest{Topic: "chat/lobby", Type: "TALK", Data: []byte(`{"message":"hi"}`), Key: "t-1"}
+	first, err := cr.Publish(ctx, bob, talk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cr.Publish(ctx, bob, talk)
+	if err != nil || !again.Duplicate || again.Offset != first.Offset {
+		t.Fatalf("retry: %+v %v, want offset %d marked duplicate", again, err, first.Offset)
+	}
+	if st, err := notes.Read(ctx, "ann"); err != nil || st.Unread != 1 {
+		t.Fatalf("owner's notifications after a retried TALK: %+v %v, want 1 unread", st, err)
+	}
+}

@@ -18,7 +18,13 @@ type Ring struct {
 	head  int                // index of the oldest retained
 	n     int                // retained count
 	bytes int64              // Footprint of the retained publications
+	// keys finds the newest retained publication of each (sender, idempotency key); nil until
+	// a keyed publication is appended, so unkeyed topics pay nothing for it.
+	keys map[idem]*hub.Publication
 }
+
+// idem is a publication's sender and idempotency key.
+type idem struct{ sender, key string }
 
 // NewRing returns a ring holding at most size publications (at least 1). Its buffer is
 // allocated by the first Append and grows as publications come, so a topic that is only looked
@@ -40,8 +46,14 @@ func (r *Ring) Append(p *hub.Publication) {
 		r.grow()
 	}
 	r.bytes += Footprint(p)
+	if p.Key != "" {
+		if r.keys == nil {
+			r.keys = make(map[idem]*hub.Publication)
+		}
+		r.keys[idem{p.Sender, p.Key}] = p
+	}
 	if r.n == len(r.buf) {
-		r.bytes -= Footprint(r.buf[r.head])
+		r.drop(r.buf[r.head])
 		r.buf[r.head] = p
 		r.head = (r.head + 1) % len(r.buf)
 		return
@@ -62,19 +74,32 @@ func (r *Ring) grow() {
 // Expire drops publications published before cutoff.
 func (r *Ring) Expire(cutoff time.Time) {
 	for r.n > 0 && r.buf[r.head].Time.Before(cutoff) {
-		r.bytes -= Footprint(r.buf[r.head])
+		r.drop(r.buf[r.head])
 		r.buf[r.head] = nil
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
 	}
 	if r.n == 0 {
-		r.buf = nil // an idle topic gives its buffer back
+		r.buf, r.keys = nil, nil // an idle topic gives its buffer back
+	}
+}
+
+// drop accounts for p leaving the ring: its bytes, and its key unless a newer publication of
+// the same key is indexed (a publish that was not a retry: the key was reused after the TTL).
+func (r *Ring) drop(p *hub.Publication) {
+	r.bytes -= Footprint(p)
+	if p.Key == "" {
+		return
+	}
+	k := idem{p.Sender, p.Key}
+	if r.keys[k] == p {
+		delete(r.keys, k)
 	}
 }
 
 // Clear drops everything and gives the buffer back.
 func (r *Ring) Clear() {
-	r.buf = nil
+	r.buf, r.keys = nil, nil
 	r.head, r.n, r.bytes = 0, 0, 0
 }
 
@@ -114,12 +139,7 @@ func (r *Ring) After(since uint64, limit int) []*hub.Publication {
 }
 
 // FindKey returns the newest retained publication sender published with idempotency key key,
-// nil when none is. It looks at every retained publication: only keyed publishes call it.
+// nil when none is.
 func (r *Ring) FindKey(sender, key string) *hub.Publication {
-	for i := r.n - 1; i >= 0; i-- {
-		if p := r.buf[(r.head+i)%len(r.buf)]; p.Key == key && p.Sender == sender {
-			return p
-		}
-	}
-	return nil
+	return r.keys[idem{sender, key}]
 }

@@ -4,6 +4,8 @@ package notify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -57,11 +59,18 @@ func (n *Notes) Send(ctx context.Context, user string, talk *hub.Publication, te
 		"offset": talk.Offset, "time": talk.Time.UTC().Format(hub.TimeFormat),
 	})
 	_, err := n.hub.Publish(context.WithoutCancel(ctx), hub.PublishRequest{
-		Topic: "notify/" + user, Type: "NOTIFY", Sender: talk.Sender, Data: data,
+		Topic: "notify/" + user, Type: "NOTIFY", Sender: talk.Sender, Data: data, Key: talkKey(talk),
 	})
 	if err != nil {
 		n.log.Warn("notification failed", "user", user, "err", err)
 	}
+}
+
+// talkKey is the idempotency key of talk's notification: a retried TALK (answered as a
+// duplicate, its notification sent or not the first time) notifies once.
+func talkKey(talk *hub.Publication) string {
+	h := sha256.Sum256([]byte(talk.Topic + "\x00" + talk.Epoch + "\x00" + strconv.FormatUint(talk.Offset, 10)))
+	return "talk-" + hex.EncodeToString(h[:16])
 }
 
 // State is the answer of GET /api/notifications.

@@ -26,8 +26,8 @@ func TestReadMarks(t *testing.T) {
 	h := newHub(t)
 	n := New(h, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
-	for _, text := range []string{"one", "two", "three"} {
-		n.Send(ctx, "ann", &hub.Publication{Topic: "chat/lobby", Sender: "bob", Offset: 1, Time: time.Now()}, text)
+	for i, text := range []string{"one", "two", "three"} { // three TALKs: a retry of one notifies once
+		n.Send(ctx, "ann", &hub.Publication{Topic: "chat/lobby", Sender: "bob", Offset: uint64(i + 1), Time: time.Now()}, text)
 	}
 	if st, err := n.Read(ctx, "ann"); err != nil || st.Unread != 3 || len(st.Notifications) != 3 {
 		t.Fatalf("before marking: %+v %v", st, err)

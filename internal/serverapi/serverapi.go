@@ -57,7 +57,10 @@ func Routes(mux *http.ServeMux, key string, h *hub.Hub, tr *transport.Server, ro
 			a.log.Info("server API: disconnected a user on another node's request", "user", d.User, "connections", n)
 		}
 	})
-	mux.HandleFunc("POST /api/server/publish", a.serverAPI(a.apiPublish))
+	mux.HandleFunc("POST /api/server/publish", func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key") // a backend's retry after a 504 is safe with it
+		a.serverAPI(func(ctx context.Context, body []byte) (any, error) { return a.apiPublish(ctx, body, key) })(w, r)
+	})
 	mux.HandleFunc("POST /api/server/disconnect", a.serverAPI(a.apiDisconnect))
 	mux.HandleFunc("POST /api/server/presence", a.serverAPI(a.apiPresence))
 	mux.HandleFunc("POST /api/server/history", a.serverAPI(a.apiHistory))
@@ -122,7 +125,7 @@ func decodeInto(body []byte, v any) error {
 	return nil
 }
 
-func (a *api) apiPublish(ctx context.Context, body []byte) (any, error) {
+func (a *api) apiPublish(ctx context.Context, body []byte, key string) (any, error) {
 	var req struct {
 		Topic  string          `json:"topic"`
 		Data   json.RawMessage `json:"data"`
@@ -135,11 +138,15 @@ func (a *api) apiPublish(ctx context.Context, body []byte) (any, error) {
 	if len(req.Data) == 0 {
 		return nil, fmt.Errorf("%w: publish needs a topic and data", transport.ErrBadRequest)
 	}
-	p, err := a.hub.Publish(ctx, hub.PublishRequest{Topic: req.Topic, Data: req.Data, Type: req.Type, Sender: req.Sender})
+	p, err := a.hub.Publish(ctx, hub.PublishRequest{Topic: req.Topic, Data: req.Data, Type: req.Type, Sender: req.Sender, Key: key})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch}, nil
+	ans := map[string]any{"topic": p.Topic, "offset": p.Offset, "epoch": p.Epoch}
+	if p.Duplicate {
+		ans["duplicate"] = true
+	}
+	return ans, nil
 }
 
 func (a *api) apiDisconnect(ctx context.Context, body []byte) (any, error) {

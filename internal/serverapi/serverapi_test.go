@@ -72,3 +72,40 @@ func TestKeyBodyAndRoutes(t *testing.T) {
 		t.Fatalf("rooms: %d %+v", code, room)
 	}
 }
+
+// TestPublishIdempotencyKey: a publish retried with the same Idempotency-Key is answered with
+// the first one's position and marked duplicate, publishing nothing; a bad key is 400.
+func TestPublishIdempotencyKey(t *testing.T) {
+	s := newAPI(t, "k")
+	publish := func(key string, v any) int {
+		d := tt.Dialer{Header: http.Header{}}
+		d.Header.Set("Authorization", "apikey k")
+		if key != "" {
+			d.Header.Set("Idempotency-Key", key)
+		}
+		return d.JSON(t, "POST", s.URL+"/api/server/publish", `{"topic":"notify/ann","data":{"n":1},"sender":"backend"}`, v)
+	}
+	type answer struct {
+		Offset    uint64
+		Epoch     string
+		Duplicate bool
+	}
+	var first, again, other answer
+	if code := publish("order-1", &first); code != 200 || first.Duplicate {
+		t.Fatalf("first publish: %d %+v", code, first)
+	}
+	if code := publish("order-1", &again); code != 200 || !again.Duplicate || again.Offset != first.Offset || again.Epoch != first.Epoch {
+		t.Fatalf("retry: %d %+v, want the first's position %+v marked duplicate", code, again, first)
+	}
+	if code := publish("order-2", &other); code != 200 || other.Duplicate || other.Offset != first.Offset+1 {
+		t.Fatalf("another key: %d %+v", code, other)
+	}
+	if code := publish("has space", nil); code != http.StatusBadRequest {
+		t.Fatalf("a bad key: %d, want 400", code)
+	}
+	var hist struct{ Publications []map[string]any }
+	d := tt.Dialer{Header: http.Header{"Authorization": {"apikey k"}}}
+	if code := d.JSON(t, "POST", s.URL+"/api/server/history", `{"topic":"notify/ann"}`, &hist); code != 200 || len(hist.Publications) != 2 {
+		t.Fatalf("history: %d, %d publications, want 2", code, len(hist.Publications))
+	}
+}

@@ -97,6 +97,10 @@ type Config struct {
 	// Nil: this node becomes the sequencer whenever RabbitMQ makes it the active consumer, and
 	// stays it for the session.
 	Roles *Roles
+	// RetryIDs bounds the publication ids each node remembers to find a keyed retry: those of
+	// the history TTL (at least the latest 16,384), at most RetryIDs. Zero means
+	// DefaultRetryIDs.
+	RetryIDs int
 	// Heartbeat is the AMQP heartbeat interval, which bounds how fast a dead connection is
 	// noticed. Zero means 2 s.
 	Heartbeat time.Duration
@@ -106,6 +110,10 @@ type Config struct {
 	// Nil means they are not registered.
 	Registerer prometheus.Registerer
 }
+
+// DefaultRetryIDs is Config.RetryIDs' default: a retry window of 10 minutes up to 218
+// publications/s per node, of the 5 s publish timeout up to 26,000/s.
+const DefaultRetryIDs = 131072
 
 // A batch is at most maxBatch publications or about maxBatchBytes.
 const (
@@ -168,6 +176,12 @@ type waiter struct {
 
 var _ hub.Broker = (*Broker)(nil)
 
+// retryWindow is how long an id is remembered within RetryIDs: the history TTL, never less
+// than the publish timeout a retry follows.
+func (b *Broker) retryWindow() time.Duration {
+	return max(b.cfg.Retention.TTL, b.cfg.PublishTimeout)
+}
+
 // New checks the configuration and that RabbitMQ at url (amqp://user:password@host:port/vhost)
 // answers. Call Run to connect and start delivering.
 func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
@@ -195,6 +209,9 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 	if cfg.DurableSize <= 0 {
 		cfg.DurableSize = 1000
 	}
+	if cfg.RetryIDs <= 0 {
+		cfg.RetryIDs = DefaultRetryIDs
+	}
 	cfg.Retention, cfg.Policy = replica.Policies(cfg.Retention, cfg.DurableSize, cfg.Policy)
 	b := &Broker{
 		cfg: cfg, conns: newShared(url, cfg.Heartbeat, cfg.Logger.With("broker", "amqp")), logQ: cfg.Name + ".log", seqQ: cfg.Name + ".sequencer", liveX: cfg.Name + ".topics",
@@ -203,7 +220,7 @@ func New(ctx context.Context, url string, cfg Config) (*Broker, error) {
 		rep: replica.New(cfg.Policy), done: make(chan struct{}),
 		waiting: make(map[string]*waiter), seqNews: make(chan struct{}, 1),
 	}
-	b.recent.init(recentSize)
+	b.recent.init(recentSize, cfg.RetryIDs, b.retryWindow())
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.conn = reconnect.Loop{
 		Name: "amqp", Log: b.log, Metrics: b.m.Metrics, Backoff: 100 * time.Millisecond,

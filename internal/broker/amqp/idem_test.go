@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,4 +69,38 @@ func TestBlackholedPublishIsOutcomeUnknown(t *testing.T) {
 			late, retry.Offset, retry.Duplicate, next.Offset, hr.Top.Offset)
 	}
 	t.Logf("retry answered offset %d, duplicate %v", retry.Offset, retry.Duplicate)
+}
+
+// TestRetryFoundAfterManyPublications: a keyed publish retried after more publications than
+// the old fixed window held (16,384) is still answered with its position: ids are kept for
+// the history TTL, up to Config.RetryIDs.
+func TestRetryFoundAfterManyPublications(t *testing.T) {
+	srv := brokertest.StartRabbit(t)
+	n := startPartitionNode(t, srv.URL, amqp.Config{Name: brokertest.Namespace(), Direct: direct.Direct}, "chat/idle")
+	publish := func(topic, key string) (*hub.Publication, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return n.hub.Publish(ctx, hub.PublishRequest{Topic: topic, Data: json.RawMessage(`{}`), Sender: "alice", Key: key})
+	}
+	var first *hub.Publication
+	eventually.Nil(t, 30*time.Second, func() (err error) { first, err = publish("kept", "k-first"); return err })
+	const workers, each = 32, 540 // 17,280 publications
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := publish("flood", fmt.Sprintf("f-%d-%d", w, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	again, err := publish("kept", "k-first")
+	if err != nil || !again.Duplicate || again.Offset != first.Offset || again.Epoch != first.Epoch {
+		t.Fatalf("retry after %d publications: %+v %v, want offset %d marked duplicate", workers*each, again, err, first.Offset)
+	}
 }

@@ -10,11 +10,12 @@ import (
 	"github.com/rtlab/rtlab/internal/broker"
 )
 
-// Settings are a node's RabbitMQ choices (--amqp-linger, --amqp-direct): Config's Linger and
-// Direct, the same for every shard.
+// Settings are a node's RabbitMQ choices (--amqp-linger, --amqp-direct, --amqp-retry-ids):
+// Config's Linger, Direct and RetryIDs, the same for every shard.
 type Settings struct {
-	Linger time.Duration
-	Direct string
+	Linger   time.Duration
+	Direct   string
+	RetryIDs int
 }
 
 // Opener returns the Open of a node's RabbitMQ brokers. Its shards (Options.Shards over one)
@@ -32,7 +33,7 @@ func (s Settings) Opener() broker.OpenFunc {
 		}
 		r := roles
 		mu.Unlock()
-		return open(ctx, url, o, Config{Linger: s.Linger, Direct: shardAddr(s.Direct, o.Shard), Roles: r})
+		return open(ctx, url, o, Config{Linger: s.Linger, Direct: shardAddr(s.Direct, o.Shard), Roles: r, RetryIDs: s.RetryIDs})
 	}
 }
 

@@ -113,7 +113,7 @@ func (b *Broker) consumeSequencer(s *session) (seqConsumer, error) {
 // and this node's own requests join once it is that node.
 func (b *Broker) sequence(s *session, c seqConsumer) error {
 	q := &sequencer{b: b, s: s, c: c, topics: make(map[string]seqTopic), msgs: make(map[[2]string]*outMsg), byQ: make(map[string]*outMsg)}
-	q.assigned.init(recentSize)
+	q.assigned.init(recentSize, b.cfg.RetryIDs, b.retryWindow())
 	defer func() {
 		if q.held {
 			b.cfg.Roles.Release()

@@ -16,9 +16,9 @@ import (
 const (
 	// catchUpTimeout bounds one catch-up with the log.
 	catchUpTimeout = time.Minute
-	// recentSize is how many publication ids a node remembers, so that a new sequencer does
+	// recentSize is the fewest publication ids a node remembers, so that a new sequencer does
 	// not assign a request again that the previous one had published: more than the
-	// sequencer queue's prefetch.
+	// sequencer queue's prefetch. Config.RetryIDs bounds the most.
 	recentSize = 16384
 	// prefetch is how many requests RabbitMQ sends the sequencer before an ack.
 	prefetch = 1024
@@ -416,14 +416,22 @@ func (b *Broker) requestLoop(s *session) error {
 	}
 }
 
-// recentIDs remembers the latest ids added, up to a fixed number, with the position each
-// publication got (a retry of a keyed request is answered with it). It is safe for concurrent
-// use.
+// recentIDs remembers the ids of the publications of the last keep (by their time), at least
+// the latest min and at most the latest max, with the position each publication got (a retry
+// of a keyed request is answered with it). It is safe for concurrent use.
 type recentIDs struct {
-	mu   sync.Mutex
-	set  map[string]idPos
-	ring []string
-	next int
+	mu       sync.Mutex
+	set      map[string]idPos
+	order    []recentID // oldest first from head
+	head     int
+	min, max int
+	keep     time.Duration
+}
+
+// recentID is an id and its publication's time.
+type recentID struct {
+	id string
+	at time.Time
 }
 
 // idPos is where a request's publication went.
@@ -433,21 +441,37 @@ type idPos struct {
 	time   time.Time
 }
 
-func (r *recentIDs) init(n int) {
-	r.set = make(map[string]idPos, n)
-	r.ring = make([]string, n)
+func (r *recentIDs) init(fewest, most int, keep time.Duration) {
+	r.set = make(map[string]idPos, fewest)
+	r.order = make([]recentID, 0, fewest)
+	r.min, r.max, r.keep = fewest, max(fewest, most), keep
 }
 
-// add remembers id, whose publication is p.
+// add remembers id, whose publication is p, and forgets the ids past the window.
 func (r *recentIDs) add(id string, p *hub.Publication) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
+	if _, ok := r.set[id]; !ok {
+		r.order = append(r.order, recentID{id, p.Time})
 	}
-	r.ring[r.next] = id
 	r.set[id] = idPos{offset: p.Offset, epoch: p.Epoch, time: p.Time}
-	r.next = (r.next + 1) % len(r.ring)
+	for n := len(r.order) - r.head; n > r.min && (n > r.max || p.Time.Sub(r.order[r.head].at) > r.keep); n-- {
+		delete(r.set, r.order[r.head].id)
+		r.order[r.head] = recentID{}
+		r.head++
+	}
+	if r.head >= 1024 && r.head > len(r.order)/2 { // move the window down: amortized O(1)
+		n := copy(r.order, r.order[r.head:])
+		clear(r.order[n:])
+		r.order, r.head = r.order[:n], 0
+	}
+}
+
+// count is the number of ids remembered.
+func (r *recentIDs) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.set)
 }
 
 func (r *recentIDs) has(id string) bool {

@@ -153,3 +153,42 @@ func TestDurableWindowsBounded(t *testing.T) {
 		t.Fatalf("reading rooms brought them into memory: %d topics held, %d before", b.Topics(), held)
 	}
 }
+
+// A retry that comes while the original's commit is still pending is answered with the
+// original's position: publishes of one key race each other, and each key is stored once.
+func TestDurableRetryWhileCommitPending(t *testing.T) {
+	b, st, _ := openDurable(t, t.TempDir())
+	defer st.Close()
+	defer b.Close()
+	ctx := context.Background()
+	const keys, tries = 50, 4
+	got := make([][tries]uint64, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		for i := range tries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := b.Publish(ctx, hub.PublishRequest{Topic: "chat/retry", Data: json.RawMessage(`{}`),
+					Sender: "alice", Key: fmt.Sprintf("k-%d", k)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[k][i] = p.Offset
+			}()
+		}
+	}
+	wg.Wait()
+	for k, offs := range got {
+		for _, off := range offs {
+			if off != offs[0] {
+				t.Fatalf("key k-%d answered with offsets %v, want one", k, offs)
+			}
+		}
+	}
+	r, err := b.History(ctx, "chat/retry", 0, 0)
+	if err != nil || r.Top.Offset != keys || len(r.Publications) != keys {
+		t.Fatalf("history: top %d, %d publications, %v; want %d of each", r.Top.Offset, len(r.Publications), err, keys)
+	}
+}

@@ -113,7 +113,14 @@ type stream struct {
 	loadErr   error  // durable history could not be read; publishing and reading fail
 	sender    string // who published last: trimming takes from the largest publishers first
 	gone      bool   // forgotten (no longer in its shard): a publisher holding it looks again
+	// pending holds the keyed durable publications handed to the store and not yet committed,
+	// each with a channel closed when its commit ends, so a retry meanwhile waits for it
+	// rather than publishing again. Nil until a keyed durable publish; guarded by mu.
+	pending map[retryKey]chan struct{}
 }
+
+// retryKey is a publication's sender and idempotency key.
+type retryKey struct{ sender, key string }
 
 // New returns a memory broker.
 func New(cfg Config) *Broker {
@@ -463,10 +470,11 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 		return nil, s.loadErr
 	}
 	if req.Key != "" {
-		if orig := s.ring.FindKey(req.Sender, req.Key); orig != nil {
+		orig, wait := s.retryOfLocked(req)
+		if orig != nil || wait != nil {
 			s.mu.Unlock()
 			s.appendMu.Unlock()
-			return hub.Duplicate(orig), nil
+			return b.answerRetry(ctx, req, orig, wait)
 		}
 	}
 	s.top++
@@ -476,23 +484,16 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 	}
 	s.lastUsed = now
 	s.sender = req.Sender
+	if req.Key != "" {
+		if s.pending == nil {
+			s.pending = make(map[retryKey]chan struct{})
+		}
+		s.pending[retryKey{req.Sender, req.Key}] = make(chan struct{})
+	}
 	s.mu.Unlock()
 	committed := make(chan error, 1)
 	b.cfg.Store.Append(p, func(err error) {
-		if err == nil {
-			s.mu.Lock()
-			before := s.ring.Bytes()
-			s.expireLocked(b.cfg.Now())
-			s.ring.Append(p)
-			s.visible = p.Offset
-			s.queue = append(s.queue, p)
-			grown := s.ring.Bytes() - before
-			s.mu.Unlock()
-			if b.durBytes.Add(grown) > b.cfg.DurableMaxBytes && b.cfg.DurableMaxBytes > 0 {
-				go b.shedDurable() // not on the store's goroutine, which calls done
-			}
-			b.deliver(s)
-		}
+		b.commitDone(s, p, err)
 		committed <- err
 	})
 	s.appendMu.Unlock()
@@ -506,6 +507,58 @@ func (b *Broker) publishDurable(ctx context.Context, s *stream, req hub.PublishR
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// retryOfLocked finds an earlier publication of req's key: retained (orig), or handed to the
+// store and not yet committed (wait, closed when its commit ends). The caller holds s.mu.
+func (s *stream) retryOfLocked(req hub.PublishRequest) (orig *hub.Publication, wait chan struct{}) {
+	if orig = s.ring.FindKey(req.Sender, req.Key); orig != nil {
+		return orig, nil
+	}
+	return nil, s.pending[retryKey{req.Sender, req.Key}]
+}
+
+// answerRetry answers a retry: with the original's position, or, while the original's commit
+// is pending, with whatever a publish finds once it ends (the position if it was committed, a
+// new publication if it failed).
+func (b *Broker) answerRetry(ctx context.Context, req hub.PublishRequest, orig *hub.Publication, wait chan struct{}) (*hub.Publication, error) {
+	if orig != nil {
+		return hub.Duplicate(orig), nil
+	}
+	select {
+	case <-wait:
+		return b.Publish(ctx, req)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// commitDone is the store's answer for p: committed, p is retained and delivered. Either way
+// a retry waiting for p's commit goes on.
+func (b *Broker) commitDone(s *stream, p *hub.Publication, err error) {
+	s.mu.Lock()
+	if p.Key != "" {
+		k := retryKey{p.Sender, p.Key}
+		close(s.pending[k])
+		if delete(s.pending, k); len(s.pending) == 0 {
+			s.pending = nil
+		}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return
+	}
+	before := s.ring.Bytes()
+	s.expireLocked(b.cfg.Now())
+	s.ring.Append(p)
+	s.visible = p.Offset
+	s.queue = append(s.queue, p)
+	grown := s.ring.Bytes() - before
+	s.mu.Unlock()
+	if b.durBytes.Add(grown) > b.cfg.DurableMaxBytes && b.cfg.DurableMaxBytes > 0 {
+		go b.shedDurable() // not on the store's goroutine, which calls done
+	}
+	b.deliver(s)
 }
 
 // History returns retained publications after since.
