@@ -236,11 +236,10 @@ func checkDefault(t *testing.T, f flagBinding, dest string) {
 }
 
 // checkOneRate refuses a line that states two rates: "per second" twice means one flag holds
-// two limits that deserve a flag each. --op-rate is the one left (issue 39): it is both the
-// per-connection message rate and the per-user HTTP read rate.
+// two limits that deserve a flag each.
 func checkOneRate(t *testing.T, where, name, line string) {
 	t.Helper()
-	if n := strings.Count(line, "per second"); n > 1 && name != "op-rate" {
+	if n := strings.Count(line, "per second"); n > 1 {
 		t.Errorf("%s: --%s states %d rates; give each its own flag: %s", where, name, n, line)
 	}
 }

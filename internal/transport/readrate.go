@@ -7,19 +7,24 @@ import (
 )
 
 // readLimits are the rates of HTTP reads (short and long polls, history pages, presence,
-// member lists): a user's take --op-rate, as a connection's messages do; an address's (the
-// only one of anonymous requests) take --read-rate-per-ip, an address standing for many
-// clients (a NAT, or a load test's host).
+// member lists): a user's take --read-rate-per-user; an address's (the only one of anonymous
+// requests) take --read-rate-per-ip, an address standing for many clients (a NAT, or a load
+// test's host).
 type readLimits struct {
 	user, addr *keyedLimiter
 }
 
 func newReadLimits(l Limits) readLimits {
-	addrRate, addrBurst := -1.0, 0
-	if l.ReadRatePerIP > 0 {
-		addrRate, addrBurst = l.ReadRatePerIP, max(2*int(l.ReadRatePerIP), 10)
+	return readLimits{user: readLimiter(l.ReadRatePerUser), addr: readLimiter(l.ReadRatePerIP)}
+}
+
+// readLimiter is a keyed limiter of rate reads per second, burst twice that (at least 10);
+// -1 is unlimited.
+func readLimiter(rate float64) *keyedLimiter {
+	if rate <= 0 {
+		return newKeyedLimiter(-1, 0)
 	}
-	return readLimits{user: newKeyedLimiter(l.OpRate, l.OpBurst), addr: newKeyedLimiter(addrRate, addrBurst)}
+	return newKeyedLimiter(rate, max(2*int(rate), 10))
 }
 
 // allowRead takes a token for one HTTP read by user (empty when anonymous) from r's address.
@@ -34,7 +39,7 @@ func (s *Server) allowRead(r *http.Request, user string) error {
 	} else if user == "" {
 		return nil
 	} else if ok, wait := s.reads.user.allow(user, now); !ok {
-		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second for user %s (--op-rate)", ErrRateLimited, s.lim.OpRate, user), wait}
+		err = &retryError{fmt.Errorf("%w: at most %g reads (polls, history, presence) per second for user %s (--read-rate-per-user)", ErrRateLimited, s.lim.ReadRatePerUser, user), wait}
 	}
 	if err != nil {
 		Tarpit(r, err)

@@ -56,6 +56,7 @@ type Limits struct {
 	MaxConns          int           // streaming connections in all; zero means 10,000, -1 unlimited
 	MaxConnsPerIP     int           // connections per client address (an IPv6 /64); zero means 2,000, -1 unlimited
 	ReadRatePerIP     float64       // HTTP reads per second per client address (burst twice that); zero means 2,000, -1 unlimited
+	ReadRatePerUser   float64       // HTTP reads per second per authenticated user (burst twice that); zero means 200, -1 unlimited
 	MaxConnsPerUser   int           // streaming connections per user; zero means 500, -1 unlimited
 	// HTTPIdleTimeout closes a keep-alive HTTP connection idle this long; zero means 30 s.
 	HTTPIdleTimeout time.Duration
@@ -83,7 +84,7 @@ func DefaultLimits() Limits {
 		StompHeartbeat: 10 * time.Second, LongPollMax: 60 * time.Second,
 		StompTxFrames: 100, StompTxBytes: 1 << 20, StompTxMax: 16, UnackedMsgs: 1000, UnackedBytes: 4 << 20,
 		FirstFrameTimeout: 10 * time.Second, BodyTimeout: 10 * time.Second,
-		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 2000, ReadRatePerIP: 2000, MaxConnsPerUser: 500,
+		HTTPPubRate: 100, MaxConns: 10_000, MaxConnsPerIP: 2000, ReadRatePerIP: 2000, ReadRatePerUser: 200, MaxConnsPerUser: 500,
 		OpRate: 200, HTTPIdleTimeout: 30 * time.Second, LoginRate: 2, LoginBurst: 10,
 		SockJSInput: 256 << 10, SockJSMissRate: 10, PollAnswerBytes: 1 << 20,
 	}
@@ -124,6 +125,9 @@ func (l *Limits) fill() {
 	}
 	if l.ReadRatePerIP == 0 {
 		l.ReadRatePerIP = d.ReadRatePerIP
+	}
+	if l.ReadRatePerUser == 0 {
+		l.ReadRatePerUser = d.ReadRatePerUser
 	}
 	if l.HTTPPubBurst <= 0 {
 		l.HTTPPubBurst = max(10, int(2*l.HTTPPubRate))
