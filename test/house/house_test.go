@@ -161,6 +161,7 @@ var transportNamesAt = map[string]string{
 	"internal/bench/":           "the lab's drivers, each a transport's client side",
 	"tools/loadprobe/":          "a probe driving the wire itself",
 	"internal/socketio/":        "ws and wss there are URL schemes of the Socket.IO client",
+	"internal/target/":          "a profile names its sections by the lab's transport names, checked against the table",
 	"internal/results/kinds.go": "stomp there is a server kind (--target-kind), not a transport",
 }
 
