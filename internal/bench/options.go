@@ -203,7 +203,8 @@ func (o *Options) checkScenario() error {
 func (o *Options) checkTransports() error {
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
-		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
+		sio := t == target.SocketIOName && o.profile != nil // a transport of other servers only
+		if _, poll := pollEvery(t, time.Second); !poll && !sio && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
 			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), strings.Join(namedOnly, ", "))
 		}
 		if slices.Contains(namedOnly, t) && o.Target != "" && o.profile == nil {
