@@ -84,6 +84,11 @@ func socketIOProfile(t *testing.T, oldNew ...string) string {
 	return p
 }
 
+// secure is the namespace of server.js that refuses a CONNECT whose auth.token is not "good".
+const secure = `namespace: /secure
+    auth: '{"token":"${RTLAB_TEST_SIO_TOKEN}"}'
+    `
+
 // TestProfileSocketIO runs the Socket.IO profile against a real socket.io 4 server: over
 // WebSocket from the start, joining by the acknowledged event and publishing with acks; over
 // long-polling upgraded to WebSocket (the built-in profile); and over long-polling only,
@@ -93,8 +98,9 @@ func TestProfileSocketIO(t *testing.T) {
 		t.Skip("runs short benches")
 	}
 	srv := startSocketIO(t)
+	t.Setenv("RTLAB_TEST_SIO_TOKEN", "good")
 	t.Run("websocket", func(t *testing.T) {
-		p := socketIOProfile(t, "transport: upgrade", "transport: websocket")
+		p := socketIOProfile(t, "transport: upgrade", secure+"transport: websocket")
 		checkExact(t, profileRun(t, srv, p, "socketio"))
 	})
 	t.Run("upgrade", func(t *testing.T) {
@@ -109,15 +115,17 @@ func TestProfileSocketIO(t *testing.T) {
 	})
 }
 
-// TestProfileSocketIOPreflight: an event name the server does not have stops the run before
-// the ramp, naming the step.
+// TestProfileSocketIOPreflight: an event name the server does not have, or a refused CONNECT,
+// stops the run before the ramp, naming the step.
 func TestProfileSocketIOPreflight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a pre-flight")
 	}
 	srv := startSocketIO(t)
+	t.Setenv("RTLAB_TEST_SIO_TOKEN", "bad")
 	for _, tc := range []struct{ old, new, want string }{
 		{"event: location, data", "event: locaton, data", "publish emit locaton: no answer in 10s"},
+		{"transport: upgrade", secure + "transport: upgrade", "subscribe socketio " + srv + "/secure over upgrade, emit join: connect: socketio: namespace /secure refused the connection: not authorized"},
 		{"receive: {event: location}", "receive: {event: position}", `messages arrived that receive.event "position" or read.match left out)`},
 	} {
 		o := &Options{Target: srv, Profile: socketIOProfile(t, tc.old, tc.new), Users: []int{2}, Stages: "1s:PEAK"}

@@ -18,8 +18,8 @@ type profDriver struct {
 	c      *cell
 	t      *target.Transport
 	sio    *target.SocketIO // the socketio transport's section; nil on the others
-	users  []string // {user} of each vu
-	tokens []string // {token} of each vu
+	users  []string         // {user} of each vu
+	tokens []string         // {token} of each vu
 	runFn  func(a *activity)
 }
 

@@ -97,7 +97,7 @@ func (d *profDriver) sioOpen(a *activity) (sc *socketio.Conn, start time.Time, o
 	sc, err := socketio.Dial(ctx, d.sioOptions(v))
 	cancel()
 	if err != nil {
-		c.connFailed(a, fmt.Errorf("socketio: %w", err))
+		c.connFailed(a, sioErr(err))
 		return nil, start, false
 	}
 	if !a.setConn(&sioConn{sc: sc}) {
@@ -129,7 +129,7 @@ func (d *profDriver) sioSession(a *activity) (opened bool) {
 	for {
 		ev, args, err := sc.Read()
 		if err != nil {
-			return l.closed(fmt.Errorf("socketio: %w", err))
+			return l.closed(sioErr(err))
 		}
 		if ev != d.sio.RecvEvent || len(args) == 0 {
 			v.sh.update(func(k *counters) { k.other++ })
@@ -196,6 +196,14 @@ func (d *profDriver) sioPublish(w *pubWorker, job pubJob) {
 	case s.PubAck == target.AckNone:
 		a.answered(int64(seq), true, nil)
 	}
+}
+
+// sioErr names the client in err once: the client's own errors name it already.
+func sioErr(err error) error {
+	if strings.HasPrefix(err.Error(), "socketio: ") {
+		return err
+	}
+	return fmt.Errorf("socketio: %w", err)
 }
 
 // sioDescribe names v's session for the pre-flight's errors: the URL, and the join event.
