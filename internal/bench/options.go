@@ -254,7 +254,8 @@ func (o *Options) checkScenario() error {
 func (o *Options) checkTransports() error {
 	seen := map[string]bool{}
 	for _, t := range o.Transports {
-		if _, poll := pollEvery(t, time.Second); !poll && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
+		sio := t == target.SocketIOName && o.profile != nil // a transport of other servers only
+		if _, poll := pollEvery(t, time.Second); !poll && !sio && !slices.Contains(Transports(), t) && !slices.Contains(namedOnly, t) {
 			return usageErr("--transport", "unknown transport %q; want a comma list of %s, %s, poll-<interval> (like poll-1s), or all", t, strings.Join(Transports(), ", "), strings.Join(namedOnly, ", "))
 		}
 		if slices.Contains(namedOnly, t) && o.Target != "" && o.profile == nil {
@@ -404,8 +405,13 @@ func (o *Options) checkCentrifugo() error {
 }
 
 // checkFileLimit refuses a run that cannot fit in the open-file limit: every user holds one
-// socket in the generator (and in the server); publishing goes through the shared pool.
+// socket in the generator (and in the server), two on Socket.IO long-polling (a GET and a
+// POST); publishing goes through the shared pool.
 func (o *Options) checkFileLimit() error {
+	per := uint64(1)
+	if p := o.profile; p != nil && p.SocketIO != nil && p.SocketIO.Transport != target.SIOWebSocket && slices.Contains(o.Transports, target.SocketIOName) {
+		per = 2
+	}
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		for _, u := range o.Users {
@@ -413,7 +419,7 @@ func (o *Options) checkFileLimit() error {
 			for _, s := range o.stageSpecs {
 				most = max(most, s.Target)
 			}
-			need := uint64(most) + uint64(o.PubConns) + 64
+			need := uint64(most)*per + uint64(o.PubConns) + 64
 			if need > lim.Max {
 				return usageErr("--users", "%d users need about %d sockets in one process; the open-file limit is %d", most, need, lim.Max)
 			}

@@ -64,8 +64,11 @@ func (c *cell) othersSeen(d *profDriver) string {
 		return ""
 	}
 	why := "read.match"
-	if d.t.Name == "sse" {
+	switch {
+	case d.t.Name == "sse":
 		why = fmt.Sprintf("read.event %q or read.match", nonEmptyStr(d.t.Read.Event, "message"))
+	case d.sio != nil:
+		why = fmt.Sprintf("receive.event %q or read.match", d.sio.RecvEvent)
 	}
 	return fmt.Sprintf(" (%d messages arrived that %s left out)", n, why)
 }
@@ -106,6 +109,9 @@ func (c *cell) stepErr(step, missing, detail string) error {
 
 // describe names v's subscription route for the pre-flight's errors.
 func (d *profDriver) describe(v *vu) string {
+	if d.sio != nil {
+		return d.sioDescribe(v)
+	}
 	if d.t.Subscribe.Destination != nil {
 		return d.t.Subscribe.Destination.Render(d.vals(v, 0, 0))
 	}
@@ -119,6 +125,8 @@ func (d *profDriver) describe(v *vu) string {
 func (d *profDriver) describePub(v *vu) string {
 	pub := &d.t.Publish
 	switch {
+	case d.sio != nil:
+		return "emit " + d.sio.PubEvent
 	case pub.HTTP():
 		return pub.Method + " " + d.route(v, pub.URL, "")
 	case pub.Destination != nil:

@@ -182,6 +182,14 @@ func TestProfileOptions(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "does not describe it") {
 		t.Fatalf("got %v", err)
 	}
+	o = &Options{Target: "http://127.0.0.1:1", Profile: "builtin:socketio"}
+	if err := o.Validate(); err != nil || strings.Join(o.Transports, ",") != "socketio" {
+		t.Fatalf("%v %v", err, o.Transports)
+	}
+	o = &Options{Target: "http://127.0.0.1:1", Transports: []string{"socketio"}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `unknown transport "socketio"`) {
+		t.Fatalf("got %v", err)
+	}
 	o = &Options{Target: "http://127.0.0.1:1", Profile: "builtin:nope"}
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "no built-in profile") {
 		t.Fatalf("got %v", err)

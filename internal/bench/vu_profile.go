@@ -17,8 +17,9 @@ import (
 type profDriver struct {
 	c      *cell
 	t      *target.Transport
-	users  []string // {user} of each vu
-	tokens []string // {token} of each vu
+	sio    *target.SocketIO // the socketio transport's section; nil on the others
+	users  []string         // {user} of each vu
+	tokens []string         // {token} of each vu
 	runFn  func(a *activity)
 }
 
@@ -26,6 +27,9 @@ type profDriver struct {
 // client here, and mints every user's token.
 func newProfDriver(c *cell, p *target.Profile, transport string) *profDriver {
 	d := &profDriver{c: c, t: p.Transports[transport]}
+	if transport == target.SocketIOName {
+		d.sio, d.t = p.SocketIO, sioTransport(p.SocketIO)
+	}
 	n := c.plan.Peak
 	d.users, d.tokens = make([]string, n), make([]string, n)
 	now := time.Now()
@@ -49,12 +53,14 @@ func newProfDriver(c *cell, p *target.Profile, transport string) *profDriver {
 		d.runFn = d.pollRun
 	case "stomp", TransportSTOMPTCP, TransportSockJS:
 		d.runFn = func(a *activity) { runStream(a, d.stompSession) }
+	case target.SocketIOName:
+		d.runFn = func(a *activity) { runStream(a, d.sioSession) }
 	}
 	return d
 }
 
 // profileClients are the transports a profile can be run on here.
-var profileClients = []string{"shortpoll", "longpoll", "sse", "ws", "stomp", TransportSTOMPTCP, TransportSockJS}
+var profileClients = []string{"shortpoll", "longpoll", "sse", "ws", "stomp", TransportSTOMPTCP, TransportSockJS, target.SocketIOName}
 
 func (d *profDriver) run(a *activity)          { d.runFn(a) }
 func (d *profDriver) httpPublish() bool        { return d.t.Publish.HTTP() }
@@ -208,10 +214,12 @@ func (d *profDriver) wsSession(a *activity) (opened bool) {
 	}
 }
 
-// publish sends one publication: over the shared HTTP pool, as a WebSocket frame, or as a
-// STOMP SEND.
+// publish sends one publication: over the shared HTTP pool, as a WebSocket frame, as a STOMP
+// SEND, or as a Socket.IO event.
 func (d *profDriver) publish(w *pubWorker, job pubJob) {
 	switch {
+	case d.sio != nil:
+		d.sioPublish(w, job)
 	case d.t.Publish.HTTP():
 		d.publishHTTP(w, job)
 	case d.t.Publish.Destination != nil:

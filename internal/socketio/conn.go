@@ -153,7 +153,7 @@ type Conn struct {
 	err     error // why it ended; written before done is closed
 
 	ackMu   sync.Mutex
-	acks    map[int64]chan []json.RawMessage // guarded by ackMu
+	acks    map[int64]func([]json.RawMessage) // guarded by ackMu
 	nextAck atomic.Int64
 }
 
@@ -465,26 +465,12 @@ func (c *Conn) Emit(event string, args ...json.RawMessage) error {
 // EmitAck sends event with args and waits for the server's acknowledgement, until ctx ends or
 // the connection does. A goroutine must be calling Read, which receives the acknowledgement.
 func (c *Conn) EmitAck(ctx context.Context, event string, args ...json.RawMessage) ([]json.RawMessage, error) {
-	id := c.nextAck.Add(1) - 1
-	p, err := encodeEvent(c.nsp, id, event, args)
+	ch := make(chan []json.RawMessage, 1) // sent at most once
+	id, err := c.emitFunc(func(args []json.RawMessage) { ch <- args }, event, args)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan []json.RawMessage, 1)
-	c.ackMu.Lock()
-	if c.acks == nil {
-		c.acks = make(map[int64]chan []json.RawMessage)
-	}
-	c.acks[id] = ch
-	c.ackMu.Unlock()
-	defer func() {
-		c.ackMu.Lock()
-		delete(c.acks, id)
-		c.ackMu.Unlock()
-	}()
-	if err := c.send(p); err != nil {
-		return nil, err
-	}
+	defer c.forgetAck(id)
 	select {
 	case args := <-ch:
 		return args, nil
@@ -495,13 +481,47 @@ func (c *Conn) EmitAck(ctx context.Context, event string, args ...json.RawMessag
 	}
 }
 
-func (c *Conn) deliverAck(id int64, args []json.RawMessage) {
+// EmitFunc sends event with args and returns once it is sent; fn gets the server's
+// acknowledgement, called by the goroutine in Read (so it must not block, nor call Read). fn
+// is never called when the connection ends first: a load generator with many acknowledgements
+// outstanding needs no goroutine per wait.
+func (c *Conn) EmitFunc(fn func(args []json.RawMessage), event string, args ...json.RawMessage) error {
+	_, err := c.emitFunc(fn, event, args)
+	return err
+}
+
+func (c *Conn) emitFunc(fn func([]json.RawMessage), event string, args []json.RawMessage) (int64, error) {
+	id := c.nextAck.Add(1) - 1
+	p, err := encodeEvent(c.nsp, id, event, args)
+	if err != nil {
+		return id, err
+	}
 	c.ackMu.Lock()
-	ch := c.acks[id]
+	if c.acks == nil {
+		c.acks = make(map[int64]func([]json.RawMessage))
+	}
+	c.acks[id] = fn
+	c.ackMu.Unlock()
+	if err := c.send(p); err != nil {
+		c.forgetAck(id)
+		return id, err
+	}
+	return id, nil
+}
+
+func (c *Conn) forgetAck(id int64) {
+	c.ackMu.Lock()
 	delete(c.acks, id)
 	c.ackMu.Unlock()
-	if ch != nil {
-		ch <- args // buffered, and sent at most once
+}
+
+func (c *Conn) deliverAck(id int64, args []json.RawMessage) {
+	c.ackMu.Lock()
+	fn := c.acks[id]
+	delete(c.acks, id)
+	c.ackMu.Unlock()
+	if fn != nil {
+		fn(args)
 	}
 }
 

@@ -494,22 +494,22 @@ func (w *walker) regex(n *yaml.Node, at string) (*regexp.Regexp, error) {
 }
 
 func (w *walker) socketIO(n *yaml.Node, at string) (*SocketIO, error) {
-	s := &SocketIO{Path: "/socket.io/", Namespace: "/"}
-	event := func(dst **Template, name *string) func(*yaml.Node, string) error {
-		return func(v *yaml.Node, at string) error {
-			return w.fields(v, at, map[string]func(*yaml.Node, string) error{
-				"event": func(v *yaml.Node, at string) (err error) { *name, err = w.str(v, at); return err },
-				"data":  func(v *yaml.Node, at string) (err error) { *dst, err = w.tmpl(v, at); return err },
-			})
-		}
-	}
+	s := &SocketIO{Transport: SIOUpgrade, Path: "/socket.io/", Namespace: "/"}
 	err := w.fields(n, at, map[string]func(*yaml.Node, string) error{
+		"transport": func(v *yaml.Node, at string) (err error) {
+			s.Transport, err = w.str(v, at)
+			if err == nil && !slices.Contains([]string{SIOUpgrade, SIOPolling, SIOWebSocket}, s.Transport) {
+				return w.errf(v, at, "want upgrade (polling, then WebSocket), polling or websocket, not %q", s.Transport)
+			}
+			return err
+		},
 		"path":      func(v *yaml.Node, at string) (err error) { s.Path, err = w.str(v, at); return err },
 		"namespace": func(v *yaml.Node, at string) (err error) { s.Namespace, err = w.str(v, at); return err },
+		"auth":      func(v *yaml.Node, at string) (err error) { s.Auth, err = w.tmpl(v, at); return err },
 		"headers":   func(v *yaml.Node, at string) (err error) { s.Headers, err = w.headers(v, at); return err },
 		"query":     func(v *yaml.Node, at string) (err error) { s.Query, err = w.headers(v, at); return err },
-		"join":      event(&s.JoinData, &s.JoinEvent),
-		"publish":   event(&s.PubData, &s.PubEvent),
+		"join":      func(v *yaml.Node, at string) error { return w.sioJoin(v, at, s) },
+		"publish":   func(v *yaml.Node, at string) error { return w.sioPublish(v, at, s) },
 		"receive": func(v *yaml.Node, at string) error {
 			return w.fields(v, at, map[string]func(*yaml.Node, string) error{
 				"event": func(v *yaml.Node, at string) (err error) { s.RecvEvent, err = w.str(v, at); return err },
@@ -520,18 +520,70 @@ func (w *walker) socketIO(n *yaml.Node, at string) (*SocketIO, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s, w.checkSocketIO(n, at, s)
+}
+
+func (w *walker) checkSocketIO(n *yaml.Node, at string, s *SocketIO) error {
 	switch {
 	case s.PubEvent == "" || s.PubData == nil:
-		return nil, w.errf(n, at+".publish", "missing; want {event: location, data: '{\"vu\":{vu},\"seq\":{seq},\"ts\":{ts}}'}")
+		return w.errf(n, at+".publish", "missing; want {event: location, data: '{\"vu\":{vu},\"seq\":{seq},\"ts\":{ts}}'}")
 	case s.RecvEvent == "":
-		return nil, w.errf(n, at+".receive.event", "missing; want the event deliveries arrive as")
+		return w.errf(n, at+".receive.event", "missing; want the event deliveries arrive as")
 	case s.Read.VU == nil && s.Read.Regex == nil:
-		return nil, w.errf(n, at+".read", "missing; say where the bench's fields are, like {vu: $.vu, seq: $.seq, ts: $.ts}")
+		return w.errf(n, at+".read", "missing; say where the bench's fields are, like {vu: $.vu, seq: $.seq, ts: $.ts}")
+	case s.JoinEvent == "" && s.JoinData != nil:
+		return w.errf(n, at+".join.event", "missing; want the event that joins, like join")
+	case s.JoinEvent == "" && s.JoinReady.Kind == ReadyAck:
+		return w.errf(n, at+".join.ready", "ack needs join.event")
+	}
+	if s.JoinReady.Kind == "" {
+		s.JoinReady.Kind = ReadyOpen
+		if s.JoinEvent != "" {
+			s.JoinReady.Kind = ReadyAck
+		}
+	}
+	if s.PubAck == "" {
+		s.PubAck = AckNone
 	}
 	if s.Read.TSUnit == 0 {
 		s.Read.TSUnit = 1
 	}
-	return s, nil
+	return nil
+}
+
+// sioJoin reads {event, data, ready: ack | open | a delay}.
+func (w *walker) sioJoin(n *yaml.Node, at string, s *SocketIO) error {
+	return w.fields(n, at, map[string]func(*yaml.Node, string) error{
+		"event": func(v *yaml.Node, at string) (err error) { s.JoinEvent, err = w.str(v, at); return err },
+		"data":  func(v *yaml.Node, at string) (err error) { s.JoinData, err = w.tmpl(v, at); return err },
+		"ready": func(v *yaml.Node, at string) error {
+			if v.Kind == yaml.ScalarNode && (v.Value == ReadyAck || v.Value == ReadyOpen) {
+				s.JoinReady.Kind = v.Value
+				return nil
+			}
+			d, err := w.dur(v, at)
+			if err != nil {
+				return w.errf(v, at, "want ack (the join event's acknowledgement), open, or a delay like 500ms")
+			}
+			s.JoinReady = Ready{Kind: ReadyDelay, Delay: d}
+			return nil
+		},
+	})
+}
+
+// sioPublish reads {event, data, ack: ack | echo | none}.
+func (w *walker) sioPublish(n *yaml.Node, at string, s *SocketIO) error {
+	return w.fields(n, at, map[string]func(*yaml.Node, string) error{
+		"event": func(v *yaml.Node, at string) (err error) { s.PubEvent, err = w.str(v, at); return err },
+		"data":  func(v *yaml.Node, at string) (err error) { s.PubData, err = w.tmpl(v, at); return err },
+		"ack": func(v *yaml.Node, at string) (err error) {
+			s.PubAck, err = w.str(v, at)
+			if err == nil && !slices.Contains([]string{AckSocketIO, AckEcho, AckNone}, s.PubAck) {
+				return w.errf(v, at, "want ack (the event's acknowledgement), echo or none, not %q", s.PubAck)
+			}
+			return err
+		},
+	})
 }
 
 // readLines reads a file of one value a line, blank lines left out.

@@ -118,15 +118,32 @@ type Publish struct {
 // HTTP reports whether publications are HTTP requests.
 func (p *Publish) HTTP() bool { return p.URL != nil }
 
+// Socket.IO transports: how a user's session runs.
+const (
+	SIOUpgrade   = "upgrade"   // long-polling upgraded to WebSocket, as the JS client does
+	SIOPolling   = "polling"   // long-polling only
+	SIOWebSocket = "websocket" // WebSocket from the start
+)
+
+// ReadyAck and AckSocketIO: the server's Socket.IO acknowledgement of the join or publish
+// event.
+const (
+	ReadyAck    = "ack"
+	AckSocketIO = "ack"
+)
+
 // SocketIO describes a Socket.IO v4 application (read here; its client lives elsewhere).
 type SocketIO struct {
+	Transport string // SIOUpgrade, SIOPolling or SIOWebSocket
 	Path      string
 	Namespace string
-	JoinEvent string
+	Auth      *Template // CONNECT's auth payload, a JSON object; nil sends none
+	JoinEvent string    // "": the query joins
 	JoinData  *Template
+	JoinReady Ready // ReadyAck (the default with a join event), ReadyOpen or ReadyDelay
 	PubEvent  string
 	PubData   *Template
-	PubAck    string
+	PubAck    string // AckSocketIO, AckEcho or AckNone (the default)
 	RecvEvent string
 	Read      Read
 	Headers   []Header

@@ -168,6 +168,13 @@ func TestSocketIOSection(t *testing.T) {
 	if got := p.Names(); len(got) != 1 || got[0] != "socketio" {
 		t.Fatalf("names %v", got)
 	}
+	if s.Transport != SIOUpgrade || s.JoinReady.Kind != ReadyAck || s.PubAck != AckNone {
+		t.Fatalf("defaults: transport %q, join ready %q, publish ack %q", s.Transport, s.JoinReady.Kind, s.PubAck)
+	}
+	_, err = Parse("p.yaml", ".", []byte(strings.Replace(src, "path: /socket.io/", "transport: grpc", 1)))
+	if err == nil || !strings.Contains(err.Error(), `p.yaml:3: transports.socketio.transport: want upgrade (polling, then WebSocket), polling or websocket, not "grpc"`) {
+		t.Fatalf("got %v", err)
+	}
 	_, err = Parse("p.yaml", ".", []byte(strings.Replace(src, "    receive: {event: location}\n", "", 1)))
 	if err == nil || !strings.Contains(err.Error(), "p.yaml:3: transports.socketio.receive.event: missing") {
 		t.Fatalf("got %v", err)

@@ -1,7 +1,7 @@
 // A Socket.IO v4 server of the lab's "location" shape, for internal/socketio's tests and as a
 // target to measure. A client joins room g{n} (query ?group=n, or a `join` event with n) and
 // emits `location` with a JSON object; the server sends it as `location` to everyone in the
-// client's rooms, the sender included. Namespace /secure refuses a CONNECT whose auth.token is
+// client's rooms, the sender included, and acknowledges it when asked. Namespace /secure refuses a CONNECT whose auth.token is
 // not "good" with the message "not authorized".
 //
 // Usage: node server.js [--port 0] [--host 127.0.0.1] [--ping-interval ms] [--ping-timeout ms]
@@ -31,10 +31,11 @@ function join(socket, group) {
 }
 
 function location(socket) {
-  socket.on("location", (msg) => {
+  socket.on("location", (msg, ack) => {
     for (const room of socket.rooms) {
-      if (room.startsWith("g")) io.of(socket.nsp.name).to(room).emit("location", msg);
+      if (/^g\d+$/.test(room)) io.of(socket.nsp.name).to(room).emit("location", msg);
     }
+    if (typeof ack === "function") ack("sent");
   });
   socket.on("join", (group, ack) => {
     const ok = join(socket, group);
