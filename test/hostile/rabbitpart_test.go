@@ -1,0 +1,208 @@
+package hostile
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rtlab/rtlab/internal/broker/brokertest"
+	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/faultproxy"
+	"github.com/rtlab/rtlab/internal/servertest"
+	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
+)
+
+// TestRabbitPartition black-holes one node's path to RabbitMQ (no FIN, no RST) for 15 s while
+// another node publishes, as `rtlab bench --fault partition-node` does. The cut-off node must
+// log the loss and answer /readyz 503 before the path heals, 200 after; then its subscriber,
+// kept connected, and a client resuming from the offset it had before the cut, both receive
+// every publication without a gap notice: history still holds them all. The cut-off node is a
+// follower, then the sequencer (the first node up). A bystander on the other node is served
+// throughout (as the sequencer is cut off, from the moment its role moved).
+func TestRabbitPartition(t *testing.T) {
+	rabbit := brokertest.StartRabbitVhosts(t, 2)
+	t.Run("Follower", func(t *testing.T) { testRabbitPartition(t, rabbit.VhostURL(1), rabbit.Addr, false) })
+	t.Run("Sequencer", func(t *testing.T) { testRabbitPartition(t, rabbit.VhostURL(2), rabbit.Addr, true) })
+}
+
+func testRabbitPartition(t *testing.T, url, addr string, cutFirst bool) {
+	proxy, err := faultproxy.StartTCP(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	viaProxy := strings.Replace(url, addr, proxy.Addr(), 1)
+	var on, cut *servertest.Proc
+	if cutFirst {
+		cut = servertest.Start(t, bin, "--broker", viaProxy)
+		cut.Await("/readyz", http.StatusOK, 60*time.Second)
+	}
+	on = servertest.Start(t, bin, "--broker", url)
+	// The bystander publishes on the node that stays connected. While the cut-off node holds
+	// the sequencer's role, every publish waits on it (and is answered outcome_unknown), so
+	// then the bystander starts once the role has moved.
+	var b *servertest.Bystander
+	bystander := func() {
+		if b == nil {
+			b = servertest.StartBystander(t, on, "news/bystander", "", 20*time.Millisecond)
+		}
+	}
+	if !cutFirst {
+		bystander()
+		cut = servertest.Start(t, bin, "--broker", viaProxy)
+	}
+	for _, p := range []*servertest.Proc{on, cut} {
+		p.Await("/readyz", http.StatusOK, 60*time.Second)
+	}
+
+	const topic = "news/partition"
+	live := tt.New(t, tt.WS, tt.Options{Nodes: []string{cut.URL()}, Dialer: tt.Dialer{From: attacker2}})
+	live.Subscribe(topic, &tt.Position{})
+	tt.AwaitUp(t, live)
+	pub := &publisher{t: t, hc: httpFrom(attacker)}
+	pub.until(on.URL(), topic)
+	before := tt.Messages(t, live, 1, 30*time.Second)[0].Pos()
+
+	proxy.Set(faultproxy.BlackHole)
+	ready := watchReadyz(cut, time.Now())
+	const blackout = 15 * time.Second
+	for end := time.Now().Add(blackout); time.Now().Before(end); {
+		if pub.once(on.URL(), topic) == nil { // paced: each answered before the next
+			bystander()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	lost, ok := ready.lost()
+	if !ok {
+		t.Fatalf("the cut-off node answered /readyz 200 through a %v black hole", blackout)
+	}
+	t.Logf("the cut-off node answered /readyz 503 %v after the cut", lost.Round(10*time.Millisecond))
+	proxy.Set(faultproxy.Pass)
+	healed := time.Now()
+	cut.Await("/readyz", http.StatusOK, 90*time.Second)
+	t.Logf("ready again %v after the heal", time.Since(healed).Round(10*time.Millisecond))
+	if out := cut.Output(); !strings.Contains(out, "connection lost") {
+		t.Fatalf("the cut-off node did not log the loss:\n%s", out)
+	}
+	for range 5 {
+		pub.until(on.URL(), topic)
+		pub.until(cut.URL(), topic)
+	}
+
+	want := pub.positions()
+	expectAll(t, "the subscriber kept through the partition", live, want[1:])
+	resumed := tt.New(t, tt.SSE, tt.Options{Nodes: []string{cut.URL()}, Dialer: tt.Dialer{From: attacker2}})
+	resumed.Subscribe(topic, &before)
+	expectAll(t, "a client resuming from "+before.String(), resumed, want[1:])
+	check(t, b, 5)
+}
+
+// publisher publishes over HTTP and keeps the positions acknowledged.
+type publisher struct {
+	t  *testing.T
+	hc *http.Client
+
+	mu    sync.Mutex
+	acked []tt.Position
+}
+
+// once publishes one publication to topic on the node at base; a refusal is fine.
+func (p *publisher) once(base, topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := len(p.positions())
+	pos, err := tt.PublishHTTP(ctx, p.hc, tt.Dialer{From: attacker}, base, topic, fmt.Sprintf(`{"n":%d}`, n))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.acked = append(p.acked, pos)
+	p.mu.Unlock()
+	return nil
+}
+
+// until publishes one publication, retrying until it is acknowledged.
+func (p *publisher) until(base, topic string) {
+	p.t.Helper()
+	eventually.Nil(p.t, 60*time.Second, func() error {
+		err := p.once(base, topic)
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return err
+	})
+}
+
+func (p *publisher) positions() []tt.Position {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]tt.Position(nil), p.acked...)
+}
+
+// expectAll reads c's publications until it has every one of want, in order, and fails on a
+// gap notice. A publish answered 503 or timed out may still have been published: c may receive
+// more than want, but offsets must follow each other in one epoch.
+func expectAll(t *testing.T, who string, c tt.Client, want []tt.Position) {
+	t.Helper()
+	last := want[len(want)-1]
+	var prev tt.Position
+	tt.Await(t, c, 90*time.Second, fmt.Sprintf("publication %v", last), func(e tt.Event) bool {
+		switch {
+		case e.Kind == tt.Gap:
+			t.Fatalf("%s: told of a gap though history holds every publication: %v", who, e)
+		case e.Kind != tt.Message:
+			return false
+		case prev.Epoch != "" && (e.Epoch != prev.Epoch || e.Offset != prev.Offset+1):
+			t.Fatalf("%s: received %v after %v", who, e.Pos(), prev)
+		}
+		prev = e.Pos()
+		for len(want) > 0 && want[0].Epoch == prev.Epoch && want[0].Offset <= prev.Offset {
+			want = want[1:]
+		}
+		return len(want) == 0
+	})
+}
+
+// readyzWatch polls a node's /readyz from a moment on and notes when it first answered other
+// than 200.
+type readyzWatch struct {
+	since time.Time
+	once  sync.Once
+	stop  chan struct{}
+	done  chan struct{}
+	took  time.Duration
+}
+
+func watchReadyz(p *servertest.Proc, since time.Time) *readyzWatch {
+	w := &readyzWatch{since: since, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			res, err := http.Get(p.URL() + "/readyz")
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					w.took = time.Since(since)
+					return
+				}
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// lost stops the watch and returns how long after since /readyz first failed, if it did.
+func (w *readyzWatch) lost() (time.Duration, bool) {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+	return w.took, w.took > 0
+}
