@@ -16,49 +16,73 @@ import (
 	tt "github.com/rtlab/rtlab/internal/transport/transporttest"
 )
 
-// TestRabbitPartition black-holes one node's path to RabbitMQ (no FIN, no RST) for 15 s while
-// another node publishes, as `rtlab bench --fault partition-node` does. The cut-off node must
-// log the loss and answer /readyz 503 before the path heals, 200 after; then its subscriber,
-// kept connected, and a client resuming from the offset it had before the cut, both receive
-// every publication without a gap notice: history still holds them all. The cut-off node is a
-// follower, then the sequencer (the first node up). A bystander on the other node is served
-// throughout (as the sequencer is cut off, from the moment its role moved).
+// TestRabbitPartition black-holes one node's path to RabbitMQ (no FIN, no RST, nothing read:
+// writes stall once the socket buffers fill) for 15 s while another node publishes, as `rtlab
+// bench --fault partition-node` does. The cut-off node must log the loss and answer /readyz 503
+// before the path heals, 200 after; then its subscriber, kept connected, and a client resuming
+// from the offset it had before the cut, both receive every publication without a gap notice:
+// history still holds them all. The cut-off node is a follower, the sequencer (the first node
+// up), and a follower whose clients keep publishing large publications into the black hole, so
+// that its writes stall. A bystander on the other node is served throughout (as the sequencer
+// is cut off, from the moment its role moved).
 func TestRabbitPartition(t *testing.T) {
-	rabbit := brokertest.StartRabbitVhosts(t, 2)
-	t.Run("Follower", func(t *testing.T) { testRabbitPartition(t, rabbit.VhostURL(1), rabbit.Addr, false) })
-	t.Run("Sequencer", func(t *testing.T) { testRabbitPartition(t, rabbit.VhostURL(2), rabbit.Addr, true) })
+	rabbit := brokertest.StartRabbitVhosts(t, 3)
+	for i, c := range []partitionCase{{name: "Follower"}, {name: "Sequencer", cutFirst: true}, {name: "StalledWrites", flood: true}} {
+		t.Run(c.name, func(t *testing.T) { testRabbitPartition(t, rabbit.VhostURL(i+1), rabbit.Addr, c) })
+	}
 }
 
-func testRabbitPartition(t *testing.T, url, addr string, cutFirst bool) {
+type partitionCase struct {
+	name     string
+	cutFirst bool // the cut-off node is the sequencer
+	flood    bool // the cut-off node's clients publish 512 KB publications during the cut
+}
+
+// partitionNodes are two nodes of one RabbitMQ, one of them behind proxy.
+type partitionNodes struct {
+	on, cut   *servertest.Proc
+	proxy     *faultproxy.Proxy
+	b         *servertest.Bystander
+	bystander func() // starts b on on, once
+}
+
+func startPartitionNodes(t *testing.T, url, addr string, c partitionCase) *partitionNodes {
+	t.Helper()
 	proxy, err := faultproxy.StartTCP(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	viaProxy := strings.Replace(url, addr, proxy.Addr(), 1)
-	var on, cut *servertest.Proc
-	if cutFirst {
-		cut = servertest.Start(t, bin, "--broker", viaProxy)
-		cut.Await("/readyz", http.StatusOK, 60*time.Second)
+	n := &partitionNodes{proxy: proxy}
+	cutArgs := []string{"--broker", strings.Replace(url, addr, proxy.Addr(), 1)}
+	if c.flood {
+		cutArgs = append(cutArgs, "--max-frame", "1048576", "--http-pub-rate", "-1")
 	}
-	on = servertest.Start(t, bin, "--broker", url)
-	// The bystander publishes on the node that stays connected. While the cut-off node holds
-	// the sequencer's role, every publish waits on it (and is answered outcome_unknown), so
-	// then the bystander starts once the role has moved.
-	var b *servertest.Bystander
-	bystander := func() {
-		if b == nil {
-			b = servertest.StartBystander(t, on, "news/bystander", "", 20*time.Millisecond)
+	if c.cutFirst {
+		n.cut = servertest.Start(t, bin, cutArgs...)
+		n.cut.Await("/readyz", http.StatusOK, 60*time.Second)
+	}
+	n.on = servertest.Start(t, bin, "--broker", url)
+	// While the cut-off node holds the sequencer's role, every publish waits on it (and is
+	// answered outcome_unknown): then the bystander starts once the role has moved.
+	n.bystander = func() {
+		if n.b == nil {
+			n.b = servertest.StartBystander(t, n.on, "news/bystander", "", 20*time.Millisecond)
 		}
 	}
-	if !cutFirst {
-		bystander()
-		cut = servertest.Start(t, bin, "--broker", viaProxy)
+	if !c.cutFirst {
+		n.bystander()
+		n.cut = servertest.Start(t, bin, cutArgs...)
 	}
-	for _, p := range []*servertest.Proc{on, cut} {
+	for _, p := range []*servertest.Proc{n.on, n.cut} {
 		p.Await("/readyz", http.StatusOK, 60*time.Second)
 	}
+	return n
+}
 
+func testRabbitPartition(t *testing.T, url, addr string, c partitionCase) {
+	n := startPartitionNodes(t, url, addr, c)
+	on, cut := n.on, n.cut
 	const topic = "news/partition"
 	live := tt.New(t, tt.WS, tt.Options{Nodes: []string{cut.URL()}, Dialer: tt.Dialer{From: attacker2}})
 	live.Subscribe(topic, &tt.Position{})
@@ -67,26 +91,36 @@ func testRabbitPartition(t *testing.T, url, addr string, cutFirst bool) {
 	pub.until(on.URL(), topic)
 	before := tt.Messages(t, live, 1, 30*time.Second)[0].Pos()
 
-	proxy.Set(faultproxy.BlackHole)
+	n.proxy.Set(faultproxy.BlackHole)
 	ready := watchReadyz(cut, time.Now())
 	const blackout = 15 * time.Second
-	for end := time.Now().Add(blackout); time.Now().Before(end); {
+	ctx, stopFlood := context.WithTimeout(context.Background(), blackout)
+	defer stopFlood()
+	flooded := make(chan struct{})
+	go func() {
+		defer close(flooded)
+		if c.flood {
+			flood(ctx, cut.URL(), "news/flood")
+		}
+	}()
+	for ctx.Err() == nil {
 		if pub.once(on.URL(), topic) == nil { // paced: each answered before the next
-			bystander()
+			n.bystander()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	<-flooded
 	lost, ok := ready.lost()
 	if !ok {
 		t.Fatalf("the cut-off node answered /readyz 200 through a %v black hole", blackout)
 	}
-	t.Logf("the cut-off node answered /readyz 503 %v after the cut", lost.Round(10*time.Millisecond))
-	proxy.Set(faultproxy.Pass)
+	t.Logf("the cut-off node answered /readyz 503 %v after the cut; it logged: %s", lost.Round(10*time.Millisecond), lossLine(cut.Output()))
+	n.proxy.Set(faultproxy.Pass)
 	healed := time.Now()
 	cut.Await("/readyz", http.StatusOK, 90*time.Second)
 	t.Logf("ready again %v after the heal", time.Since(healed).Round(10*time.Millisecond))
-	if out := cut.Output(); !strings.Contains(out, "connection lost") {
-		t.Fatalf("the cut-off node did not log the loss:\n%s", out)
+	if lossLine(cut.Output()) == "" {
+		t.Fatalf("the cut-off node did not log the loss:\n%s", cut.Output())
 	}
 	for range 5 {
 		pub.until(on.URL(), topic)
@@ -98,7 +132,38 @@ func testRabbitPartition(t *testing.T, url, addr string, cutFirst bool) {
 	resumed := tt.New(t, tt.SSE, tt.Options{Nodes: []string{cut.URL()}, Dialer: tt.Dialer{From: attacker2}})
 	resumed.Subscribe(topic, &before)
 	expectAll(t, "a client resuming from "+before.String(), resumed, want[1:])
-	check(t, b, 5)
+	check(t, n.b, 5)
+}
+
+// lossLine is the first line of out that logs a lost broker connection.
+func lossLine(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "connection lost") {
+			return line
+		}
+	}
+	return ""
+}
+
+// flood has 8 clients publish 512 KB publications to topic on the node at base until ctx ends,
+// each waiting for its answer (refusals pause it briefly): more than the socket buffers of a
+// path that takes nothing hold.
+func flood(ctx context.Context, base, topic string) {
+	data := string(padded(512<<10, `"flood":1`))
+	hc := httpFrom("127.0.0.4")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := tt.PublishHTTP(ctx, hc, tt.Dialer{From: "127.0.0.4"}, base, topic, data); err != nil {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // publisher publishes over HTTP and keeps the positions acknowledged.
