@@ -119,6 +119,7 @@ func testRabbitPartition(t *testing.T, url, addr string, c partitionCase) {
 	healed := time.Now()
 	cut.Await("/readyz", http.StatusOK, 90*time.Second)
 	t.Logf("ready again %v after the heal", time.Since(healed).Round(10*time.Millisecond))
+	n.bystander() // if no publish was answered during the cut
 	if lossLine(cut.Output()) == "" {
 		t.Fatalf("the cut-off node did not log the loss:\n%s", cut.Output())
 	}
@@ -244,10 +245,11 @@ type readyzWatch struct {
 
 func watchReadyz(p *servertest.Proc, since time.Time) *readyzWatch {
 	w := &readyzWatch{since: since, stop: make(chan struct{}), done: make(chan struct{})}
+	hc := &http.Client{Timeout: 5 * time.Second}
 	go func() {
 		defer close(w.done)
 		for {
-			res, err := http.Get(p.URL() + "/readyz")
+			res, err := hc.Get(p.URL() + "/readyz")
 			if err == nil {
 				res.Body.Close()
 				if res.StatusCode != http.StatusOK {
