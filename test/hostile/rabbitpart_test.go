@@ -148,7 +148,7 @@ func lossLine(out string) string {
 
 // flood has 8 clients publish 512 KB publications to topic on the node at base until ctx ends,
 // each waiting for its answer (refusals pause it briefly): more than the socket buffers of a
-// path that takes nothing hold.
+// path that takes nothing hold (the node's send queue to the proxy fills, near 4 MB here).
 func flood(ctx context.Context, base, topic string) {
 	data := string(padded(512<<10, `"flood":1`))
 	hc := httpFrom("127.0.0.4")
