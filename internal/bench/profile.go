@@ -13,7 +13,7 @@ import (
 )
 
 // builtinProfiles are the profiles --profile builtin:NAME names: rtlab's seed routes, the
-// Spring STOMP peer and RabbitMQ Web-STOMP.
+// Spring STOMP peer, RabbitMQ Web-STOMP and Centrifugo.
 //
 //go:embed profiles/*.yaml
 var builtinProfiles embed.FS
