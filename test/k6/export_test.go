@@ -74,21 +74,27 @@ func TestSecondOpinion(t *testing.T) {
 
 // k6Figures are what the comparison reads from k6's summary.
 type k6Figures struct {
-	expected, received int64
-	p50, p99           float64
+	expected, received, lost, dup, errors int64
+	p50, p99                              float64
 }
 
 // runK6 runs transport's exported script against a fresh server and reads its summary.
 func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	t.Helper()
 	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
+	return runK6At(t, k6, dir, transport, p.URL())
+}
+
+// runK6At runs transport's exported script against the server at base and reads its summary.
+func runK6At(t *testing.T, k6, dir, transport, base string) k6Figures {
+	t.Helper()
 	sum := filepath.Join(t.TempDir(), "summary.json")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	// P99_MS is high: this compares figures, the shared CI machine decides no threshold.
 	cmd := exec.CommandContext(ctx, k6, "run", "--no-usage-report", "--quiet", "--no-color",
 		"--summary-trend-stats", "med,p(99),max", "--summary-export", sum,
-		"-e", "BASE="+p.URL(), "-e", "P99_MS=60000", transport+".js")
+		"-e", "BASE="+base, "-e", "P99_MS=60000", transport+".js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "K6_NO_USAGE_REPORT=true")
 	var out bytes.Buffer
@@ -115,6 +121,7 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	}
 	return k6Figures{
 		expected: int64(num("deliveries_expected", "count")), received: int64(num("deliveries_received", "count")),
+		lost: int64(num("deliveries_lost", "count")), dup: int64(num("deliveries_duplicate", "count")), errors: int64(num("protocol_errors", "count")),
 		p50: num("delivery_latency", "med"), p99: num("delivery_latency", "p(99)"),
 	}
 }
@@ -123,10 +130,16 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 func runLab(t *testing.T, transport string) *results.Run {
 	t.Helper()
 	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
+	return runLabAt(t, p.URL(), append([]string{"--transport", transport}, secondOpinion()...))
+}
+
+// runLabAt runs the bench with args against the server at base.
+func runLabAt(t *testing.T, base string, args []string) *results.Run {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "lab")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--target", p.URL(), "--transport", transport, "--out", out}, secondOpinion()...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--target", base, "--out", out}, args...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("rtlab bench: %v\n%s", err, b)
 	}

@@ -1,0 +1,108 @@
+package k6
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+)
+
+// envelopeServer is examples/targets/ws-envelope.yaml's shape, as a team would write it: raw
+// WebSocket at /ws/location?group=G; every text frame reaches every member of G as
+// {"type":"LOCATION","payload":<frame>}.
+func envelopeServer(t *testing.T) *httptest.Server {
+	var mu sync.Mutex
+	groups := map[string]map[*member]bool{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws/location", func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _, err := ws.UpgradeHTTP(r, w)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		g, m := r.URL.Query().Get("group"), &member{conn: conn}
+		mu.Lock()
+		if groups[g] == nil {
+			groups[g] = map[*member]bool{}
+		}
+		groups[g][m] = true
+		mu.Unlock()
+		defer func() { mu.Lock(); delete(groups[g], m); mu.Unlock() }()
+		for {
+			p, op, err := wsutil.ReadClientData(conn)
+			if err != nil {
+				return
+			}
+			if op != ws.OpText {
+				continue
+			}
+			msg := []byte(`{"type":"LOCATION","payload":` + string(p) + `}`)
+			mu.Lock()
+			members := make([]*member, 0, len(groups[g]))
+			for o := range groups[g] {
+				members = append(members, o)
+			}
+			mu.Unlock()
+			for _, o := range members {
+				o.send(msg)
+			}
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+type member struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (m *member) send(msg []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_ = wsutil.WriteServerText(m.conn, msg)
+}
+
+// profileWorkload is the small workload both generators run on a profile.
+var profileWorkload = []string{"--users", "30", "--stages", "3s:PEAK,15s:PEAK,2s:0", "--interval", "1s", "--group-size", "10"}
+
+// TestProfileSecondOpinion exports examples/targets/ws-envelope.yaml's workload for k6 and runs
+// it, then the bench on the same workload, each against a fresh server of that shape: k6 must
+// read no loss and a latency, and the two must count alike. Both latencies are logged (the
+// figures for BENCHMARKS.md), not compared: this machine is shared.
+func TestProfileSecondOpinion(t *testing.T) {
+	k6 := k6Binary(t)
+	if testing.Short() {
+		t.Skip("-short: two runs of 20 s")
+	}
+	profile, _ := filepath.Abs(filepath.Join("..", "..", "examples", "targets", "ws-envelope.yaml"))
+	dir := t.TempDir()
+	export := exec.Command(bin, append([]string{"bench", "--export-k6", dir, "--target", "http://127.0.0.1:1", "--profile", profile}, profileWorkload...)...)
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	k := runK6At(t, k6, dir, "ws", envelopeServer(t).URL)
+	lab := runLabAt(t, envelopeServer(t).URL, append([]string{"--profile", profile, "--transport", "ws"}, profileWorkload...))
+	d := lab.Delivery
+	t.Logf("ws-envelope: k6 expected %d received %d lost %d dup %d p50 %.2f p99 %.2f ms; bench expected %d received %d lost %d dup %d p50 %.2f p99 %.2f ms",
+		k.expected, k.received, k.lost, k.dup, k.p50, k.p99, d.Expected, d.Received, d.Expected-d.Received, d.Duplicates, d.Latency.P50, d.Latency.P99)
+	if k.received == 0 || k.lost != 0 || k.dup != 0 || k.errors != 0 || k.p50 <= 0 {
+		t.Errorf("k6: received %d, lost %d, duplicates %d, protocol errors %d, p50 %.2f ms; want deliveries, no loss and a latency", k.received, k.lost, k.dup, k.errors, k.p50)
+	}
+	if d.Received == 0 || d.Received != d.Expected || d.Duplicates != 0 {
+		t.Errorf("bench: expected %d, received %d, duplicates %d", d.Expected, d.Received, d.Duplicates)
+	}
+	// k6 counts a receipt only once its VU runs again and cannot see a loss at a sender's ends,
+	// so the two agree closely, not exactly.
+	if off := math.Abs(float64(k.received-d.Received)) / float64(max(d.Received, 1)); off > 0.05 {
+		t.Errorf("received: k6 %d, bench %d: %.1f %% apart, want ≤ 5 %%", k.received, d.Received, off*100)
+	}
+}
