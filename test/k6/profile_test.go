@@ -5,13 +5,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/rtlab/rtlab/internal/servertest"
 )
 
 // envelopeServer is examples/targets/ws-envelope.yaml's shape, as a team would write it: raw
@@ -104,5 +108,40 @@ func TestProfileSecondOpinion(t *testing.T) {
 	// so the two agree closely, not exactly.
 	if off := math.Abs(float64(k.received-d.Received)) / float64(max(d.Received, 1)); off > 0.05 {
 		t.Errorf("received: k6 %d, bench %d: %.1f %% apart, want ≤ 5 %%", k.received, d.Received, off*100)
+	}
+}
+
+// TestProfileExportOnRTLab runs the scripts exported from profiles of rtlab's own routes on
+// every transport k6 speaks for a profile: STOMP frames, polling with and without a cursor,
+// readiness by a message, a text delivery read by a regex. Each must read no loss.
+func TestProfileExportOnRTLab(t *testing.T) {
+	k6 := k6Binary(t)
+	if testing.Short() {
+		t.Skip("-short: five k6 runs of 12 s")
+	}
+	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
+	testdata := filepath.Join("..", "..", "internal", "bench", "testdata")
+	for _, c := range []struct{ profile, transports string }{
+		{"builtin:seed", "stomp"}, // its long poll has no cursor: what comes between two polls is lost
+		{filepath.Join(testdata, "rtlab-api.yaml"), "ws,shortpoll,longpoll"},
+		{filepath.Join(testdata, "seed-text.yaml"), "ws"},
+	} {
+		dir := t.TempDir()
+		args := []string{"bench", "--export-k6", dir, "--target", p.URL(), "--profile", c.profile, "--transport", c.transports,
+			"--users", "20", "--stages", "2s:PEAK,8s:PEAK,1s:0", "--interval", "1s", "--group-size", "10"}
+		export := exec.Command(bin, args...)
+		export.Env = append(os.Environ(), "RTLAB_TEST_STOMP_ADDR=127.0.0.1:1") // rtlab-api.yaml's stomp-tcp, not exported
+		if out, err := export.CombinedOutput(); err != nil {
+			t.Fatalf("export %s: %v\n%s", c.profile, err, out)
+		}
+		for _, tr := range strings.Split(c.transports, ",") {
+			t.Run(filepath.Base(c.profile)+"-"+tr, func(t *testing.T) {
+				k := runK6At(t, k6, dir, tr, p.URL())
+				t.Logf("k6: expected %d received %d lost %d dup %d errors %d p50 %.2f p99 %.2f ms", k.expected, k.received, k.lost, k.dup, k.errors, k.p50, k.p99)
+				if k.received == 0 || k.lost != 0 || k.dup != 0 || k.errors != 0 {
+					t.Errorf("received %d, lost %d, duplicates %d, protocol errors %d; want deliveries and none lost", k.received, k.lost, k.dup, k.errors)
+				}
+			})
+		}
 	}
 }

@@ -36,6 +36,13 @@ export async function pollUser(T, LONG) {
   const every = T.intervalMs || W.intervalMs;
   let cursor = '';
   let first = true;
+  const subscribed = () => {
+    rx.open();
+    publisher(u, (seq, body, at) => publish(T, u, seq, at));
+  };
+  // Without a cursor the subscription is the poll itself, in place once sent: a long poll's
+  // first answer may wait for the first publication.
+  if (!T.read.cursor) subscribed();
   for (;;) {
     const started = Date.now();
     const route = first && T.read.cursor && T.subscribe.url ? T.subscribe.url : T.url;
@@ -50,14 +57,9 @@ export async function pollUser(T, LONG) {
       const c = lookup(parse(res.body), T.read.cursor);
       if (c !== undefined) cursor = String(c);
     }
-    if (first) {
-      first = false;
-      rx.open();
-      publisher(u, (seq, body, at) => publish(T, u, seq, at));
-      if (!T.read.cursor) items(T, rx, res.body, at);
-    } else {
-      items(T, rx, res.body, at);
-    }
+    if (first && T.read.cursor) subscribed();
+    else items(T, rx, res.body, at);
+    first = false;
     if (!LONG) await sleep(every - (Date.now() - started));
   }
 }
