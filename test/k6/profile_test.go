@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
+	"github.com/rtlab/rtlab/internal/peers"
 	"github.com/rtlab/rtlab/internal/servertest"
 )
 
@@ -143,5 +145,40 @@ func TestProfileExportOnRTLab(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestProfileExportOnCentrifugo runs builtin:centrifugo's export against a real Centrifugo that
+// pings every 2 s: batched replies read line by line, pings answered, no loss.
+func TestProfileExportOnCentrifugo(t *testing.T) {
+	k6 := k6Binary(t)
+	if testing.Short() {
+		t.Skip("-short: starts Centrifugo")
+	}
+	cf, err := peers.CentrifugoBinary("", filepath.Join("..", "..", ".cache"))
+	if err != nil {
+		t.Skipf("centrifugo: %v", err)
+	}
+	const secret = "k6-secret"
+	t.Setenv("CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY", secret)
+	t.Setenv("CENTRIFUGO_CLIENT_PING_INTERVAL", "2s")
+	t.Setenv("CENTRIFUGO_CLIENT_PONG_TIMEOUT", "1s")
+	s, err := peers.StartCentrifugo(t.Context(), cf, peers.CentrifugoSettings{
+		Engine: "memory", HistorySize: 100, HistoryTTL: time.Minute, Secret: secret, APIKey: "unused",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	dir := t.TempDir()
+	export := exec.Command(bin, "bench", "--export-k6", dir, "--target", "http://"+s.Addr, "--profile", "builtin:centrifugo",
+		"--users", "30", "--stages", "2s:PEAK,8s:PEAK,1s:0", "--interval", "1s", "--group-size", "10")
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	k := runK6At(t, k6, dir, "ws", "http://"+s.Addr)
+	t.Logf("k6: expected %d received %d lost %d dup %d errors %d p50 %.2f p99 %.2f ms", k.expected, k.received, k.lost, k.dup, k.errors, k.p50, k.p99)
+	if k.received == 0 || k.lost != 0 || k.dup != 0 || k.errors != 0 {
+		t.Errorf("received %d, lost %d, duplicates %d, protocol errors %d; want deliveries and none lost", k.received, k.lost, k.dup, k.errors)
 	}
 }
