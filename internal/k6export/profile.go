@@ -12,9 +12,6 @@ import (
 	"github.com/rtlab/rtlab/internal/target"
 )
 
-// ProfileSpeakable are a profile's transports k6 can speak: WebSocket frames and HTTP requests;
-// k6 has no streaming HTTP client (SSE), raw TCP or SockJS client.
-var ProfileSpeakable = []string{"ws", "stomp", "longpoll", "shortpoll"}
 
 // The profile as the scripts read it (P in config.js): templates as written, paths as text.
 type (
@@ -98,7 +95,8 @@ func WriteProfile(dir string, o *bench.Options, p *target.Profile, peak int, com
 	}
 	var scripts []string
 	for _, t := range o.Transports {
-		if !slices.Contains(ProfileSpeakable, t) || p.Transports[t] == nil {
+		// The same as for rtlab: k6 has no streaming HTTP (SSE), raw TCP or SockJS client.
+		if !slices.Contains(Speakable(), t) || p.Transports[t] == nil {
 			skipped = append(skipped, t)
 			continue
 		}
@@ -106,7 +104,7 @@ func WriteProfile(dir string, o *bench.Options, p *target.Profile, peak int, com
 		scripts = append(scripts, t)
 	}
 	if len(scripts) == 0 {
-		return nil, skipped, fmt.Errorf("--export-k6: none of %s is a transport k6 can speak for a profile (%s)", strings.Join(o.Transports, ", "), strings.Join(ProfileSpeakable, ", "))
+		return nil, skipped, fmt.Errorf("--export-k6: none of %s is a transport k6 can speak for a profile (%s)", strings.Join(o.Transports, ", "), strings.Join(Speakable(), ", "))
 	}
 	js, err := json.Marshal(jp)
 	if err != nil {

@@ -273,7 +273,7 @@ func (w *walker) transport(n *yaml.Node, at, name string) (*Transport, error) {
 		"publish":      func(v *yaml.Node, at string) error { return w.publish(v, at, t) },
 		"read":         func(v *yaml.Node, at string) (err error) { t.Read, err = w.read(v, at, name); return err },
 	}
-	if name == "ws" {
+	if name == transports.WS {
 		h["lines"] = func(v *yaml.Node, at string) (err error) { t.Lines, err = w.boolean(v, at); return err }
 		h["pong"] = func(v *yaml.Node, at string) error { return w.pong(v, at, t) }
 	}
