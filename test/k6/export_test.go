@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -104,7 +106,9 @@ func runK6At(t *testing.T, k6, dir, transport, base string) k6Figures {
 	if err := cmd.Run(); err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 99) {
 		t.Fatalf("k6 run %s.js: %v\n%s", transport, err, excerpt(out.String()))
 	}
-	logUsage(t, "k6", cmd.ProcessState)
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.js"))
+	peak := append(regexp.MustCompile(`"peak":(\d+)`).FindSubmatch(cfg), nil)
+	logUsage(t, "k6", cmd.ProcessState, string(peak[min(1, len(peak)-1)]))
 	b, err := os.ReadFile(sum)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +147,7 @@ func runLabAt(t *testing.T, base string, args []string) *results.Run {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("rtlab bench: %v\n%s", err, b)
 	}
-	logUsage(t, "rtlab bench", cmd.ProcessState)
+	logUsage(t, "rtlab bench", cmd.ProcessState, args[slices.Index(args, "--users")+1])
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -157,12 +161,12 @@ func runLabAt(t *testing.T, base string, args []string) *results.Run {
 
 // logUsage logs a generator's CPU time and peak RSS per user, for docs/bench.md ("Beyond one
 // machine").
-func logUsage(t *testing.T, who string, ps *os.ProcessState) {
+func logUsage(t *testing.T, who string, ps *os.ProcessState, peak string) {
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok {
+	users, err := strconv.Atoi(peak)
+	if !ok || err != nil {
 		return
 	}
-	users, _ := strconv.Atoi(secondOpinion()[1])
 	cpu := ps.UserTime() + ps.SystemTime()
 	t.Logf("%s: CPU %.1f s (%.2f ms per user), peak RSS %.0f MiB (%.0f KiB per user)",
 		who, cpu.Seconds(), cpu.Seconds()*1000/float64(users), float64(ru.Maxrss)/1024, float64(ru.Maxrss)/float64(users))
