@@ -80,8 +80,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return bad(err)
 	}
 	switch {
-	case *f.exportK6 != "" && o.Profile != "":
-		return bad(fmt.Errorf("--export-k6: writes rtlab's routes, not a --profile's workload"))
 	case *f.prepare:
 		return prepareServers(o, stdout, stderr)
 	case *f.exportK6 != "":
@@ -180,7 +178,7 @@ func benchFlagSet() *benchFlags {
 	f.prepare = fs.Bool("prepare", false, "only get the --server list ready (build the Spring peer, check Centrifugo and RabbitMQ's Web-STOMP), print what each is, and exit")
 	f.faults = fs.String("fault", "", "faults injected into every run, a comma list of AT:FAULT like '30s:kill-node=1,45s:restart-broker,60s:partition-node=1:15s,80s:delay-broker=200ms:20s' (kill-node=N[:DOWN] restarts it after DOWN, restart-broker[:DOWN]; nodes from 1); on servers the lab starts, restart-broker on a broker it starts (--broker redis, nats or amqp)")
 	f.thresholds = fs.String("threshold", "", "pass/fail criteria checked on every run (each transport at each user level), a comma list like 'p99<250ms,ratio>=0.999,failed==0'; metrics: "+strings.Join(bench.ThresholdMetrics(), ", ")+"; a crossed one makes the exit status 99")
-	f.exportK6 = fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
+	f.exportK6 = fs.String("export-k6", "", "write the location workload (--users, --stages, --groups/--group-size, --interval, --seed) as k6 scripts into this directory, one per transport k6 can speak (ws, stomp, longpoll, shortpoll; with --profile, the profile's routes and messages), with a README on running them with k6 run, on several hosts and with k6-operator; runs nothing")
 	f.csv = fs.Bool("csv", false, "also write the per-second series of every run to series.csv in --out")
 	fs.rule(atLeast(1), "group-size", "talks")
 	fs.rule(atLeast(0), "groups", "room-size")
@@ -496,18 +494,30 @@ func exportScripts(dir string, o *bench.Options, stdout, stderr io.Writer) int {
 		if len(o.Users) > 1 {
 			d = filepath.Join(dir, strconv.Itoa(peak)+"-users")
 		}
-		command := strings.Join(o.Args, " ")
-		written, skipped, err := k6export.Write(d, o, peak, command)
+		written, skipped, err := exportLevel(d, o, peak)
 		if err != nil {
 			fmt.Fprintf(stderr, "rtlab bench: %v\n", err)
 			return 2
 		}
 		fmt.Fprintf(stdout, "k6 scripts for %d users in %s: %s (k6 run -e BASE=http://host:port %s; see README.md)\n", peak, d, strings.Join(written, ", "), written[0])
 		if len(skipped) > 0 {
-			fmt.Fprintf(stdout, "  not written: %s (k6 has no streaming HTTP client)\n", strings.Join(skipped, ", "))
+			fmt.Fprintf(stdout, "  not written: %s (k6 has no client for them)\n", strings.Join(skipped, ", "))
 		}
 	}
 	return 0
+}
+
+// exportLevel writes one user level's scripts: rtlab's routes, or the --profile's.
+func exportLevel(dir string, o *bench.Options, peak int) (written, skipped []string, err error) {
+	command := strings.Join(o.Args, " ")
+	if o.Profile == "" {
+		return k6export.Write(dir, o, peak, command)
+	}
+	p, err := bench.LoadProfile(o.Profile) // Validate read it already
+	if err != nil {
+		return nil, nil, fmt.Errorf("--profile: %w", err)
+	}
+	return k6export.WriteProfile(dir, o, p, peak, command)
 }
 
 // targetFlags are the flags of a --target's TLS and cost.

@@ -13,7 +13,7 @@ import (
 )
 
 // builtinProfiles are the profiles --profile builtin:NAME names: rtlab's seed routes, the
-// Spring STOMP peer, RabbitMQ Web-STOMP and a Socket.IO location app.
+// Spring STOMP peer, RabbitMQ Web-STOMP, a Socket.IO location app and Centrifugo.
 //
 //go:embed profiles/*.yaml
 var builtinProfiles embed.FS

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
@@ -208,10 +209,41 @@ func (d *profDriver) wsSession(a *activity) (opened bool) {
 		if err != nil {
 			return l.closed(fmt.Errorf("ws: %w", err))
 		}
-		if d.message(l, p, len(p), c.clk.now()) {
+		end, err := d.wsMessage(l, p, c.clk.now())
+		if err != nil {
+			return l.closed(fmt.Errorf("ws: pong: %w", err))
+		}
+		if end {
 			return true
 		}
 	}
+}
+
+// wsMessage hands a WebSocket message to message, line by line when the profile says the
+// server batches (Centrifugo's JSON protocol), and answers the server's pings.
+func (d *profDriver) wsMessage(l *link, p []byte, now int64) (end bool, err error) {
+	for len(p) > 0 {
+		line := p
+		p = nil
+		if d.t.Lines {
+			if i := bytes.IndexByte(line, '\n'); i >= 0 {
+				line, p = line[:i], line[i+1:]
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+		}
+		if d.t.Ping != "" && string(line) == d.t.Ping {
+			if err := l.a.writeFrame(ws.OpText, []byte(d.t.Pong)); err != nil {
+				return true, err
+			}
+			continue
+		}
+		if d.message(l, line, len(line), now) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // publish sends one publication: over the shared HTTP pool, as a WebSocket frame, as a STOMP

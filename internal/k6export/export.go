@@ -17,7 +17,7 @@ import (
 	"github.com/rtlab/rtlab/internal/transports"
 )
 
-//go:embed js/*.js
+//go:embed js/*.js js/profile/*.js
 var scripts embed.FS
 
 // Speakable are the transports k6 can speak: k6 has no streaming HTTP client, so no SSE.
@@ -46,7 +46,36 @@ func Write(dir string, o *bench.Options, peak int, command string) (written, ski
 	if o.Scenario != bench.ScenarioLocation {
 		return nil, nil, fmt.Errorf("--export-k6 writes the location scenario only, not %s", o.Scenario)
 	}
-	w := o.WorkloadFor(peak)
+	var speak []string
+	for _, t := range o.Transports {
+		if !slices.Contains(Speakable(), t) {
+			skipped = append(skipped, t)
+			continue
+		}
+		speak = append(speak, t)
+	}
+	if len(speak) == 0 {
+		return nil, skipped, fmt.Errorf("--export-k6: none of %s is a transport k6 can speak (%s)", strings.Join(o.Transports, ", "), strings.Join(Speakable(), ", "))
+	}
+	ex := export{dir: dir, o: o, peak: peak, command: command, scripts: speak, skipped: skipped, dirJS: "js/"}
+	return ex.write()
+}
+
+// export is one directory of scripts: the workload's config.js and lib.js, and from dirJS a
+// script per transport and the extra files the scripts import.
+type export struct {
+	dir, command     string
+	o                *bench.Options
+	peak             int
+	scripts, skipped []string // transports
+	dirJS            string
+	extraConfig      []byte   // appended to config.js
+	extraJS          []string // files of dirJS written beside the scripts
+	note             string   // the README's line on what the scripts send
+}
+
+func (e *export) write() (written, skipped []string, err error) {
+	w := e.o.WorkloadFor(e.peak)
 	cfg := config{Peak: w.Peak, Groups: w.Groups, IntervalMs: w.Interval.Milliseconds(), GraceMs: w.Grace.Milliseconds(), LongWaitMs: w.LongWait.Milliseconds()}
 	for _, s := range w.Stages {
 		cfg.Stages = append(cfg.Stages, stage{Duration: fmtDuration(s.Duration), Target: s.Target})
@@ -54,7 +83,7 @@ func Write(dir string, o *bench.Options, peak int, command string) (written, ski
 	for _, p := range w.Phases {
 		cfg.PhasesMs = append(cfg.PhasesMs, p.Milliseconds())
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("k6 export: %w", err)
 	}
 	js, err := json.Marshal(cfg)
@@ -62,29 +91,23 @@ func Write(dir string, o *bench.Options, peak int, command string) (written, ski
 		return nil, nil, fmt.Errorf("k6 export: config: %w", err)
 	}
 	files := map[string][]byte{
-		"config.js": fmt.Appendf(nil, "// Written by %s\n// The location workload at %d users; lib.js and the scripts read it.\nexport const W = %s;\n", command, peak, js),
+		"config.js": append(fmt.Appendf(nil, "// Written by %s\n// The location workload at %d users; lib.js and the scripts read it.\nexport const W = %s;\n", e.command, e.peak, js), e.extraConfig...),
 	}
-	lib, _ := scripts.ReadFile("js/lib.js")
-	files["lib.js"] = lib
-	for _, t := range o.Transports {
-		if !slices.Contains(Speakable(), t) {
-			skipped = append(skipped, t)
-			continue
-		}
-		b, _ := scripts.ReadFile("js/" + t + ".js")
-		files[t+".js"] = b
+	files["lib.js"], _ = scripts.ReadFile("js/lib.js")
+	for _, f := range e.extraJS {
+		files[f], _ = scripts.ReadFile(e.dirJS + f)
+	}
+	for _, t := range e.scripts {
+		files[t+".js"], _ = scripts.ReadFile(e.dirJS + t + ".js")
 		written = append(written, t+".js")
 	}
-	if len(written) == 0 {
-		return nil, skipped, fmt.Errorf("--export-k6: none of %s is a transport k6 can speak (%s)", strings.Join(o.Transports, ", "), strings.Join(Speakable(), ", "))
-	}
-	files["README.md"] = []byte(readme(command, peak, w, written, skipped))
+	files["README.md"] = []byte(readme(e.command, e.peak, w, written, e.skipped, e.note))
 	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(e.dir, name), b, 0o644); err != nil {
 			return nil, nil, fmt.Errorf("k6 export: %w", err)
 		}
 	}
-	return written, skipped, nil
+	return written, e.skipped, nil
 }
 
 // fmtDuration writes d as k6 reads it: "1m30s", "500ms".

@@ -9,7 +9,7 @@ import (
 
 // readme is the README.md of an export: how to run the scripts on one host, on several, and on
 // Kubernetes, and what the figures mean next to the bench's.
-func readme(command string, peak int, w bench.Workload, written, skipped []string) string {
+func readme(command string, peak int, w bench.Workload, written, skipped []string, note string) string {
 	var st []string
 	for _, s := range w.Stages {
 		st = append(st, fmt.Sprintf("%s:%d", fmtDuration(s.Duration), s.Target))
@@ -17,9 +17,12 @@ func readme(command string, peak int, w bench.Workload, written, skipped []strin
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The location workload for k6\n\nWritten by `%s`: %d users in %d groups (user i in group i %% %d, topic `location/{group}`), each publishing its position every %s at its own phase (the bench's, from --seed), stages %s, grace %s.\n\n",
 		command, peak, w.Groups, w.Groups, w.Interval, strings.Join(st, ","), w.Grace)
+	if note != "" {
+		b.WriteString(note + "\n\n")
+	}
 	fmt.Fprintf(&b, "Scripts: %s (lib.js and config.js beside them).", "`"+strings.Join(written, "`, `")+"`")
 	if len(skipped) > 0 {
-		fmt.Fprintf(&b, " Not written: %s (k6 has no streaming HTTP client for SSE).", strings.Join(skipped, ", "))
+		fmt.Fprintf(&b, " Not written: %s (k6 has no streaming HTTP client for SSE, nor a STOMP over TCP or SockJS client).", strings.Join(skipped, ", "))
 	}
 	b.WriteString(`
 

@@ -200,7 +200,7 @@ func (w *walker) matches(n *yaml.Node, at string) ([]Match, error) {
 		return nil, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return nil, w.errf(n, at, `want a mapping of paths to values, like {$.type: LOCATION}`)
+		return nil, w.errf(n, at, `want a mapping of paths to values, like {$.type: LOCATION} ({$.a: ~}: present)`)
 	}
 	var out []Match
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -208,7 +208,12 @@ func (w *walker) matches(n *yaml.Node, at string) ([]Match, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := w.str(n.Content[i+1], at+"."+n.Content[i].Value)
+		vn := n.Content[i+1]
+		if vn.Tag == "!!null" { // {$.push.pub: ~}: any value will do
+			out = append(out, Match{Path: p, Present: true})
+			continue
+		}
+		v, err := w.str(vn, at+"."+n.Content[i].Value)
 		if err != nil {
 			return nil, err
 		}
@@ -234,6 +239,26 @@ func (w *walker) transports(n *yaml.Node, at string, p *Profile) error {
 	return w.fields(n, at, h)
 }
 
+// pong reads {ping: TEXT, send: TEXT}: the server's application-level ping and the answer.
+func (w *walker) pong(n *yaml.Node, at string, t *Transport) error {
+	err := w.fields(n, at, map[string]func(*yaml.Node, string) error{
+		"ping": func(v *yaml.Node, at string) (err error) { t.Ping, err = w.str(v, at); return err },
+		"send": func(v *yaml.Node, at string) (err error) { t.Pong, err = w.str(v, at); return err },
+	})
+	if err == nil && (t.Ping == "" || t.Pong == "") {
+		return w.errf(n, at, "want {ping: '{}', send: '{}'}: the server's ping message and the answer")
+	}
+	return err
+}
+
+func (w *walker) boolean(n *yaml.Node, at string) (bool, error) {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		return false, w.errf(n, at, "want true or false")
+	}
+	return b, nil
+}
+
 func isSTOMP(name string) bool { return name == "stomp" || name == "stomp-tcp" || name == "sockjs" }
 
 func (w *walker) transport(n *yaml.Node, at, name string) (*Transport, error) {
@@ -247,6 +272,10 @@ func (w *walker) transport(n *yaml.Node, at, name string) (*Transport, error) {
 		"subscribe":    func(v *yaml.Node, at string) error { return w.subscribe(v, at, t) },
 		"publish":      func(v *yaml.Node, at string) error { return w.publish(v, at, t) },
 		"read":         func(v *yaml.Node, at string) (err error) { t.Read, err = w.read(v, at, name); return err },
+	}
+	if name == transports.WS {
+		h["lines"] = func(v *yaml.Node, at string) (err error) { t.Lines, err = w.boolean(v, at); return err }
+		h["pong"] = func(v *yaml.Node, at string) error { return w.pong(v, at, t) }
 	}
 	if name == "shortpoll" {
 		h["interval"] = func(v *yaml.Node, at string) (err error) { t.Interval, err = w.dur(v, at); return err }

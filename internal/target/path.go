@@ -265,16 +265,18 @@ type Read struct {
 	TSUnit int64 // nanoseconds per unit of TS
 }
 
-// Match holds when the value at Path is Value (a string's contents, or a raw number).
+// Match holds when the value at Path is Value (a string's contents, or a raw number), or, with
+// Present, when there is one at all.
 type Match struct {
-	Path  *Path
-	Value string
+	Path    *Path
+	Value   string
+	Present bool
 }
 
 // Matches reports whether msg is a delivery.
 func (r *Read) Matches(msg []byte) bool {
 	for _, m := range r.Match {
-		if v, ok := m.Path.Text(msg); !ok || v != m.Value {
+		if v, ok := m.Path.Text(msg); !ok || (!m.Present && v != m.Value) {
 			return false
 		}
 	}

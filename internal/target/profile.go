@@ -54,6 +54,8 @@ type Transport struct {
 	Cookies      []Header
 	Query        []Header // appended to URL's query
 	Subprotocols []string
+	Lines        bool          // ws: each line of a message is a message (newline-delimited JSON)
+	Ping, Pong   string        // ws: a message that is exactly Ping is answered with Pong
 	Interval     time.Duration // shortpoll: between polls; zero means the run's --interval
 	Connect      []Header      // STOMP: CONNECT's headers
 	Subscribe    Subscribe

@@ -11,6 +11,7 @@ import (
 )
 
 func TestExamplesParse(t *testing.T) {
+	t.Setenv("CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY", "s") // builtin:centrifugo's secret
 	files, _ := filepath.Glob("../../examples/targets/*.yaml")
 	more, _ := filepath.Glob("../bench/profiles/*.yaml")
 	files = append(files, more...)
@@ -39,10 +40,33 @@ func TestErrorsNameLineAndField(t *testing.T) {
 		{"transports:\n  ws:\n    url: /ws\n    subscribe: {ready: soon}\n", "p.yaml:4: transports.ws.subscribe.ready: want open, receipt"},
 		{"auth:\n  jwt: {secret: s, alg: RS256}\ntransports: {}\n", "p.yaml:2: auth.jwt.alg: only HS256"},
 		{"transports:\n  ws:\n    url: /ws\n    publish: {body: x}\n    read: {vu: $.a, seq: $.b, ts_unit: h}\n", "p.yaml:5: transports.ws.read.ts_unit: want ns, us, ms or s"},
+		{"transports:\n  ws:\n    url: /ws\n    pong: {ping: '{}'}\n", "p.yaml:4: transports.ws.pong: want {ping:"},
+		{"transports:\n  ws:\n    url: /ws\n    lines: often\n", "p.yaml:4: transports.ws.lines: want true or false"},
+		{"transports:\n  sse:\n    url: /s\n    lines: true\n", "p.yaml:4: transports.sse.lines: unknown field"},
 	} {
 		_, err := Parse("p.yaml", ".", []byte(c.src))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want %q", c.src, err, c.want)
+		}
+	}
+}
+
+// TestMatchPresent checks that a match with no value (~) holds whenever the path is there.
+func TestMatchPresent(t *testing.T) {
+	src := "transports:\n  ws:\n    url: /ws\n    publish: {body: x}\n    read: {match: {$.push.pub: ~, $.push.channel: a}, vu: $.a, seq: $.b}\n"
+	p, err := Parse("p.yaml", ".", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &p.Transports["ws"].Read
+	for msg, want := range map[string]bool{
+		`{"push":{"channel":"a","pub":{"data":1}}}`: true,
+		`{"push":{"channel":"a","pub":null}}`:       true,
+		`{"push":{"channel":"a"}}`:                  false,
+		`{"push":{"channel":"b","pub":{}}}`:         false,
+	} {
+		if r.Matches([]byte(msg)) != want {
+			t.Errorf("%s: matches %v, want %v", msg, !want, want)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -74,21 +76,27 @@ func TestSecondOpinion(t *testing.T) {
 
 // k6Figures are what the comparison reads from k6's summary.
 type k6Figures struct {
-	expected, received int64
-	p50, p99           float64
+	expected, received, lost, dup, errors int64
+	p50, p99                              float64
 }
 
 // runK6 runs transport's exported script against a fresh server and reads its summary.
 func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	t.Helper()
 	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
+	return runK6At(t, k6, dir, transport, p.URL())
+}
+
+// runK6At runs transport's exported script against the server at base and reads its summary.
+func runK6At(t *testing.T, k6, dir, transport, base string) k6Figures {
+	t.Helper()
 	sum := filepath.Join(t.TempDir(), "summary.json")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	// P99_MS is high: this compares figures, the shared CI machine decides no threshold.
 	cmd := exec.CommandContext(ctx, k6, "run", "--no-usage-report", "--quiet", "--no-color",
 		"--summary-trend-stats", "med,p(99),max", "--summary-export", sum,
-		"-e", "BASE="+p.URL(), "-e", "P99_MS=60000", transport+".js")
+		"-e", "BASE="+base, "-e", "P99_MS=60000", transport+".js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "K6_NO_USAGE_REPORT=true")
 	var out bytes.Buffer
@@ -98,7 +106,9 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	if err := cmd.Run(); err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 99) {
 		t.Fatalf("k6 run %s.js: %v\n%s", transport, err, excerpt(out.String()))
 	}
-	logUsage(t, "k6", cmd.ProcessState)
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.js"))
+	peak := append(regexp.MustCompile(`"peak":(\d+)`).FindSubmatch(cfg), nil)
+	logUsage(t, "k6", cmd.ProcessState, string(peak[min(1, len(peak)-1)]))
 	b, err := os.ReadFile(sum)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +125,7 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 	}
 	return k6Figures{
 		expected: int64(num("deliveries_expected", "count")), received: int64(num("deliveries_received", "count")),
+		lost: int64(num("deliveries_lost", "count")), dup: int64(num("deliveries_duplicate", "count")), errors: int64(num("protocol_errors", "count")),
 		p50: num("delivery_latency", "med"), p99: num("delivery_latency", "p(99)"),
 	}
 }
@@ -123,14 +134,20 @@ func runK6(t *testing.T, k6, dir, transport string) k6Figures {
 func runLab(t *testing.T, transport string) *results.Run {
 	t.Helper()
 	p := servertest.Start(t, bin, "--max-conns-per-ip", "-1", "--read-rate-per-ip", "-1", "--http-pub-rate", "-1", "--user-msg-rate", "-1")
+	return runLabAt(t, p.URL(), append([]string{"--transport", transport}, secondOpinion()...))
+}
+
+// runLabAt runs the bench with args against the server at base.
+func runLabAt(t *testing.T, base string, args []string) *results.Run {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "lab")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--target", p.URL(), "--transport", transport, "--out", out}, secondOpinion()...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--target", base, "--out", out}, args...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("rtlab bench: %v\n%s", err, b)
 	}
-	logUsage(t, "rtlab bench", cmd.ProcessState)
+	logUsage(t, "rtlab bench", cmd.ProcessState, args[slices.Index(args, "--users")+1])
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +161,12 @@ func runLab(t *testing.T, transport string) *results.Run {
 
 // logUsage logs a generator's CPU time and peak RSS per user, for docs/bench.md ("Beyond one
 // machine").
-func logUsage(t *testing.T, who string, ps *os.ProcessState) {
+func logUsage(t *testing.T, who string, ps *os.ProcessState, peak string) {
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok {
+	users, err := strconv.Atoi(peak)
+	if !ok || err != nil {
 		return
 	}
-	users, _ := strconv.Atoi(secondOpinion()[1])
 	cpu := ps.UserTime() + ps.SystemTime()
 	t.Logf("%s: CPU %.1f s (%.2f ms per user), peak RSS %.0f MiB (%.0f KiB per user)",
 		who, cpu.Seconds(), cpu.Seconds()*1000/float64(users), float64(ru.Maxrss)/1024, float64(ru.Maxrss)/float64(users))

@@ -89,8 +89,9 @@ export function now() {
 }
 
 // publisher sends u's position at its phase every interval from the start of the scenario, as
-// the bench's users do; send(seq, body) writes one. A late timer sends late, never skips: the
-// wait is in the latency, as in the bench. The returned function stops it.
+// the bench's users do; send(seq, body, at) writes one (at: its intended send time in ms). A late
+// timer sends late, never skips: the wait is in the latency, as in the bench. The returned
+// function stops it.
 export function publisher(u, send) {
   const t0 = exec.scenario.startTime;
   let last = -1;
@@ -102,7 +103,7 @@ export function publisher(u, send) {
       last = seq;
       // The intended send time in Unix ns, as the bench writes it; latency counts from it.
       const x = ((u.id * 7919 + seq * 104729) % 10000) / 100;
-      send(seq, `{"x":${x.toFixed(2)},"y":${(100 - x).toFixed(2)},"vu":${u.id},"seq":${seq},"ts":${at}000000}`);
+      send(seq, `{"x":${x.toFixed(2)},"y":${(100 - x).toFixed(2)},"vu":${u.id},"seq":${seq},"ts":${at}000000}`, at);
       published.add(1);
       next();
     }, Math.max(0, at - Date.now()));
