@@ -265,7 +265,7 @@ func TestBuiltinRabbitMQProfile(t *testing.T) {
 }
 
 // TestBuiltinSpringProfile runs builtin:spring against the Spring peer, and a profile that asks
-// it for no RECEIPT at all.
+// for no RECEIPT against the peer as Spring ships it, without its RECEIPT interceptor.
 func TestBuiltinSpringProfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the Spring peer")
@@ -278,7 +278,12 @@ func TestBuiltinSpringProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
 	checkExact(t, profileRun(t, "http://"+s.Addr, "builtin:spring", "stomp"))
-	checkExact(t, profileRun(t, "http://"+s.Addr, filepath.Join("testdata", "spring-no-receipts.yaml"), "stomp"))
+	s.Stop()
+	plain, err := o.startSpring(ctx, nil, "--lab.receipts=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	checkExact(t, profileRun(t, "http://"+plain.Addr, filepath.Join("testdata", "spring-no-receipts.yaml"), "stomp"))
 }

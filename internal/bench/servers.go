@@ -47,13 +47,13 @@ func (o *Options) springJar(ctx context.Context, status io.Writer) (string, erro
 	return jar, flagErr(err)
 }
 
-// startSpring starts the Spring peer.
-func (o *Options) startSpring(ctx context.Context, logw io.Writer) (*peers.Server, error) {
+// startSpring starts the Spring peer; extra are its own arguments (--lab.receipts=false).
+func (o *Options) startSpring(ctx context.Context, logw io.Writer, extra ...string) (*peers.Server, error) {
 	jar, err := o.springJar(ctx, o.statusW())
 	if err != nil {
 		return nil, err
 	}
-	s, err := peers.StartSpring(ctx, jar, logw)
+	s, err := peers.StartSpring(ctx, jar, logw, extra...)
 	return s, flagErr(err)
 }
 

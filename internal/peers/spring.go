@@ -120,7 +120,7 @@ func SpringJar(ctx context.Context, jar, cache string, status io.Writer) (string
 
 // StartSpring starts the Spring peer's jar on a free port of 127.0.0.1 and waits until /readyz
 // answers.
-func StartSpring(ctx context.Context, jar string, logw io.Writer) (*Server, error) {
+func StartSpring(ctx context.Context, jar string, logw io.Writer, extra ...string) (*Server, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, setupErr("--server", "spring: java is not installed (apt-get install openjdk-17-jre-headless)")
@@ -134,7 +134,7 @@ func StartSpring(ctx context.Context, jar string, logw io.Writer) (*Server, erro
 		return nil, fmt.Errorf("creating Spring's working directory: %w", err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"-Xmx" + springHeap, "-jar", jar, "--server.port=" + strconv.Itoa(port), "--server.address=127.0.0.1"}
+	args := append([]string{"-Xmx" + springHeap, "-jar", jar, "--server.port=" + strconv.Itoa(port), "--server.address=127.0.0.1"}, extra...)
 	return launch{kind: results.KindSpring, bin: java, args: args, env: os.Environ(), dir: dir, addr: addr, readyTimeout: 90 * time.Second,
 		ready: func(ctx context.Context, s *Server) error { return ProbeReady(ctx, s.Addr) }}.start(ctx, logw)
 }
