@@ -115,7 +115,7 @@ func TestSockJSSessionOutlivesItsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	c := &cell{nodes: []string{srv.Addr}}
+	c := &cell{opts: &Options{}, nodes: []string{srv.Addr}}
 	v := &vu{id: 7}
 	conn, err := c.dial(ctx, v)
 	if err != nil {
