@@ -90,34 +90,7 @@ func (d *profDriver) stompSession(a *activity) (opened bool) {
 	}
 	l := newLink(a, start)
 	defer l.done()
-	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
-	parser := stomp.NewParser(stomp.Limits{})
-	for {
-		p, err := s.next(pong)
-		if err != nil {
-			if !l.open {
-				err = fmt.Errorf("waiting for CONNECTED: %w", err)
-			}
-			return l.closed(fmt.Errorf("stomp: %w", err))
-		}
-		now := c.clk.now()
-		parser.Feed(p)
-		for {
-			fr, ok, err := parser.Next()
-			if err != nil {
-				return l.closed(fmt.Errorf("stomp: %w", err))
-			}
-			if !ok {
-				break
-			}
-			if end, err := d.stompFrame(l, &fr, len(p), now); end {
-				if err != nil {
-					return l.closed(err)
-				}
-				return true
-			}
-		}
-	}
+	return stompRead(a, l, s, &c.clk, d.stompFrame)
 }
 
 // stompFrame hands one frame of the server to the link; it reports whether the session is
