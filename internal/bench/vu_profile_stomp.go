@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,19 +27,7 @@ func (d *profDriver) stompOpen(a *activity) (s stompStream, start time.Time, end
 		sj, start, ok := c.openSockJSAt(a, d.route(v, d.t.URL, ""))
 		return sj, start, a.clearConn, ok
 	}
-	c.connTried(v)
-	start = time.Now()
-	conn, err := c.dialAny(a.ctx, v, c.stompNodes)
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("stomp-tcp: %w", err))
-		return nil, start, nil, false
-	}
-	if !a.setConn(conn) {
-		_ = conn.Close()
-		c.connAbandoned(v)
-		return nil, start, nil, false
-	}
-	return &tcpStream{br: bufio.NewReaderSize(conn, streamBufSize), buf: make([]byte, streamBufSize)}, start, a.clearConn, true
+	return c.openSTOMPTCP(a)
 }
 
 // stompWrite writes one frame on a's connection.

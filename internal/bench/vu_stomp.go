@@ -84,6 +84,12 @@ func (d *stompDriver) open(a *activity) (s stompStream, start time.Time, end fun
 		sj, start, ok := c.openSockJS(a)
 		return sj, start, a.clearConn, ok
 	}
+	return c.openSTOMPTCP(a)
+}
+
+// openSTOMPTCP opens a's TCP connection to a node's STOMP listener; ok is false when it failed
+// or was abandoned, otherwise end clears it.
+func (c *cell) openSTOMPTCP(a *activity) (s stompStream, start time.Time, end func(), ok bool) {
 	v := a.v
 	c.connTried(v)
 	start = time.Now()
