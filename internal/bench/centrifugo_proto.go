@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/rtlab/rtlab/internal/jsonscan"
 )
 
 // Centrifugo's client protocol in JSON (its client protocol v2), as much of it as a client that
@@ -178,7 +180,7 @@ func (m *cfMsg) publication(val []byte) error {
 // cfObject walks a JSON object value (a member's raw value); anything else is malformed.
 func cfObject(val []byte, fn func(key, val []byte) error) error {
 	end, err := walkObject(val, 0, fn)
-	if err == nil && skipWS(val, end) != len(val) {
+	if err == nil && jsonscan.SkipWS(val, end) != len(val) {
 		err = errJSON
 	}
 	return err

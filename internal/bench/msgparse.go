@@ -1,6 +1,10 @@
 package bench
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/rtlab/rtlab/internal/jsonscan"
+)
 
 // The generator reads tens of thousands of messages a second on a machine it shares with the
 // server, so it does not unmarshal them: a small allocation-free scanner walks the JSON and
@@ -153,158 +157,27 @@ func parseTalkText(b []byte) dataFields {
 	return d
 }
 
-// eachElement calls fn with every element of a JSON array.
+// eachElement calls fn with every element of a JSON array (jsonscan.EachElement, with the
+// bench's error).
 func eachElement(b []byte, fn func(elem []byte) error) error {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return errJSON
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return nil
-	}
-	for {
-		end, err := skipValue(b, i)
-		if err != nil {
-			return err
-		}
-		if err := fn(b[i:end]); err != nil {
-			return err
-		}
-		i = skipWS(b, end)
-		if i >= len(b) {
-			return errJSON
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case ']':
-			return nil
-		default:
-			return errJSON
-		}
-	}
+	return benchJSONErr(jsonscan.EachElement(b, fn))
 }
 
 // walkObject calls fn for every member of the object starting at b[i] with the raw key (no
-// quotes, escapes left as they are) and the raw value. It returns the index after the object.
+// quotes, escapes left as they are) and the raw value. It returns the index after the object
+// (jsonscan.WalkObject, with the bench's error).
 func walkObject(b []byte, i int, fn func(key, val []byte) error) (int, error) {
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != '{' {
-		return i, errJSON
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, errJSON
-		}
-		kend, err := skipString(b, i)
-		if err != nil {
-			return i, err
-		}
-		key := b[i+1 : kend-1]
-		i = skipWS(b, kend)
-		if i >= len(b) || b[i] != ':' {
-			return i, errJSON
-		}
-		i = skipWS(b, i+1)
-		vend, err := skipValue(b, i)
-		if err != nil {
-			return i, err
-		}
-		if err := fn(key, b[i:vend]); err != nil {
-			return i, err
-		}
-		i = skipWS(b, vend)
-		if i >= len(b) {
-			return i, errJSON
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return i, errJSON
-		}
-	}
+	end, err := jsonscan.WalkObject(b, i, fn)
+	return end, benchJSONErr(err)
 }
 
-// skipValue returns the index just after the JSON value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return i, errJSON
+// benchJSONErr gives the scanner's malformed-JSON error the bench's text (errJSON), the label
+// it has in the results' error counts.
+func benchJSONErr(err error) error {
+	if err == jsonscan.ErrMalformed {
+		return errJSON
 	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				end, err := skipString(b, i)
-				if err != nil {
-					return i, err
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, nil
-				}
-			}
-			i++
-		}
-		return i, errJSON
-	default: // number, true, false, null
-		j := i
-		for j < len(b) {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				if j == i {
-					return j, errJSON
-				}
-				return j, nil
-			}
-			j++
-		}
-		if j == i {
-			return j, errJSON
-		}
-		return j, nil
-	}
-}
-
-// skipString returns the index just after the string starting at b[i] (a quote).
-func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return len(b), errJSON
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
+	return err
 }
 
 // unquote strips the quotes of a raw JSON string value; escapes are left as they are (the

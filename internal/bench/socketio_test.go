@@ -1,66 +1,16 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// startSocketIO starts test/socketio/server.js (socket.io 4, installed by `npm ci` there) and
-// returns its base URL; it is killed at the end. Without node or the package the test is
-// skipped, or fails when RTLAB_REQUIRE_INTEROP is set.
-func startSocketIO(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(filepath.Join("..", "..", "test", "socketio"))
-	skip := ""
-	if _, err := exec.LookPath("node"); err != nil {
-		skip = "node is not installed"
-	} else if _, err := os.Stat(filepath.Join(dir, "node_modules", "socket.io")); err != nil {
-		skip = "socket.io is not installed: run npm ci in " + dir
-	}
-	if skip != "" {
-		if os.Getenv("RTLAB_REQUIRE_INTEROP") != "" {
-			t.Fatal(skip)
-		}
-		t.Skip(skip)
-	}
-	cmd := exec.Command("node", "server.js")
-	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start node server.js: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	port := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				port <- p
-			}
-		}
-	}()
-	select {
-	case p := <-port:
-		return "http://127.0.0.1:" + p
-	case <-time.After(time.Minute):
-		t.Fatal("server.js did not start listening")
-	}
-	return ""
-}
+	"github.com/rtlab/rtlab/internal/socketio/socketiotest"
+)
 
 // socketIOProfile writes examples/targets/socketio.yaml with each old string replaced by its
 // new one, and returns its path.
@@ -97,7 +47,7 @@ func TestProfileSocketIO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs short benches")
 	}
-	srv := startSocketIO(t)
+	srv := socketiotest.Start(t)
 	t.Setenv("RTLAB_TEST_SIO_TOKEN", "good")
 	t.Run("websocket", func(t *testing.T) {
 		p := socketIOProfile(t, "transport: upgrade", secure+"transport: websocket")
@@ -121,7 +71,7 @@ func TestProfileSocketIOPreflight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a pre-flight")
 	}
-	srv := startSocketIO(t)
+	srv := socketiotest.Start(t)
 	t.Setenv("RTLAB_TEST_SIO_TOKEN", "bad")
 	for _, tc := range []struct{ old, new, want string }{
 		{"event: location, data", "event: locaton, data", "publish emit locaton: no answer in 10s"},

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,19 +27,7 @@ func (d *profDriver) stompOpen(a *activity) (s stompStream, start time.Time, end
 		sj, start, ok := c.openSockJSAt(a, d.route(v, d.t.URL, ""))
 		return sj, start, a.clearConn, ok
 	}
-	c.connTried(v)
-	start = time.Now()
-	conn, err := c.dialAny(a.ctx, v, c.stompNodes)
-	if err != nil {
-		c.connFailed(a, fmt.Errorf("stomp-tcp: %w", err))
-		return nil, start, nil, false
-	}
-	if !a.setConn(conn) {
-		_ = conn.Close()
-		c.connAbandoned(v)
-		return nil, start, nil, false
-	}
-	return &tcpStream{br: bufio.NewReaderSize(conn, streamBufSize), buf: make([]byte, streamBufSize)}, start, a.clearConn, true
+	return c.openSTOMPTCP(a)
 }
 
 // stompWrite writes one frame on a's connection.
@@ -90,34 +77,7 @@ func (d *profDriver) stompSession(a *activity) (opened bool) {
 	}
 	l := newLink(a, start)
 	defer l.done()
-	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
-	parser := stomp.NewParser(stomp.Limits{})
-	for {
-		p, err := s.next(pong)
-		if err != nil {
-			if !l.open {
-				err = fmt.Errorf("waiting for CONNECTED: %w", err)
-			}
-			return l.closed(fmt.Errorf("stomp: %w", err))
-		}
-		now := c.clk.now()
-		parser.Feed(p)
-		for {
-			fr, ok, err := parser.Next()
-			if err != nil {
-				return l.closed(fmt.Errorf("stomp: %w", err))
-			}
-			if !ok {
-				break
-			}
-			if end, err := d.stompFrame(l, &fr, len(p), now); end {
-				if err != nil {
-					return l.closed(err)
-				}
-				return true
-			}
-		}
-	}
+	return stompRead(a, l, s, &c.clk, d.stompFrame)
 }
 
 // stompFrame hands one frame of the server to the link; it reports whether the session is

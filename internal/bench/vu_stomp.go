@@ -84,6 +84,12 @@ func (d *stompDriver) open(a *activity) (s stompStream, start time.Time, end fun
 		sj, start, ok := c.openSockJS(a)
 		return sj, start, a.clearConn, ok
 	}
+	return c.openSTOMPTCP(a)
+}
+
+// openSTOMPTCP opens a's TCP connection to a node's STOMP listener; ok is false when it failed
+// or was abandoned, otherwise end clears it.
+func (c *cell) openSTOMPTCP(a *activity) (s stompStream, start time.Time, end func(), ok bool) {
 	v := a.v
 	c.connTried(v)
 	start = time.Now()
@@ -189,6 +195,13 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 	l := newLink(a, start)
 	defer l.done()
 	l.greet = func(typ string) error { return d.write(a, appendChatSend(nil, v.room, typ, receiptEnter)) }
+	return stompRead(a, l, s, &c.clk, d.frame)
+}
+
+// stompRead reads a STOMP session's frames from s, answering the WebSocket's pings, and hands
+// each to frame (with the size of the message it came in and when that arrived) until frame
+// says the session is over or reading fails, which l.closed accounts.
+func stompRead(a *activity, l *link, s stompStream, clk *clock, frame func(l *link, fr *stomp.Frame, size int, now int64) (end bool, err error)) (opened bool) {
 	pong := func(p []byte) error { return a.writeFrame(ws.OpPong, p) }
 	parser := stomp.NewParser(stomp.Limits{})
 	for {
@@ -199,7 +212,7 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 			}
 			return l.closed(fmt.Errorf("stomp: %w", err))
 		}
-		now := c.clk.now()
+		now := clk.now()
 		parser.Feed(p)
 		for {
 			fr, ok, err := parser.Next()
@@ -209,7 +222,7 @@ func (d *stompDriver) session(a *activity) (opened bool) {
 			if !ok {
 				break
 			}
-			if end, err := d.frame(l, &fr, len(p), now); end {
+			if end, err := frame(l, &fr, len(p), now); end {
 				if err != nil {
 					return l.closed(err)
 				}

@@ -1,78 +1,23 @@
 package socketio
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rtlab/rtlab/internal/eventually"
+	"github.com/rtlab/rtlab/internal/socketio/socketiotest"
 )
 
-// The tests run test/socketio/server.js (socket.io 4, installed by `npm ci` there): a
-// location app that broadcasts `location` to the sender's room g{n}, the sender included.
+// The tests run test/socketio/server.js (socketiotest.Start).
 
 // testTimeout bounds every wait: generous, for a shared and loaded machine.
 const testTimeout = 60 * time.Second
-
-// startNode starts server.js with args and returns its base URL; it is killed at the end.
-func startNode(t *testing.T, args ...string) string {
-	t.Helper()
-	dir, _ := filepath.Abs("../../test/socketio")
-	if _, err := exec.LookPath("node"); err != nil {
-		skipOrFail(t, "node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "socket.io")); err != nil {
-		skipOrFail(t, "socket.io is not installed: run npm ci in "+dir)
-	}
-	cmd := exec.Command("node", append([]string{"server.js"}, args...)...)
-	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start node server.js: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	port := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				port <- p
-			}
-		}
-	}()
-	select {
-	case p := <-port:
-		return "http://127.0.0.1:" + p
-	case <-time.After(testTimeout):
-		t.Fatal("server.js did not start listening")
-	}
-	return ""
-}
-
-func skipOrFail(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("RTLAB_REQUIRE_INTEROP") != "" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
 
 func dial(t *testing.T, o Options) *Conn {
 	t.Helper()
@@ -132,7 +77,7 @@ func waitEvent(t *testing.T, ch <-chan event, name string) []json.RawMessage {
 // on another transport; the payload arrives byte for byte (the server re-encodes it with
 // JSON.stringify, so the test sends it in that form).
 func TestTransports(t *testing.T) {
-	base := startNode(t)
+	base := socketiotest.Start(t)
 	for _, tc := range []struct{ transport, want string }{
 		{"polling", "polling"},
 		{"websocket", "websocket"},
@@ -161,7 +106,7 @@ func TestTransports(t *testing.T) {
 // TestJoinEvent joins a room with a `join` event, acknowledged, then receives that room's
 // broadcasts and not another's.
 func TestJoinEvent(t *testing.T) {
-	base := startNode(t)
+	base := socketiotest.Start(t)
 	for _, tr := range []string{"polling", "websocket"} {
 		t.Run(tr, func(t *testing.T) {
 			c := dial(t, Options{URL: base, Transport: tr})
@@ -190,7 +135,7 @@ func TestJoinEvent(t *testing.T) {
 // TestPings keeps a connection over several of the server's short ping intervals: each ping
 // is answered (or the server would close the session) and the connection still carries events.
 func TestPings(t *testing.T) {
-	base := startNode(t, "--ping-interval", "200", "--ping-timeout", "20000")
+	base := socketiotest.Start(t, "--ping-interval", "200", "--ping-timeout", "20000")
 	for _, tr := range []string{"polling", "websocket", ""} {
 		t.Run("transport="+tr, func(t *testing.T) {
 			c := dial(t, Options{URL: base + "?group=1", Transport: tr})
@@ -210,7 +155,7 @@ func TestPings(t *testing.T) {
 // TestAuthRefused connects to a namespace whose middleware refuses: Dial fails with the
 // server's message; the right token is let in.
 func TestAuthRefused(t *testing.T) {
-	base := startNode(t)
+	base := socketiotest.Start(t)
 	for _, tr := range []string{"polling", "websocket", ""} {
 		t.Run("transport="+tr, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -233,7 +178,7 @@ func TestAuthRefused(t *testing.T) {
 // TestConcurrentEmitClose emits from several goroutines while another reads (the race
 // detector watches), then closes the connection under a pending Read.
 func TestConcurrentEmitClose(t *testing.T) {
-	base := startNode(t)
+	base := socketiotest.Start(t)
 	const senders, each = 4, 25
 	for _, tr := range []string{"polling", "websocket"} {
 		t.Run(tr, func(t *testing.T) {
@@ -274,7 +219,7 @@ func TestConcurrentEmitClose(t *testing.T) {
 
 // TestDialFunc: every connection goes through Options.Dial (the lab's, for source addresses).
 func TestDialFunc(t *testing.T) {
-	base := startNode(t)
+	base := socketiotest.Start(t)
 	for _, tc := range []struct {
 		transport string
 		min       int64

@@ -1,12 +1,13 @@
 package target
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/rtlab/rtlab/internal/jsonscan"
 )
 
 // Path is a small JSON path: $ (the whole value), $.a.b, $.a[0].b.
@@ -67,7 +68,7 @@ func (p *Path) String() string {
 
 // Lookup returns the raw JSON value at p in b.
 func (p *Path) Lookup(b []byte) ([]byte, bool) {
-	i := skipWS(b, 0)
+	i := jsonscan.SkipWS(b, 0)
 	if i >= len(b) {
 		return nil, false
 	}
@@ -82,7 +83,7 @@ func (p *Path) Lookup(b []byte) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	end, err := skipValue(b, i)
+	end, err := jsonscan.SkipValue(b, i)
 	if err != nil {
 		return nil, false
 	}
@@ -95,23 +96,23 @@ func (p *Path) Each(b []byte, fn func(elem []byte) error) error {
 	if !ok || len(arr) == 0 || arr[0] != '[' {
 		return fmt.Errorf("no array at %s in: %.200s", p.src, b)
 	}
-	i := skipWS(arr, 1)
+	i := jsonscan.SkipWS(arr, 1)
 	if i < len(arr) && arr[i] == ']' {
 		return nil
 	}
 	for {
-		end, err := skipValue(arr, i)
+		end, err := jsonscan.SkipValue(arr, i)
 		if err != nil {
 			return err
 		}
 		if err := fn(arr[i:end]); err != nil {
 			return err
 		}
-		i = skipWS(arr, end)
+		i = jsonscan.SkipWS(arr, end)
 		if i >= len(arr) || arr[i] == ']' {
 			return nil
 		}
-		i = skipWS(arr, i+1)
+		i = jsonscan.SkipWS(arr, i+1)
 	}
 }
 
@@ -128,34 +129,30 @@ func (p *Path) Text(b []byte) (string, bool) {
 	return string(v), true
 }
 
-var errJSON = errors.New("malformed JSON")
+var errJSON = jsonscan.ErrMalformed
 
 // member returns the index of key's value in the object at b[i].
 func member(b []byte, i int, key string) (int, error) {
 	if i >= len(b) || b[i] != '{' {
 		return i, errJSON
 	}
-	i = skipWS(b, i+1)
+	i = jsonscan.SkipWS(b, i+1)
 	for i < len(b) && b[i] != '}' {
-		kend, err := skipString(b, i)
+		kend, err := jsonscan.SkipString(b, i)
 		if err != nil {
 			return i, err
 		}
 		k := b[i+1 : kend-1]
-		i = skipWS(b, kend)
+		i = jsonscan.SkipWS(b, kend)
 		if i >= len(b) || b[i] != ':' {
 			return i, errJSON
 		}
-		i = skipWS(b, i+1)
+		i = jsonscan.SkipWS(b, i+1)
 		if string(k) == key {
 			return i, nil
 		}
-		if i, err = skipValue(b, i); err != nil {
+		if i, err = skipPast(b, i); err != nil {
 			return i, err
-		}
-		i = skipWS(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
 		}
 	}
 	return i, errJSON
@@ -166,84 +163,30 @@ func element(b []byte, i, n int) (int, error) {
 	if i >= len(b) || b[i] != '[' {
 		return i, errJSON
 	}
-	i = skipWS(b, i+1)
+	i = jsonscan.SkipWS(b, i+1)
 	for k := 0; i < len(b) && b[i] != ']'; k++ {
 		if k == n {
 			return i, nil
 		}
 		var err error
-		if i, err = skipValue(b, i); err != nil {
+		if i, err = skipPast(b, i); err != nil {
 			return i, err
-		}
-		i = skipWS(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
 		}
 	}
 	return i, errJSON
 }
 
-// skipValue returns the index just after the JSON value at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return i, errJSON
+// skipPast returns the index of what follows the value at b[i] and its comma, if any.
+func skipPast(b []byte, i int) (int, error) {
+	i, err := jsonscan.SkipValue(b, i)
+	if err != nil {
+		return i, err
 	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				end, err := skipString(b, i)
-				if err != nil {
-					return i, err
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, nil
-				}
-			}
-			i++
-		}
-		return i, errJSON
+	i = jsonscan.SkipWS(b, i)
+	if i < len(b) && b[i] == ',' {
+		i = jsonscan.SkipWS(b, i+1)
 	}
-	j := i
-	for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
-		j++
-	}
-	if j == i {
-		return j, errJSON
-	}
-	return j, nil
-}
-
-func skipString(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return i, errJSON
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return len(b), errJSON
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
+	return i, nil
 }
 
 // Fields are what a delivery carries of the bench: its sender, number and send time.
