@@ -18,15 +18,19 @@ func (c *conn) allowUserPublish(n int) error {
 	if c.s.lim.UserMsgRate < 0 {
 		return nil // no key to build: a load test's publishes cost nothing here
 	}
-	key, who := "u:"+c.ident.User, "user "+c.ident.User
+	key := "u:" + c.ident.User
 	if c.ident.User == "" {
 		if c.addr == "" {
 			return nil
 		}
-		key, who = "a:"+c.addr, "address "+c.addr
+		key = "a:" + c.addr
 	}
 	if ok, _ := c.s.userPubRate.allowN(key, time.Now(), n); ok {
 		return nil
+	}
+	who := "user " + c.ident.User // named only in a refusal: the publish path builds one string, the key
+	if c.ident.User == "" {
+		who = "address " + c.addr
 	}
 	return fmt.Errorf("%w: at most %g publishes per second per %s, across its connections (--user-msg-rate)", ErrRateLimited, c.s.lim.UserMsgRate, who)
 }
